@@ -1,0 +1,91 @@
+//! The command line: clap definitions, each flag with its `LOCKWATCH_*` fallback.
+//!
+//! Parsing only; `main` dispatches. `LOCKWATCH_REDIS_PASSWORD` is read from the
+//! environment and never taken as a flag, so a secret never has to be on the command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{Overrides, Secret};
+
+#[derive(Debug, Parser)]
+#[command(name = "lockwatch", version, about = "Exporter and runbook tool for distributed locks kept in Redis")]
+pub struct Cli {
+    /// Log output: human-readable text or one JSON object per line.
+    #[arg(long, env = "LOCKWATCH_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// Log filter, e.g. `info` or `lockwatch=debug`.
+    #[arg(long, env = "LOCKWATCH_LOG_LEVEL", default_value = "info", global = true)]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the exporter: sampler and HTTP server.
+    Serve(ServeArgs),
+    /// Validate a config file; with --connect, also check each target.
+    CheckConfig(CheckConfigArgs),
+    /// Self-contained demo: a private redis-server, simulated workers, the exporter.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Config file (TOML).
+    #[arg(short = 'c', long, env = "LOCKWATCH_CONFIG")]
+    pub config: PathBuf,
+    /// Redis URL replacing the url of the config's only target.
+    #[arg(long, env = "LOCKWATCH_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// File holding the Redis password, for targets without a password_file of their own.
+    #[arg(long, env = "LOCKWATCH_REDIS_PASSWORD_FILE")]
+    pub redis_password_file: Option<PathBuf>,
+}
+
+impl ConfigArgs {
+    pub fn overrides(&self, listen: Option<String>) -> Overrides {
+        Overrides {
+            listen,
+            redis_url: self.redis_url.clone(),
+            redis_password: std::env::var("LOCKWATCH_REDIS_PASSWORD").ok().filter(|p| !p.is_empty()).map(Secret::new),
+            redis_password_file: self.redis_password_file.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Address for /metrics and the API, e.g. `0.0.0.0:9747` or `:9747`.
+    #[arg(long, env = "LOCKWATCH_LISTEN")]
+    pub listen: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Also connect to each target: reachability, keyspace notifications, permissions.
+    #[arg(long, env = "LOCKWATCH_CONNECT")]
+    pub connect: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Address for the demo exporter.
+    #[arg(long, env = "LOCKWATCH_LISTEN", default_value = "127.0.0.1:9747")]
+    pub listen: String,
+    /// Path of redis-server, when it is not on PATH.
+    #[arg(long, env = "LOCKWATCH_REDIS_SERVER")]
+    pub redis_server: Option<PathBuf>,
+}

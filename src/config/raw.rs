@@ -1,0 +1,85 @@
+//! The TOML file as written: serde shapes with source spans, nothing validated yet.
+//!
+//! Every table refuses unknown keys, so a typo is an error that names the key and line
+//! rather than a silently ignored setting. Validation lives in the parent module.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+pub type S<T> = Spanned<T>;
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub server: Option<RawServer>,
+    #[serde(default)]
+    pub target: Vec<RawTarget>,
+    #[serde(default)]
+    pub namespace: Vec<RawNamespace>,
+    #[serde(default)]
+    pub logs: Vec<RawLogs>,
+    #[serde(default)]
+    pub rule: Vec<RawRule>,
+    pub state: Option<RawState>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub listen: Option<S<String>>,
+    pub push_token_file: Option<S<String>>,
+    pub show_owners: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    pub name: S<String>,
+    pub environment: Option<S<String>>,
+    pub url: S<String>,
+    pub password_file: Option<S<String>>,
+    pub sample_interval: Option<S<String>>,
+    pub scan_count: Option<S<i64>>,
+    pub sample_budget: Option<S<String>>,
+    pub notifications: Option<S<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNamespace {
+    pub name: S<String>,
+    pub pattern: S<String>,
+    pub ttl: S<String>,
+    pub renew_every: Option<S<String>>,
+    pub renew_grace: Option<S<String>>,
+    pub max_hold: Option<S<String>>,
+    pub value: Option<S<String>>,
+    pub fence_pattern: Option<S<String>>,
+    #[serde(default)]
+    pub log_phrases: Vec<S<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLogs {
+    pub name: S<String>,
+    pub path: S<String>,
+    pub format: Option<S<String>>,
+    pub start_at: Option<S<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    #[serde(rename = "match")]
+    pub pattern: S<String>,
+    pub op: S<String>,
+    pub outcome: S<String>,
+    pub namespace: Option<S<String>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawState {
+    pub dir: Option<S<String>>,
+}

@@ -1,0 +1,185 @@
+use super::*;
+
+fn load(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml(text, "t.toml", Path::new("/nonexistent"), &Overrides::default())
+}
+
+fn err(text: &str) -> String {
+    load(text).unwrap_err().to_string()
+}
+
+const TARGET: &str = "[[target]]\nname = \"main\"\nurl = \"redis://127.0.0.1:6379/0\"\n";
+
+#[test]
+fn the_design_example_loads_with_defaults() {
+    let cfg = load(&format!(
+        "{TARGET}
+[[namespace]]
+name = \"workflow\"
+pattern = \"cordum:wf:run:lock:*\"
+ttl = \"30s\"
+renew_every = \"10s\"
+max_hold = \"15m\"
+value = \"json:owner.id\"
+fence_pattern = \"cordum:wf:run:fence:*\"
+log_phrases = [\"Run Lock\"]
+"
+    ))
+    .unwrap();
+    let t = &cfg.targets[0];
+    assert_eq!(t.sample_interval, Duration::from_secs(5));
+    assert_eq!(t.sample_budget, Duration::from_secs(2));
+    assert_eq!(t.scan_count, 500);
+    assert_eq!(t.notifications, Notifications::Auto);
+    assert_eq!(cfg.server.listen, "0.0.0.0:9747".parse().unwrap());
+    let ns = &cfg.namespaces[0];
+    assert_eq!(ns.value, ValueKind::Json(vec!["owner".into(), "id".into()]));
+    assert_eq!(ns.renew_grace, Duration::from_secs(5));
+    assert_eq!(ns.overdue_below(), Some(Duration::from_secs(15)));
+    assert_eq!(ns.log_phrases, vec!["run lock".to_string()]);
+}
+
+#[test]
+fn the_shared_sample_config_loads() {
+    let text = include_str!("../../tests/fixtures/lockwatch.toml");
+    let cfg = load(text).unwrap();
+    assert_eq!(cfg.namespaces.len(), 4);
+    assert_eq!(cfg.logs.len(), 1);
+}
+
+#[test]
+fn unknown_key_names_key_and_line() {
+    let e = err(&format!("{TARGET}sample_intervl = \"5s\"\n"));
+    assert!(e.contains("line 4"), "{e}");
+    assert!(e.contains("sample_intervl"), "{e}");
+}
+
+#[test]
+fn bad_duration_names_key_and_line() {
+    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"30\"\n"));
+    assert!(e.starts_with("t.toml line 7: namespace[0].ttl: `30` is not a duration"), "{e}");
+}
+
+#[test]
+fn bad_glob_is_refused() {
+    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:[x*\"\nttl = \"3s\"\n"));
+    assert!(e.contains("line 6: namespace[0].pattern: bad glob `a:[x*`: unterminated"), "{e}");
+}
+
+#[test]
+fn duplicate_namespace_is_refused() {
+    let ns = "[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"3s\"\n";
+    let e = err(&format!("{TARGET}{ns}[[namespace]]\nname = \"a\"\npattern = \"b:*\"\nttl = \"3s\"\n"));
+    assert!(e.contains("line 9: namespace[1].name: duplicate namespace name `a`"), "{e}");
+}
+
+#[test]
+fn overlapping_patterns_are_refused_with_an_example_key() {
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a\"\npattern = \"job:*\"\nttl = \"3s\"\n[[namespace]]\nname = \"b\"\npattern = \"*:lock\"\nttl = \"3s\"\n"
+    ));
+    assert!(e.contains("line 10: namespace[1].pattern"), "{e}");
+    assert!(e.contains("e.g. `job:lock`"), "{e}");
+}
+
+#[test]
+fn fence_pattern_overlapping_a_lock_pattern_is_refused() {
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a\"\npattern = \"job:*\"\nttl = \"3s\"\nfence_pattern = \"job:fence:*\"\n"
+    ));
+    assert!(e.contains("namespace[0].fence_pattern"), "{e}");
+}
+
+#[test]
+fn renew_every_must_be_shorter_than_ttl() {
+    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"10s\"\nrenew_every = \"10s\"\n"));
+    assert!(e.contains("namespace[0].renew_every: 10s is not shorter than ttl (10s)"), "{e}");
+}
+
+#[test]
+fn unreadable_password_file_is_refused_without_leaking() {
+    let e = err(&format!("{TARGET}password_file = \"missing-secret\"\n"));
+    assert!(e.contains("line 4: target[0].password_file: cannot read /nonexistent/missing-secret"), "{e}");
+}
+
+#[test]
+fn password_comes_from_file_and_is_never_displayed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pw"), "s3cret\n").unwrap();
+    let text = format!("{TARGET}password_file = \"pw\"\n");
+    let cfg = Config::from_toml(&text, "t.toml", dir.path(), &Overrides::default()).unwrap();
+    assert_eq!(cfg.targets[0].connection.redis_settings().password(), Some("s3cret"));
+    assert!(!format!("{cfg:?}").contains("s3cret"));
+    assert!(!cfg.targets[0].display_url.contains("s3cret"));
+}
+
+#[test]
+fn env_password_applies_and_url_password_is_redacted() {
+    let ov = Overrides {
+        redis_password: Some(Secret::new("fromenv")),
+        redis_url: Some("redis://:inurl@10.0.0.1:6380/2".into()),
+        ..Overrides::default()
+    };
+    let cfg = Config::from_toml("", "t.toml", Path::new("."), &ov).unwrap();
+    let t = &cfg.targets[0];
+    assert_eq!(t.name, "main");
+    assert_eq!(t.connection.redis_settings().password(), Some("fromenv"));
+    assert_eq!(t.display_url, "redis://:***@10.0.0.1:6380/2");
+}
+
+#[test]
+fn redis_url_override_refuses_several_targets() {
+    let ov = Overrides { redis_url: Some("redis://x".into()), ..Overrides::default() };
+    let text = format!("{TARGET}[[target]]\nname = \"b\"\nurl = \"redis://y\"\n");
+    let e = Config::from_toml(&text, "t.toml", Path::new("."), &ov).unwrap_err().to_string();
+    assert!(e.contains("--redis-url"), "{e}");
+}
+
+#[test]
+fn no_target_is_an_error() {
+    assert!(err("").contains("no [[target]] configured"));
+}
+
+#[test]
+fn budget_longer_than_interval_is_refused() {
+    let e = err(&format!("{TARGET}sample_interval = \"1s\"\nsample_budget = \"2s\"\n"));
+    assert!(e.contains("line 5: target[0].sample_budget"), "{e}");
+}
+
+#[test]
+fn reserved_and_invalid_names_are_refused() {
+    let e = err(&format!("{TARGET}[[namespace]]\nname = \"unknown\"\npattern = \"a:*\"\nttl = \"3s\"\n"));
+    assert!(e.contains("reserved"), "{e}");
+    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a b\"\npattern = \"a:*\"\nttl = \"3s\"\n"));
+    assert!(e.contains("not a valid name"), "{e}");
+}
+
+#[test]
+fn bad_value_kind_and_rule_are_refused() {
+    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"3s\"\nvalue = \"json:\"\n"));
+    assert!(e.contains("namespace[0].value"), "{e}");
+    let e = err(&format!("{TARGET}[[rule]]\nmatch = \"x\"\nop = \"steal\"\noutcome = \"ok\"\n"));
+    assert!(e.contains("rule[0].op: `steal` is not one of"), "{e}");
+    let e = err(&format!("{TARGET}[[rule]]\nmatch = \"(\"\nop = \"release\"\noutcome = \"ok\"\n"));
+    assert!(e.contains("rule[0].match: bad regex"), "{e}");
+}
+
+#[test]
+fn syntax_error_names_line() {
+    let e = err("[[target]\nname = 1\n");
+    assert!(e.starts_with("t.toml line 1: syntax:"), "{e}");
+}
+
+#[test]
+fn listen_accepts_port_only_form() {
+    assert_eq!(parse_listen(":9747"), Some("0.0.0.0:9747".parse().unwrap()));
+    assert_eq!(parse_listen("localhost:1"), Some("127.0.0.1:1".parse().unwrap()));
+    assert_eq!(parse_listen("nope"), None);
+}
+
+#[test]
+fn redact_url_hides_passwords_only() {
+    assert_eq!(redact_url("redis://user:pw@h:1/0"), "redis://user:***@h:1/0");
+    assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");
+    assert_eq!(redact_url("rediss://:pw@h"), "rediss://:***@h");
+}

@@ -1,0 +1,116 @@
+//! `GET /api/v1/locks`: the locks the sampler tracks, as JSON.
+//!
+//! Owner tokens are capabilities (whoever knows one can release the lock with the
+//! compare-and-delete script), so they are redacted unless `server.show_owners` is on;
+//! a keyed hash of the owner is always given so that owners can be compared.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use super::{AppState, HttpError};
+use crate::config::NamespaceConfig;
+use crate::sampler::ttl;
+
+const DEFAULT_LIMIT: usize = 1000;
+const MAX_LIMIT: usize = 100_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocksQuery {
+    namespace: Option<String>,
+    target: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Serialize)]
+pub struct LocksResponse {
+    /// Locks matching the query before `limit` was applied.
+    total: usize,
+    truncated: bool,
+    locks: Vec<LockView>,
+}
+
+#[derive(Serialize)]
+pub struct LockView {
+    target: String,
+    namespace: String,
+    key: String,
+    owner: String,
+    owner_hash: String,
+    pttl_ms: i64,
+    age_s: f64,
+    fence: Option<i64>,
+    overdue: bool,
+}
+
+/// Held locks, those closest to expiry first (stalled holders lead the list).
+pub async fn locks(State(s): State<AppState>, query: Result<Query<LocksQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<LocksResponse>, HttpError> {
+    let Query(q) = query.map_err(|e| HttpError(StatusCode::BAD_REQUEST, format!("bad query: {}", e.body_text())))?;
+    if let Some(ns) = &q.namespace
+        && s.config.namespace(ns).is_none()
+    {
+        let known: Vec<&str> = s.config.namespaces.iter().map(|n| n.name.as_str()).collect();
+        return Err(HttpError(StatusCode::BAD_REQUEST, format!("unknown namespace `{ns}`; configured: {}", known.join(", "))));
+    }
+    if let Some(t) = &q.target
+        && !s.targets.iter().any(|x| &x.name == t)
+    {
+        return Err(HttpError(StatusCode::BAD_REQUEST, format!("unknown target `{t}`")));
+    }
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+    let show_owners = s.config.server.show_owners;
+    let mut out = Vec::new();
+    for target in s.targets.iter().filter(|t| q.target.as_ref().is_none_or(|name| &t.name == name)) {
+        let now_ms = target.now_ms();
+        for ns_state in target.namespaces.iter().filter(|n| q.namespace.as_ref().is_none_or(|name| &n.config.name == name)) {
+            let ns = &ns_state.config;
+            let fence_of = FenceMap::new(ns);
+            let table = ns_state.table();
+            for (key, e) in table.locks() {
+                out.push(LockView {
+                    target: target.name.clone(),
+                    namespace: ns.name.clone(),
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    owner: match (&e.token, show_owners) {
+                        (Some(t), true) => String::from_utf8_lossy(t).into_owned(),
+                        _ => "<redacted>".to_string(),
+                    },
+                    owner_hash: format!("{:016x}", e.owner),
+                    pttl_ms: e.pttl_ms,
+                    age_s: now_ms.saturating_sub(e.since_ms) as f64 / 1000.0,
+                    fence: fence_of.key_for(key).and_then(|f| table.fence(&f)),
+                    overdue: ttl::renewal_overdue(e.pttl_ms, ns.overdue_below()),
+                });
+            }
+        }
+    }
+    // No expiry sorts last; among expiring locks, the least time left first.
+    out.sort_by_key(|l| if l.pttl_ms < 0 { i64::MAX } else { l.pttl_ms });
+    let total = out.len();
+    out.truncate(limit);
+    Ok(Json(LocksResponse { total, truncated: total > limit, locks: out }))
+}
+
+/// From a lock key to its fencing counter's key, when both patterns are `prefix*suffix`:
+/// the part in place of `*` is the lock's id, the same in both.
+struct FenceMap {
+    lock: Option<(Vec<u8>, Vec<u8>)>,
+    fence: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl FenceMap {
+    fn new(ns: &NamespaceConfig) -> Self {
+        FenceMap {
+            lock: ns.pattern.single_wildcard(),
+            fence: ns.fence_pattern.as_ref().and_then(|f| f.single_wildcard()),
+        }
+    }
+
+    fn key_for(&self, lock_key: &[u8]) -> Option<Vec<u8>> {
+        let ((lp, ls), (fp, fs)) = (self.lock.as_ref()?, self.fence.as_ref()?);
+        let id = lock_key.strip_prefix(lp.as_slice())?.strip_suffix(ls.as_slice())?;
+        Some([fp.as_slice(), id, fs.as_slice()].concat())
+    }
+}

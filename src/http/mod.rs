@@ -1,0 +1,78 @@
+//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, the status page `/` and the JSON API.
+//!
+//! Handlers only read what the collectors published; none of them talks to Redis, so any
+//! scrape rate costs Redis nothing. `router` is built from shared state so tests can call
+//! it without a socket.
+
+mod api;
+mod status_page;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::sampler::TargetState;
+
+/// What the handlers read.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
+    pub targets: Arc<[Arc<TargetState>]>,
+}
+
+/// An error a handler answers with: a status and one sentence naming the problem.
+#[derive(Debug)]
+pub struct HttpError(pub StatusCode, pub String);
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        (self.0, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{}\n", self.1)).into_response()
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(status_page::page))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/api/v1/locks", get(api::locks))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn metrics(State(s): State<AppState>) -> Result<Response, HttpError> {
+    let body = s
+        .metrics
+        .encode()
+        .map_err(|e| HttpError(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding metrics failed: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], body).into_response())
+}
+
+/// Ready once every target finished one pass, successful or not: a Redis outage shows as
+/// `lockwatch_up 0`, and must not take the exporter out of service discovery.
+async fn readyz(State(s): State<AppState>) -> Result<&'static str, HttpError> {
+    let waiting: Vec<&str> = s.targets.iter().filter(|t| t.status().passes == 0).map(|t| t.name.as_str()).collect();
+    if waiting.is_empty() {
+        Ok("ready\n")
+    } else {
+        Err(HttpError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: waiting for the first sample pass of target {}", waiting.join(", ")),
+        ))
+    }
+}
+
+async fn not_found(uri: axum::http::Uri) -> HttpError {
+    HttpError(
+        StatusCode::NOT_FOUND,
+        format!("no such path {}: try /, /metrics, /healthz, /readyz or /api/v1/locks", uri.path()),
+    )
+}

@@ -1,0 +1,88 @@
+//! `GET /`: a small HTML status page for when Grafana is not at hand — targets, their
+//! health, and per namespace the held / overdue / without-TTL counts of the last pass.
+
+use std::fmt::Write;
+use std::time::SystemTime;
+
+use axum::extract::State;
+use axum::response::Html;
+
+use super::AppState;
+use crate::duration;
+
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn ago(t: Option<SystemTime>) -> String {
+    match t.and_then(|t| t.elapsed().ok()) {
+        Some(d) => format!("{} ago", duration::format(std::time::Duration::from_secs(d.as_secs()))),
+        None => "never".to_string(),
+    }
+}
+
+pub async fn page(State(s): State<AppState>) -> Html<String> {
+    let mut h = String::with_capacity(8 * 1024);
+    let _ = write!(
+        h,
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
+<title>lockwatch</title><style>
+body{{font-family:system-ui,sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}
+th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child,td:first-child{{text-align:left}}
+.bad{{background:#fdd;font-weight:bold}} .ok{{color:#070}} .down{{color:#b00;font-weight:bold}} code{{background:#f4f4f4}}
+</style></head><body><h1>lockwatch</h1>
+<p>version {} · <a href="/metrics">/metrics</a> · <a href="/api/v1/locks">/api/v1/locks</a> · <a href="/readyz">/readyz</a> · <a href="/healthz">/healthz</a></p>
+"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    for t in s.targets.iter() {
+        let st = t.status();
+        let health = match (st.passes, st.up) {
+            (0, _) => r#"<span>waiting for the first pass</span>"#.to_string(),
+            (_, true) => r#"<span class="ok">up</span>"#.to_string(),
+            (_, false) => format!(r#"<span class="down">down</span>: {}"#, esc(st.last_error.as_deref().unwrap_or(""))),
+        };
+        let _ = write!(
+            h,
+            r#"<h2 id="target-{name}">target {name}</h2><p><code>{url}</code> — {health}; last pass {ago}, took {took} ms{trunc}</p>
+<table><tr><th>namespace</th><th>held</th><th>renewal overdue</th><th>without TTL</th><th>held too long</th><th>longest hold (s)</th><th>unreadable keys</th><th></th></tr>
+"#,
+            name = esc(&t.name),
+            url = esc(&t.display_url),
+            ago = ago(st.last_pass_at),
+            took = st.last_duration.as_millis(),
+            trunc = if st.last_truncated { " (truncated by sample_budget)" } else { "" },
+        );
+        for ns in &t.namespaces {
+            let tally = ns.table().last().clone();
+            let cell = |n: i64| if n > 0 { format!(r#"<td class="bad">{n}</td>"#) } else { format!("<td>{n}</td>") };
+            let name = esc(&ns.config.name);
+            let _ = writeln!(
+                h,
+                r#"<tr data-namespace="{name}"><td>{name} <small><code>{pattern}</code></small></td><td>{held}</td>{overdue}{nottl}{long}<td>{age:.1}</td>{unreadable}<td><a href="/api/v1/locks?namespace={name}&amp;target={tname}">locks</a></td></tr>"#,
+                pattern = esc(ns.config.pattern.as_str()),
+                held = tally.held,
+                overdue = cell(tally.overdue),
+                nottl = cell(tally.without_ttl),
+                long = cell(tally.too_long),
+                age = tally.max_age_ms as f64 / 1000.0,
+                unreadable = cell(tally.wrong_type + tally.bad_value),
+                tname = esc(&t.name),
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("</body></html>\n");
+    Html(h)
+}

@@ -1,0 +1,17 @@
+//! lockwatch: an exporter and runbook tool for distributed locks kept in Redis.
+//!
+//! The library holds every working part; the `lockwatch` binary only parses arguments,
+//! sets up logging and dispatches. See ARCHITECTURE.md for how the parts fit.
+
+pub mod check_config;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod duration;
+pub mod event;
+pub mod glob;
+pub mod http;
+pub mod metrics;
+pub mod redis_child;
+pub mod sampler;
+pub mod serve;

@@ -1,0 +1,62 @@
+//! The `lockwatch` binary: parse arguments, set up logging, dispatch, map errors to exit
+//! codes (0 fine, 1 unhealthy or failed, 2 usage or config error).
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use lockwatch::cli::{Cli, Command, LogFormat};
+use lockwatch::config::{Config, ConfigError};
+use lockwatch::{check_config, demo, serve};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format, &cli.log_level);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lockwatch: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("lockwatch: {e:#}");
+            if e.chain().any(|c| c.is::<ConfigError>()) { ExitCode::from(2) } else { ExitCode::from(1) }
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve(args) => {
+            let config = Config::load(&args.config.config, &args.config.overrides(args.listen.clone()))?;
+            let listen = config.server.listen;
+            let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+            serve::run(listener, config, serve::shutdown_on_signals()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckConfig(args) => {
+            let config = Config::load(&args.config.config, &args.config.overrides(None))?;
+            let healthy = check_config::run(&config, args.connect, &mut std::io::stdout()).await?;
+            Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Demo(args) => {
+            demo::run(&args, serve::shutdown_on_signals()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat, level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|e| {
+        eprintln!("lockwatch: bad --log-level `{level}` ({e}); using info");
+        tracing_subscriber::EnvFilter::new("info")
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}

@@ -1,0 +1,149 @@
+//! A private `redis-server` child process on a free loopback port, in a temporary
+//! directory that goes away with it. Used by `lockwatch demo` and by the tests.
+//!
+//! It is killed when dropped; `stop` and `restart` (same port) let fault tests take Redis
+//! away under a running exporter.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How to get `redis-server` on Debian and Ubuntu.
+pub const INSTALL_HINT: &str = "install it with `sudo apt-get install redis-server` (Debian/Ubuntu), or run `make test` / `make demo`, which install it";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    #[error("redis-server not found (looked for {looked}): {INSTALL_HINT}")]
+    NotFound { looked: String },
+    #[error("cannot start {path}: {source}")]
+    Spawn { path: PathBuf, source: std::io::Error },
+    #[error("redis-server did not answer PING on port {port} within {secs} s; its log: {log}")]
+    NotReady { port: u16, secs: u64, log: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub struct RedisChild {
+    binary: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+/// Find `redis-server`: an explicit path, `LOCKWATCH_REDIS_SERVER`, PATH, then where Debian puts it.
+pub fn find_redis_server(explicit: Option<&Path>) -> Result<PathBuf, ChildError> {
+    if let Some(p) = explicit {
+        return if p.is_file() { Ok(p.to_path_buf()) } else { Err(ChildError::NotFound { looked: p.display().to_string() }) };
+    }
+    if let Some(p) = std::env::var_os("LOCKWATCH_REDIS_SERVER") {
+        return find_redis_server(Some(Path::new(&p)));
+    }
+    let mut looked = Vec::new();
+    let path_dirs = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default();
+    for dir in path_dirs.iter().map(PathBuf::as_path).chain([Path::new("/usr/bin"), Path::new("/usr/sbin"), Path::new("/usr/local/bin")]) {
+        let candidate = dir.join("redis-server");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        looked.push(candidate.display().to_string());
+    }
+    looked.dedup();
+    Err(ChildError::NotFound { looked: looked.join(", ") })
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl RedisChild {
+    /// Start redis-server with persistence off plus `extra` arguments (e.g.
+    /// `["--notify-keyspace-events", "KEA"]`), and wait until it answers PING.
+    pub fn start(binary: Option<&Path>, extra: &[&str]) -> Result<Self, ChildError> {
+        let binary = find_redis_server(binary)?;
+        let dir = tempfile::Builder::new().prefix("lockwatch-redis-").tempdir()?;
+        let mut child = RedisChild {
+            binary,
+            dir,
+            port: free_port()?,
+            args: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        child.spawn()?;
+        Ok(child)
+    }
+
+    fn spawn(&mut self) -> Result<(), ChildError> {
+        let log = self.dir.path().join("redis.log");
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("--port").arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir").arg(self.dir.path())
+            .arg("--logfile").arg(&log)
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn().map_err(|source| ChildError::Spawn { path: self.binary.clone(), source })?;
+        self.child = Some(child);
+        let limit = Duration::from_secs(10);
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if ping(self.port) {
+                return Ok(());
+            }
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(Child::try_wait) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        self.stop();
+        Err(ChildError::NotReady { port: self.port, secs: limit.as_secs(), log: log.lines().last().unwrap_or("").to_string() })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kill the server (SIGKILL: as abrupt as a crash) and wait for it.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again on the same port, empty.
+    pub fn restart(&mut self) -> Result<(), ChildError> {
+        self.stop();
+        self.spawn()
+    }
+}
+
+impl Drop for RedisChild {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Does something on `port` answer `PING` with `+PONG`?
+fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}

@@ -1,0 +1,353 @@
+//! The keyspace sampler: per target, every `sample_interval`, walk each namespace with
+//! `SCAN MATCH`, read owners and PTTLs in pipelines, keep per-lock state, publish gauges.
+//!
+//! Passes run on their own clock, never on a scrape: `/metrics` reads what the last pass
+//! published. A pass stops starting new batches at `sample_budget` (counted as truncated);
+//! a failing Redis marks `lockwatch_up 0` and the next pass tries again.
+
+mod owner;
+mod read;
+pub mod table;
+pub mod ttl;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{NamespaceConfig, TargetConfig};
+use crate::metrics::{Metrics, Unreadable};
+use read::KeyRead;
+use table::{NamespaceTable, Tally};
+
+/// The sampler could not be set up (the pass itself never fails this way: it reports).
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    #[error("target {target}: {source}")]
+    Client { target: String, source: redis::RedisError },
+}
+
+/// A namespace's config and its lock table, shared with the HTTP side.
+pub struct NamespaceState {
+    pub config: NamespaceConfig,
+    table: Mutex<NamespaceTable>,
+}
+
+impl NamespaceState {
+    /// The lock table; a poisoned lock (a panic elsewhere) still yields the data.
+    pub fn table(&self) -> MutexGuard<'_, NamespaceTable> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How the target's sampling is going, for `/`, `/readyz` and the API.
+#[derive(Debug, Clone, Default)]
+pub struct TargetStatus {
+    pub passes: u64,
+    pub up: bool,
+    pub last_error: Option<String>,
+    pub last_duration: Duration,
+    pub last_pass_at: Option<SystemTime>,
+    pub last_truncated: bool,
+}
+
+/// Everything the HTTP side may read about one target.
+pub struct TargetState {
+    pub name: String,
+    pub display_url: String,
+    pub namespaces: Vec<NamespaceState>,
+    status: Mutex<TargetStatus>,
+    /// Origin of the sampler clock: lock ages are measured from it.
+    origin: Instant,
+}
+
+impl TargetState {
+    pub fn status(&self) -> TargetStatus {
+        self.status.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    /// Milliseconds on the sampler clock now.
+    pub fn now_ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone)]
+pub struct PassReport {
+    pub duration: Duration,
+    pub keys_scanned: u64,
+    pub truncated: bool,
+    pub error: Option<String>,
+}
+
+pub struct Sampler {
+    target: TargetConfig,
+    state: Arc<TargetState>,
+    metrics: Arc<Metrics>,
+    conn: ConnectionManager,
+    /// Where the next pass starts, so a truncated pass does not starve the same namespaces.
+    next_start: usize,
+}
+
+impl Sampler {
+    /// Set up the sampler for `target`; connects lazily, so a Redis that is down now is
+    /// not an error: the passes will say so.
+    pub fn new(
+        target: &TargetConfig,
+        namespaces: &[NamespaceConfig],
+        show_owners: bool,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, SamplerError> {
+        let err = |source| SamplerError::Client { target: target.name.clone(), source };
+        let client = redis::Client::open(target.connection.clone()).map_err(err)?;
+        let conn = ConnectionManager::new_lazy_with_config(client, connection_config(target)).map_err(err)?;
+        let state = Arc::new(TargetState {
+            name: target.name.clone(),
+            display_url: target.display_url.clone(),
+            namespaces: namespaces
+                .iter()
+                .map(|n| NamespaceState { config: n.clone(), table: Mutex::new(NamespaceTable::new(show_owners)) })
+                .collect(),
+            status: Mutex::new(TargetStatus::default()),
+            origin: Instant::now(),
+        });
+        Ok(Sampler { target: target.clone(), state, metrics, conn, next_start: 0 })
+    }
+
+    pub fn state(&self) -> Arc<TargetState> {
+        self.state.clone()
+    }
+
+    /// Run passes every `sample_interval` until `shutdown`.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.target.sample_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = self.pass() => {}
+            }
+        }
+    }
+
+    /// One pass over every namespace; publishes metrics and status, and reports.
+    pub async fn pass(&mut self) -> PassReport {
+        let started = Instant::now();
+        let deadline = started + self.target.sample_budget;
+        // Hard stop: the budget plus one request timeout; only a wedged connection gets here.
+        let hard = self.target.sample_budget * 2 + Duration::from_secs(1);
+        let outcome = tokio::time::timeout(hard, self.walk(deadline)).await;
+        let (keys_scanned, truncated, error) = match outcome {
+            Ok(w) => (w.keys_scanned, w.truncated, w.error),
+            Err(_) => (0, true, Some(format!("pass did not finish within {}", crate::duration::format(hard)))),
+        };
+        let report = PassReport { duration: started.elapsed(), keys_scanned, truncated, error };
+        self.publish(&report);
+        report
+    }
+
+    async fn walk(&mut self, deadline: Instant) -> Walk {
+        let mut walk = Walk::default();
+        let n = self.state.namespaces.len();
+        let start = self.next_start % n.max(1);
+        for i in (0..n).map(|k| (start + k) % n) {
+            if walk.truncated {
+                break;
+            }
+            match self.sample_namespace(i, deadline, &mut walk.keys_scanned).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    walk.truncated = true;
+                    self.next_start = i;
+                }
+                Err(e) => {
+                    let stop = e.is_io_error() || e.is_timeout() || e.is_unrecoverable_error();
+                    let ns = &self.state.namespaces[i].config.name;
+                    walk.error.get_or_insert_with(|| format!("namespace {ns}: {e}"));
+                    if stop {
+                        break;
+                    }
+                }
+            }
+        }
+        walk
+    }
+
+    /// Walk one namespace's locks and fencing counters. `Ok(false)` when cut by the budget.
+    async fn sample_namespace(&self, i: usize, deadline: Instant, scanned: &mut u64) -> redis::RedisResult<bool> {
+        let ns_state = &self.state.namespaces[i];
+        let ns = &ns_state.config;
+        let count = self.target.scan_count;
+        ns_state.table().begin();
+        let mut complete = self.walk_pattern(ns.pattern.as_str(), count, deadline, scanned, |mut conn, keys| {
+            let kind = ns.value.clone();
+            async move { read::read_locks(&mut conn, &kind, &keys).await.map(|r| (keys, r)) }
+        }, |keys, reads| {
+            let now_ms = self.state.now_ms();
+            let hist = self.metrics.lock_ttl_remaining_seconds.with_label_values(&[&self.target.name, &ns.name]);
+            let mut table = ns_state.table();
+            for (key, read) in keys.iter().zip(reads) {
+                match read {
+                    KeyRead::Lock { owner, pttl_ms } => {
+                        let seen = table.observe_lock(ns, key, &owner, pttl_ms, now_ms);
+                        if let Some(s) = seen.ttl_remaining_s {
+                            hist.observe(s);
+                        }
+                    }
+                    KeyRead::Gone => {}
+                    KeyRead::Unreadable(reason) => {
+                        table.observe_unreadable(reason);
+                        log_unreadable(&self.target.name, &ns.name, key, reason);
+                    }
+                }
+            }
+        }).await?;
+        if complete && let Some(fence) = &ns.fence_pattern {
+            complete = self.walk_pattern(fence.as_str(), count, deadline, scanned, |mut conn, keys| async move {
+                read::read_counters(&mut conn, &keys).await.map(|r| (keys, r))
+            }, |keys, values| {
+                let mut table = ns_state.table();
+                for (key, value) in keys.iter().zip(values) {
+                    match value {
+                        Some(v) => table.observe_fence(key, v),
+                        None => table.observe_unreadable(Unreadable::BadValue),
+                    }
+                }
+            }).await?;
+        }
+        let tally = ns_state.table().finish(complete);
+        self.publish_namespace(&ns.name, &tally);
+        Ok(complete)
+    }
+
+    /// SCAN `pattern` to the end or the deadline, reading each page while the next page is
+    /// fetched. Returns whether the walk completed.
+    async fn walk_pattern<R, F, Fut>(
+        &self,
+        pattern: &str,
+        count: usize,
+        deadline: Instant,
+        scanned: &mut u64,
+        read: F,
+        mut apply: impl FnMut(Vec<Vec<u8>>, Vec<R>),
+    ) -> redis::RedisResult<bool>
+    where
+        F: Fn(ConnectionManager, Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = redis::RedisResult<(Vec<Vec<u8>>, Vec<R>)>>,
+    {
+        let mut scan_conn = self.conn.clone();
+        let (mut cursor, mut keys) = read::scan_page(&mut scan_conn, pattern, 0, count).await?;
+        loop {
+            *scanned += keys.len() as u64;
+            let more = cursor != 0;
+            let in_time = Instant::now() < deadline;
+            let next = async {
+                if more && in_time {
+                    Some(read::scan_page(&mut scan_conn, pattern, cursor, count).await)
+                } else {
+                    None
+                }
+            };
+            let reading = read(self.conn.clone(), keys);
+            let (next, done) = tokio::join!(next, reading);
+            let (read_keys, values) = done?;
+            apply(read_keys, values);
+            match next {
+                Some(page) => (cursor, keys) = page?,
+                None => return Ok(!more),
+            }
+        }
+    }
+
+    fn publish_namespace(&self, ns: &str, t: &Tally) {
+        let m = &self.metrics;
+        let l = [self.target.name.as_str(), ns];
+        m.locks_held.with_label_values(&l).set(t.held);
+        m.locks_without_ttl.with_label_values(&l).set(t.without_ttl);
+        m.locks_renewal_overdue.with_label_values(&l).set(t.overdue);
+        m.locks_held_too_long.with_label_values(&l).set(t.too_long);
+        m.lock_held_max_seconds.with_label_values(&l).set(t.max_age_ms as f64 / 1000.0);
+        m.lock_handoffs_total.with_label_values(&l).inc_by(t.handoffs);
+        m.fence_token.with_label_values(&l).set(t.fence_max.unwrap_or(0) as f64);
+        m.fence_regressions_total.with_label_values(&l).inc_by(t.fence_regressions);
+        if t.fence_regressions > 0 {
+            tracing::warn!(target_name = %self.target.name, namespace = ns, count = t.fence_regressions,
+                "fencing counter went backwards or vanished: a failover may have lost writes");
+        }
+        for (reason, n) in [(Unreadable::WrongType, t.wrong_type), (Unreadable::BadValue, t.bad_value)] {
+            m.locks_unreadable.with_label_values(&[self.target.name.as_str(), ns, reason.as_str()]).set(n);
+        }
+    }
+
+    /// Record the pass: self metrics, status, and one log line when the health changes.
+    fn publish(&self, r: &PassReport) {
+        let m = &self.metrics;
+        let t = [self.target.name.as_str()];
+        m.sample_passes_total.with_label_values(&t).inc();
+        m.sample_duration_seconds.with_label_values(&t).set(r.duration.as_secs_f64());
+        m.keys_scanned_total.with_label_values(&t).inc_by(r.keys_scanned);
+        m.up.with_label_values(&t).set(i64::from(r.error.is_none()));
+        if r.truncated && r.error.is_none() {
+            m.sample_truncated_total.with_label_values(&t).inc();
+            tracing::warn!(target_name = %self.target.name, duration = ?r.duration,
+                "sample pass cut by sample_budget; raise sample_budget or scan_count");
+        }
+        let mut s = self.state.status.lock().unwrap_or_else(|p| p.into_inner());
+        match &r.error {
+            Some(e) => {
+                m.sample_errors_total.with_label_values(&t).inc();
+                if s.up || s.passes == 0 {
+                    tracing::warn!(target_name = %self.target.name, url = %self.target.display_url, error = %e,
+                        "sample pass failed; lockwatch_up is 0 until a pass succeeds");
+                } else {
+                    tracing::debug!(target_name = %self.target.name, error = %e, "sample pass failed again");
+                }
+            }
+            None if !s.up && s.passes > 0 => {
+                tracing::info!(target_name = %self.target.name, "sampling recovered");
+            }
+            None => {}
+        }
+        s.passes += 1;
+        s.up = r.error.is_none();
+        s.last_error = r.error.clone();
+        s.last_duration = r.duration;
+        s.last_pass_at = Some(SystemTime::now());
+        s.last_truncated = r.truncated;
+    }
+}
+
+#[derive(Default)]
+struct Walk {
+    keys_scanned: u64,
+    truncated: bool,
+    error: Option<String>,
+}
+
+fn connection_config(target: &TargetConfig) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(target.sample_budget))
+        .set_connection_timeout(Some(target.sample_budget.min(Duration::from_secs(5))))
+        .set_number_of_retries(2)
+        .set_min_delay(Duration::from_millis(100))
+        .set_max_delay(target.sample_interval.min(Duration::from_secs(5)))
+}
+
+/// Log an unreadable key once: the first few distinct ones, then stay quiet.
+fn log_unreadable(target: &str, ns: &str, key: &[u8], reason: Unreadable) {
+    use std::collections::HashSet;
+    use std::sync::LazyLock;
+    const MAX_LOGGED: usize = 1000;
+    static LOGGED: LazyLock<Mutex<HashSet<Vec<u8>>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+    let mut logged = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
+    if logged.len() >= MAX_LOGGED || !logged.insert(key.to_vec()) {
+        return;
+    }
+    tracing::warn!(target_name = target, namespace = ns, key = %String::from_utf8_lossy(key), reason = reason.as_str(),
+        "key matches the namespace pattern but is not a readable lock; counted in lockwatch_locks_unreadable");
+}

@@ -1,0 +1,155 @@
+//! The Redis round trips of a sample pass: one `SCAN MATCH … COUNT …` page, and the owner
+//! and PTTL of a page of keys read in one pipeline.
+//!
+//! String-valued namespaces use one `MGET` for the page plus one `PTTL` per key (a
+//! non-string key reads as nil from `MGET`, and its PTTL tells it exists). Redisson
+//! namespaces need `HGETALL` per key. Interpretation of what is read is left to the caller.
+
+use redis::aio::ConnectionManager;
+use redis::{RedisResult, Value};
+
+use crate::config::ValueKind;
+use crate::metrics::Unreadable;
+use crate::sampler::owner;
+
+/// What a key turned out to hold.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KeyRead {
+    Lock { owner: Vec<u8>, pttl_ms: i64 },
+    /// Deleted between SCAN and the read: nothing to count.
+    Gone,
+    Unreadable(Unreadable),
+}
+
+/// One SCAN page: the next cursor (0 when the walk is done) and the keys.
+pub async fn scan_page(conn: &mut ConnectionManager, pattern: &str, cursor: u64, count: usize) -> RedisResult<(u64, Vec<Vec<u8>>)> {
+    redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(count)
+        .query_async(conn)
+        .await
+}
+
+/// Owner and PTTL of each key, in one pipeline.
+pub async fn read_locks(conn: &mut ConnectionManager, kind: &ValueKind, keys: &[Vec<u8>]) -> RedisResult<Vec<KeyRead>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    match kind {
+        ValueKind::Redisson => {
+            for k in keys {
+                pipe.cmd("HGETALL").arg(k).cmd("PTTL").arg(k);
+            }
+        }
+        _ => {
+            pipe.cmd("MGET").arg(keys);
+            for k in keys {
+                pipe.cmd("PTTL").arg(k);
+            }
+        }
+    }
+    let replies: Vec<Value> = pipe.query_async(conn).await?;
+    let mut replies = replies.into_iter();
+    let mut out = Vec::with_capacity(keys.len());
+    match kind {
+        ValueKind::Redisson => {
+            while let (Some(hash), Some(pttl)) = (replies.next(), replies.next()) {
+                out.push(redisson_read(hash, pttl_of(pttl)?));
+            }
+        }
+        _ => {
+            let values = match replies.next() {
+                Some(Value::Array(v)) => v,
+                Some(Value::ServerError(e)) => return Err(e.into()),
+                other => return Err(unexpected("MGET", other)),
+            };
+            for (value, pttl) in values.into_iter().zip(replies) {
+                out.push(string_read(kind, value, pttl_of(pttl)?));
+            }
+        }
+    }
+    if out.len() != keys.len() {
+        return Err(unexpected("pipeline", None));
+    }
+    Ok(out)
+}
+
+/// Values of fencing counters; `None` for a key that is gone or is not an integer.
+pub async fn read_counters(conn: &mut ConnectionManager, keys: &[Vec<u8>]) -> RedisResult<Vec<Option<i64>>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(keys).query_async(conn).await?;
+    Ok(values
+        .into_iter()
+        .map(|v| v.and_then(|b| std::str::from_utf8(&b).ok()?.trim().parse::<i64>().ok()))
+        .collect())
+}
+
+fn pttl_of(v: Value) -> RedisResult<i64> {
+    match v {
+        Value::Int(n) => Ok(n),
+        Value::ServerError(e) => Err(e.into()),
+        other => Err(unexpected("PTTL", Some(other))),
+    }
+}
+
+fn string_read(kind: &ValueKind, value: Value, pttl_ms: i64) -> KeyRead {
+    if pttl_ms == -2 {
+        return KeyRead::Gone;
+    }
+    match value {
+        Value::BulkString(bytes) => match owner::from_string(kind, &bytes) {
+            Ok(o) => KeyRead::Lock { owner: o.into_owned(), pttl_ms },
+            Err(reason) => KeyRead::Unreadable(reason),
+        },
+        Value::SimpleString(s) => match owner::from_string(kind, s.as_bytes()) {
+            Ok(o) => KeyRead::Lock { owner: o.into_owned(), pttl_ms },
+            Err(reason) => KeyRead::Unreadable(reason),
+        },
+        // MGET answers nil for a key of another type; PTTL says the key exists.
+        _ => KeyRead::Unreadable(Unreadable::WrongType),
+    }
+}
+
+fn redisson_read(hash: Value, pttl_ms: i64) -> KeyRead {
+    if pttl_ms == -2 {
+        return KeyRead::Gone;
+    }
+    let fields: Vec<Vec<u8>> = match hash {
+        Value::Array(items) => items
+            .into_iter()
+            .step_by(2)
+            .filter_map(|v| match v {
+                Value::BulkString(b) => Some(b),
+                _ => None,
+            })
+            .collect(),
+        Value::Map(pairs) => pairs
+            .into_iter()
+            .filter_map(|(k, _)| match k {
+                Value::BulkString(b) => Some(b),
+                _ => None,
+            })
+            .collect(),
+        Value::ServerError(_) => return KeyRead::Unreadable(Unreadable::WrongType),
+        _ => return KeyRead::Unreadable(Unreadable::BadValue),
+    };
+    match owner::from_hash_fields(fields.iter().map(Vec::as_slice)) {
+        Some(o) => KeyRead::Lock { owner: o.to_vec(), pttl_ms },
+        None => KeyRead::Gone,
+    }
+}
+
+fn unexpected(what: &str, got: Option<Value>) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Parse,
+        "unexpected reply",
+        format!("{what} answered {got:?}"),
+    ))
+}

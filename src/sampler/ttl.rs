@@ -1,0 +1,67 @@
+//! TTL and age arithmetic of the sampler, as pure functions of milliseconds.
+//!
+//! `pttl_ms` follows Redis: -2 the key is gone, -1 the key has no expiry, else milliseconds left.
+
+use std::time::Duration;
+
+/// A holder that renews every `renew_every` keeps PTTL above `ttl - renew_every`; below
+/// `overdue_below` (that minus a grace) it has missed a renewal and is stalled *now*.
+pub fn renewal_overdue(pttl_ms: i64, overdue_below: Option<Duration>) -> bool {
+    match overdue_below {
+        Some(below) => pttl_ms >= 0 && (pttl_ms as u128) < below.as_millis(),
+        None => false,
+    }
+}
+
+/// When a lock seen for the first time was acquired, at the latest: a lock set with
+/// `ttl` and `pttl_ms` left was set (or last renewed) `ttl - pttl` ago, and acquired no
+/// later than that. Without an expiry, or with more left than `ttl`, only `now` is known.
+pub fn acquired_no_later_than(now_ms: u64, pttl_ms: i64, ttl: Duration) -> u64 {
+    let ttl_ms = ttl.as_millis().min(u64::MAX as u128) as u64;
+    match u64::try_from(pttl_ms) {
+        Ok(left) if left <= ttl_ms => now_ms.saturating_sub(ttl_ms - left),
+        _ => now_ms,
+    }
+}
+
+/// Held longer than `max_hold`?
+pub fn held_too_long(age_ms: u64, max_hold: Option<Duration>) -> bool {
+    max_hold.is_some_and(|m| u128::from(age_ms) > m.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1000;
+
+    #[test]
+    fn overdue_only_below_threshold_and_only_for_expiring_keys() {
+        let below = Some(Duration::from_secs(15));
+        assert!(!renewal_overdue(29_000, below));
+        assert!(!renewal_overdue(15_000, below));
+        assert!(renewal_overdue(14_999, below));
+        assert!(renewal_overdue(0, below));
+        assert!(!renewal_overdue(-1, below), "no TTL is a different problem");
+        assert!(!renewal_overdue(-2, below), "gone is not overdue");
+        assert!(!renewal_overdue(1, None), "not renewed: never overdue");
+    }
+
+    #[test]
+    fn acquisition_estimate_is_a_lower_bound_on_age() {
+        let ttl = Duration::from_secs(30);
+        assert_eq!(acquired_no_later_than(100 * S, 30_000, ttl), 100 * S);
+        assert_eq!(acquired_no_later_than(100 * S, 10_000, ttl), 80 * S);
+        assert_eq!(acquired_no_later_than(100 * S, -1, ttl), 100 * S);
+        assert_eq!(acquired_no_later_than(100 * S, 60_000, ttl), 100 * S, "longer TTL than configured");
+        assert_eq!(acquired_no_later_than(5 * S, 0, ttl), 0, "saturates at the clock origin");
+    }
+
+    #[test]
+    fn too_long_is_strictly_longer() {
+        let m = Some(Duration::from_secs(60));
+        assert!(!held_too_long(60 * S, m));
+        assert!(held_too_long(60 * S + 1, m));
+        assert!(!held_too_long(u64::MAX, None));
+    }
+}
