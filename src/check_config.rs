@@ -37,7 +37,10 @@ pub async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::i
             dur(t.sample_budget),
             t.scan_count,
             t.notifications,
-            t.environment.as_ref().map(|e| format!(", environment {e}")).unwrap_or_default()
+            t.environment
+                .as_ref()
+                .map(|e| format!(", environment {e}"))
+                .unwrap_or_default()
         )?;
     }
     for n in &config.namespaces {
@@ -53,7 +56,10 @@ pub async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::i
             dur(n.ttl),
             n.max_hold.map(dur).unwrap_or_else(|| "none".into()),
             n.value,
-            n.fence_pattern.as_ref().map(|f| format!(", fence `{f}`")).unwrap_or_default()
+            n.fence_pattern
+                .as_ref()
+                .map(|f| format!(", fence `{f}`"))
+                .unwrap_or_default()
         )?;
     }
     if !connect {
@@ -74,14 +80,30 @@ async fn check_target(config: &Config, t: &TargetConfig, out: &mut impl Write) -
             return Ok(false);
         }
     };
-    let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.unwrap_or_default();
-    let version = info.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("unknown").trim().to_string();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string();
     writeln!(out, "✓ target {}: reachable, Redis {version}", t.name)?;
     let mut healthy = check_notifications(t, config, &mut conn, out).await?;
     for n in &config.namespaces {
         let probe = String::from_utf8_lossy(&n.pattern.overlap(&n.pattern).unwrap_or_default()).into_owned();
         let mut denied = Vec::new();
-        let scan: redis::RedisResult<redis::Value> = redis::cmd("SCAN").arg(0).arg("MATCH").arg(n.pattern.as_str()).arg("COUNT").arg(1).query_async(&mut conn).await;
+        let scan: redis::RedisResult<redis::Value> = redis::cmd("SCAN")
+            .arg(0)
+            .arg("MATCH")
+            .arg(n.pattern.as_str())
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut conn)
+            .await;
         denied.extend(scan.err().map(|e| format!("SCAN ({e})")));
         let read = match n.value {
             ValueKind::Redisson => "HGETALL",
@@ -92,46 +114,82 @@ async fn check_target(config: &Config, t: &TargetConfig, out: &mut impl Write) -
         let r: redis::RedisResult<redis::Value> = redis::cmd("PTTL").arg(&probe).query_async(&mut conn).await;
         denied.extend(r.err().map(|e| format!("PTTL ({e})")));
         if denied.is_empty() {
-            writeln!(out, "  ✓ namespace {}: SCAN, {read} and PTTL allowed on `{}`", n.name, n.pattern)?;
+            writeln!(
+                out,
+                "  ✓ namespace {}: SCAN, {read} and PTTL allowed on `{}`",
+                n.name, n.pattern
+            )?;
         } else {
             healthy = false;
-            writeln!(out, "  ✗ namespace {}: refused: {}. Grant the ACL user `+scan +{} +pttl ~{}`", n.name, denied.join(", "), read.to_lowercase(), n.pattern)?;
+            writeln!(
+                out,
+                "  ✗ namespace {}: refused: {}. Grant the ACL user `+scan +{} +pttl ~{}`",
+                n.name,
+                denied.join(", "),
+                read.to_lowercase(),
+                n.pattern
+            )?;
         }
     }
     Ok(healthy)
 }
 
-async fn check_notifications(t: &TargetConfig, config: &Config, conn: &mut MultiplexedConnection, out: &mut impl Write) -> std::io::Result<bool> {
+async fn check_notifications(
+    t: &TargetConfig,
+    config: &Config,
+    conn: &mut MultiplexedConnection,
+    out: &mut impl Write,
+) -> std::io::Result<bool> {
     if t.notifications == Notifications::Off {
-        writeln!(out, "  - notifications: off in config; lifecycle transitions and takeovers will not be seen")?;
+        writeln!(
+            out,
+            "  - notifications: off in config; lifecycle transitions and takeovers will not be seen"
+        )?;
         return Ok(true);
     }
     let mut needed = NEEDED_FLAGS.to_string();
     if config.namespaces.iter().any(|n| n.value == ValueKind::Redisson) {
         needed.push('h');
     }
-    let got: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG").arg("GET").arg("notify-keyspace-events").query_async(conn).await;
+    let got: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("notify-keyspace-events")
+        .query_async(conn)
+        .await;
     match got {
         Ok(v) => {
             let flags = v.get(1).cloned().unwrap_or_default();
             let missing = missing_flags(&flags, &needed);
             if missing.is_empty() {
-                writeln!(out, "  ✓ notifications: notify-keyspace-events = \"{flags}\" has what lockwatch needs")?;
+                writeln!(
+                    out,
+                    "  ✓ notifications: notify-keyspace-events = \"{flags}\" has what lockwatch needs"
+                )?;
                 Ok(true)
             } else {
-                let fix = format!("redis-cli CONFIG SET notify-keyspace-events '{}'", merge_flags(&flags, &needed));
+                let fix = format!(
+                    "redis-cli CONFIG SET notify-keyspace-events '{}'",
+                    merge_flags(&flags, &needed)
+                );
                 let required = t.notifications == Notifications::Require;
                 writeln!(
                     out,
                     "  {} notifications: notify-keyspace-events = \"{flags}\" lacks `{missing}`; {}: {fix}",
                     if required { "✗" } else { "!" },
-                    if t.notifications == Notifications::Configure { "lockwatch will add them at start, as if by" } else { "enable them with" }
+                    if t.notifications == Notifications::Configure {
+                        "lockwatch will add them at start, as if by"
+                    } else {
+                        "enable them with"
+                    }
                 )?;
                 Ok(!required)
             }
         }
         Err(e) => {
-            writeln!(out, "  ! notifications: CONFIG GET refused ({e}); on managed Redis, enable notify-keyspace-events '{needed}' in the provider's settings")?;
+            writeln!(
+                out,
+                "  ! notifications: CONFIG GET refused ({e}); on managed Redis, enable notify-keyspace-events '{needed}' in the provider's settings"
+            )?;
             Ok(t.notifications != Notifications::Require)
         }
     }
@@ -167,7 +225,7 @@ pub fn missing_flags(current: &str, needed: &str) -> String {
 /// `current` plus whatever of `needed` it lacks, nothing removed.
 pub fn merge_flags(current: &str, needed: &str) -> String {
     let mut out = current.to_string();
-    out.extend(missing_flags(current, needed).chars());
+    out.push_str(&missing_flags(current, needed));
     out
 }
 

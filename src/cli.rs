@@ -10,7 +10,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::config::{Overrides, Secret};
 
 #[derive(Debug, Parser)]
-#[command(name = "lockwatch", version, about = "Exporter and runbook tool for distributed locks kept in Redis")]
+#[command(
+    name = "lockwatch",
+    version,
+    about = "Exporter and runbook tool for distributed locks kept in Redis"
+)]
 pub struct Cli {
     /// Log output: human-readable text or one JSON object per line.
     #[arg(long, env = "LOCKWATCH_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -56,7 +60,10 @@ impl ConfigArgs {
         Overrides {
             listen,
             redis_url: self.redis_url.clone(),
-            redis_password: std::env::var("LOCKWATCH_REDIS_PASSWORD").ok().filter(|p| !p.is_empty()).map(Secret::new),
+            redis_password: std::env::var("LOCKWATCH_REDIS_PASSWORD")
+                .ok()
+                .filter(|p| !p.is_empty())
+                .map(Secret::new),
             redis_password_file: self.redis_password_file.clone(),
         }
     }

@@ -173,10 +173,7 @@ impl Glob {
                 })
                 .collect()
         };
-        Some((
-            literal(&self.tokens[..star])?,
-            literal(&self.tokens[star + 1..])?,
-        ))
+        Some((literal(&self.tokens[..star])?, literal(&self.tokens[star + 1..])?))
     }
 
     /// A key that both patterns match, or `None` when no key can match both.
@@ -317,10 +314,7 @@ mod tests {
     #[test]
     fn single_wildcard_splits_literal_prefix_and_suffix() {
         let g = Glob::new("payout:batch:lock:*").unwrap();
-        assert_eq!(
-            g.single_wildcard(),
-            Some((b"payout:batch:lock:".to_vec(), vec![]))
-        );
+        assert_eq!(g.single_wildcard(), Some((b"payout:batch:lock:".to_vec(), vec![])));
         let g = Glob::new("a:*:lock").unwrap();
         assert_eq!(g.single_wildcard(), Some((b"a:".to_vec(), b":lock".to_vec())));
         assert_eq!(Glob::new("a:?:*").unwrap().single_wildcard(), None);

@@ -23,7 +23,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("lockwatch: {e:#}");
-            if e.chain().any(|c| c.is::<ConfigError>()) { ExitCode::from(2) } else { ExitCode::from(1) }
+            if e.chain().any(|c| c.is::<ConfigError>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }
@@ -33,7 +37,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => {
             let config = Config::load(&args.config.config, &args.config.overrides(args.listen.clone()))?;
             let listen = config.server.listen;
-            let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
             serve::run(listener, config, serve::shutdown_on_signals()).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -54,7 +60,9 @@ fn init_tracing(format: LogFormat, level: &str) {
         eprintln!("lockwatch: bad --log-level `{level}` ({e}); using info");
         tracing_subscriber::EnvFilter::new("info")
     });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),

@@ -69,9 +69,15 @@ impl Metrics {
         let tn = &["target", "namespace"];
         let t = &["target"];
         let m = Metrics {
-            locks_held: IntGaugeVec::new(opts("lockwatch_locks_held", "Lock keys present at the last sample pass."), tn)?,
+            locks_held: IntGaugeVec::new(
+                opts("lockwatch_locks_held", "Lock keys present at the last sample pass."),
+                tn,
+            )?,
             locks_without_ttl: IntGaugeVec::new(
-                opts("lockwatch_locks_without_ttl", "Lock keys with no expiry (PTTL -1): never freed if the holder dies."),
+                opts(
+                    "lockwatch_locks_without_ttl",
+                    "Lock keys with no expiry (PTTL -1): never freed if the holder dies.",
+                ),
                 tn,
             )?,
             locks_renewal_overdue: IntGaugeVec::new(
@@ -82,11 +88,17 @@ impl Metrics {
                 tn,
             )?,
             locks_held_too_long: IntGaugeVec::new(
-                opts("lockwatch_locks_held_too_long", "Locks held by the same owner longer than max_hold."),
+                opts(
+                    "lockwatch_locks_held_too_long",
+                    "Locks held by the same owner longer than max_hold.",
+                ),
                 tn,
             )?,
             lock_held_max_seconds: GaugeVec::new(
-                opts("lockwatch_lock_held_max_seconds", "Age of the longest-held lock (same owner since first seen)."),
+                opts(
+                    "lockwatch_lock_held_max_seconds",
+                    "Age of the longest-held lock (same owner since first seen).",
+                ),
                 tn,
             )?,
             lock_ttl_remaining_seconds: HistogramVec::new(
@@ -98,15 +110,24 @@ impl Metrics {
                 tn,
             )?,
             lock_handoffs_total: IntCounterVec::new(
-                opts("lockwatch_lock_handoffs_total", "Lock owner changed between two sample passes."),
+                opts(
+                    "lockwatch_lock_handoffs_total",
+                    "Lock owner changed between two sample passes.",
+                ),
                 tn,
             )?,
             fence_token: GaugeVec::new(
-                opts("lockwatch_fence_token", "Highest fencing counter value seen at the last pass."),
+                opts(
+                    "lockwatch_fence_token",
+                    "Highest fencing counter value seen at the last pass.",
+                ),
                 tn,
             )?,
             fence_regressions_total: IntCounterVec::new(
-                opts("lockwatch_fence_regressions_total", "A fencing counter went backwards or vanished."),
+                opts(
+                    "lockwatch_fence_regressions_total",
+                    "A fencing counter went backwards or vanished.",
+                ),
                 tn,
             )?,
             locks_unreadable: IntGaugeVec::new(
@@ -116,18 +137,27 @@ impl Metrics {
                 ),
                 &["target", "namespace", "reason"],
             )?,
-            up: IntGaugeVec::new(opts("lockwatch_up", "1 when the last sample pass of the target succeeded."), t)?,
+            up: IntGaugeVec::new(
+                opts("lockwatch_up", "1 when the last sample pass of the target succeeded."),
+                t,
+            )?,
             sample_duration_seconds: GaugeVec::new(
                 opts("lockwatch_sample_duration_seconds", "Duration of the last sample pass."),
                 t,
             )?,
             sample_errors_total: IntCounterVec::new(opts("lockwatch_sample_errors_total", "Failed sample passes."), t)?,
             sample_truncated_total: IntCounterVec::new(
-                opts("lockwatch_sample_truncated_total", "Sample passes cut short by sample_budget."),
+                opts(
+                    "lockwatch_sample_truncated_total",
+                    "Sample passes cut short by sample_budget.",
+                ),
                 t,
             )?,
             sample_passes_total: IntCounterVec::new(
-                opts("lockwatch_sample_passes_total", "Sample passes run, failed and truncated ones included."),
+                opts(
+                    "lockwatch_sample_passes_total",
+                    "Sample passes run, failed and truncated ones included.",
+                ),
                 t,
             )?,
             keys_scanned_total: IntCounterVec::new(opts("lockwatch_keys_scanned_total", "Keys returned by SCAN."), t)?,
@@ -136,7 +166,10 @@ impl Metrics {
         m.register_all()?;
         m.pre_export(config);
         let build_info = IntGaugeVec::new(
-            opts("lockwatch_build_info", "Always 1; the version label says which lockwatch runs."),
+            opts(
+                "lockwatch_build_info",
+                "Always 1; the version label says which lockwatch runs.",
+            ),
             &["version"],
         )?;
         build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
@@ -189,7 +222,8 @@ impl Metrics {
                 self.fence_token.with_label_values(&l);
                 self.fence_regressions_total.with_label_values(&l);
                 for reason in Unreadable::ALL {
-                    self.locks_unreadable.with_label_values(&[target, ns.name.as_str(), reason.as_str()]);
+                    self.locks_unreadable
+                        .with_label_values(&[target, ns.name.as_str(), reason.as_str()]);
                 }
             }
         }

@@ -36,14 +36,26 @@ pub struct RedisChild {
 /// Find `redis-server`: an explicit path, `LOCKWATCH_REDIS_SERVER`, PATH, then where Debian puts it.
 pub fn find_redis_server(explicit: Option<&Path>) -> Result<PathBuf, ChildError> {
     if let Some(p) = explicit {
-        return if p.is_file() { Ok(p.to_path_buf()) } else { Err(ChildError::NotFound { looked: p.display().to_string() }) };
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(ChildError::NotFound {
+                looked: p.display().to_string(),
+            })
+        };
     }
     if let Some(p) = std::env::var_os("LOCKWATCH_REDIS_SERVER") {
         return find_redis_server(Some(Path::new(&p)));
     }
     let mut looked = Vec::new();
-    let path_dirs = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default();
-    for dir in path_dirs.iter().map(PathBuf::as_path).chain([Path::new("/usr/bin"), Path::new("/usr/sbin"), Path::new("/usr/local/bin")]) {
+    let path_dirs = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for dir in path_dirs.iter().map(PathBuf::as_path).chain([
+        Path::new("/usr/bin"),
+        Path::new("/usr/sbin"),
+        Path::new("/usr/local/bin"),
+    ]) {
         let candidate = dir.join("redis-server");
         if candidate.is_file() {
             return Ok(candidate);
@@ -51,7 +63,9 @@ pub fn find_redis_server(explicit: Option<&Path>) -> Result<PathBuf, ChildError>
         looked.push(candidate.display().to_string());
     }
     looked.dedup();
-    Err(ChildError::NotFound { looked: looked.join(", ") })
+    Err(ChildError::NotFound {
+        looked: looked.join(", "),
+    })
 }
 
 /// A port nobody listens on right now.
@@ -79,15 +93,30 @@ impl RedisChild {
     fn spawn(&mut self) -> Result<(), ChildError> {
         let log = self.dir.path().join("redis.log");
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--port").arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .arg("--dir").arg(self.dir.path())
-            .arg("--logfile").arg(&log)
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(&log)
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = cmd.spawn().map_err(|source| ChildError::Spawn { path: self.binary.clone(), source })?;
+        let child = cmd.spawn().map_err(|source| ChildError::Spawn {
+            path: self.binary.clone(),
+            source,
+        })?;
         self.child = Some(child);
         let limit = Duration::from_secs(10);
         let started = Instant::now();
@@ -102,7 +131,11 @@ impl RedisChild {
         }
         let log = std::fs::read_to_string(&log).unwrap_or_default();
         self.stop();
-        Err(ChildError::NotReady { port: self.port, secs: limit.as_secs(), log: log.lines().last().unwrap_or("").to_string() })
+        Err(ChildError::NotReady {
+            port: self.port,
+            secs: limit.as_secs(),
+            log: log.lines().last().unwrap_or("").to_string(),
+        })
     }
 
     pub fn port(&self) -> u16 {
@@ -138,12 +171,12 @@ impl Drop for RedisChild {
     }
 }
 
-/// Does something on `port` answer `PING` with `+PONG`?
+/// Does a Redis on `port` answer `PING`? `+PONG`, or `-NOAUTH` from one with a password.
 fn ping(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
     let mut buf = [0u8; 7];
-    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && (&buf == b"+PONG\r\n" || &buf == b"-NOAUTH")
 }

@@ -29,11 +29,18 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     let metrics = Arc::new(Metrics::new(&config)?);
     let mut samplers = Vec::with_capacity(config.targets.len());
     for target in &config.targets {
-        samplers.push(Sampler::new(target, &config.namespaces, config.server.show_owners, metrics.clone())?);
+        samplers.push(Sampler::new(
+            target,
+            &config.namespaces,
+            config.server.show_owners,
+            metrics.clone(),
+        )?);
     }
     let targets: Arc<[_]> = samplers.iter().map(Sampler::state).collect();
     if !config.logs.is_empty() || !config.rules.is_empty() {
-        tracing::warn!("[[logs]] and [[rule]] are validated but not read yet by this version: no log lines are taken in");
+        tracing::warn!(
+            "[[logs]] and [[rule]] are validated but not read yet by this version: no log lines are taken in"
+        );
     }
     let mut tasks = tokio::task::JoinSet::new();
     for (sampler, target) in samplers.into_iter().zip(&config.targets) {
@@ -43,7 +50,11 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     }
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving /metrics");
-    let state = AppState { config: Arc::new(config), metrics, targets };
+    let state = AppState {
+        config: Arc::new(config),
+        metrics,
+        targets,
+    };
     let server = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let result = server.await;
     shutdown.cancel();

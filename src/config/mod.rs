@@ -29,10 +29,7 @@ pub const UNKNOWN_NAMESPACE: &str = "unknown";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("{file}{}: {key}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
     Invalid {
         file: String,
@@ -192,12 +189,7 @@ impl Config {
     }
 
     /// Parse and validate TOML text; relative paths in it are taken from `base`.
-    pub fn from_toml(
-        text: &str,
-        source: &str,
-        base: &Path,
-        overrides: &Overrides,
-    ) -> Result<Config, ConfigError> {
+    pub fn from_toml(text: &str, source: &str, base: &Path, overrides: &Overrides) -> Result<Config, ConfigError> {
         let cx = Cx { text, file: source };
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Invalid {
             file: source.to_string(),
@@ -244,9 +236,7 @@ impl Cx<'_> {
 
     fn name(&self, v: &S<String>, key: &str) -> Result<String, ConfigError> {
         let s = v.get_ref();
-        let ok = !s.is_empty()
-            && s.len() <= 64
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b));
+        let ok = !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b));
         if !ok {
             return Err(self.err(
                 Some(&v.span()),
@@ -263,10 +253,7 @@ impl Cx<'_> {
         let namespaces = self.namespaces(raw.namespace)?;
         let logs = self.logs(raw.logs, base)?;
         let rules = self.rules(raw.rule, &namespaces)?;
-        let state_dir = raw
-            .state
-            .and_then(|s| s.dir)
-            .map(|d| base.join(d.get_ref()));
+        let state_dir = raw.state.and_then(|s| s.dir).map(|d| base.join(d.get_ref()));
         Ok(Config {
             source: self.file.to_string(),
             server,
@@ -311,7 +298,10 @@ impl Cx<'_> {
             return Err(self.err(
                 None,
                 "--redis-url",
-                format!("the config has {} targets; --redis-url can only replace the url of a single target", raw.len()),
+                format!(
+                    "the config has {} targets; --redis-url can only replace the url of a single target",
+                    raw.len()
+                ),
             ));
         }
         if raw.is_empty() {
@@ -335,7 +325,11 @@ impl Cx<'_> {
             let name_span = t.name.span();
             let target = self.target(t, i, base, ov)?;
             if out.iter().any(|o| o.name == target.name) {
-                return Err(self.err(Some(&name_span), format!("target[{i}].name"), format!("duplicate target name `{}`", target.name)));
+                return Err(self.err(
+                    Some(&name_span),
+                    format!("target[{i}].name"),
+                    format!("duplicate target name `{}`", target.name),
+                ));
             }
             out.push(target);
         }
@@ -349,12 +343,17 @@ impl Cx<'_> {
             Some(u) => (u.clone(), None, "--redis-url".to_string()),
             None => (t.url.get_ref().clone(), Some(t.url.span()), k("url")),
         };
-        let info = url
-            .as_str()
-            .into_connection_info()
-            .map_err(|e| self.err(url_span.as_ref(), &url_key, format!("not a Redis URL ({e}): write redis://host:port/db or rediss:// for TLS")))?;
+        let info = url.as_str().into_connection_info().map_err(|e| {
+            self.err(
+                url_span.as_ref(),
+                &url_key,
+                format!("not a Redis URL ({e}): write redis://host:port/db or rediss:// for TLS"),
+            )
+        })?;
         let password = match (&t.password_file, &ov.redis_password_file, &ov.redis_password) {
-            (Some(f), _, _) => Some(read_secret(&base.join(f.get_ref())).map_err(|e| self.err(Some(&f.span()), k("password_file"), e))?),
+            (Some(f), _, _) => Some(
+                read_secret(&base.join(f.get_ref())).map_err(|e| self.err(Some(&f.span()), k("password_file"), e))?,
+            ),
             (None, Some(f), _) => Some(read_secret(f).map_err(|e| self.err(None, "LOCKWATCH_REDIS_PASSWORD_FILE", e))?),
             (None, None, Some(p)) => Some(p.clone()),
             (None, None, None) => None,
@@ -376,13 +375,23 @@ impl Cx<'_> {
         };
         if sample_budget > sample_interval {
             let span = t.sample_budget.as_ref().map(|s| s.span());
-            return Err(self.err(span.as_ref(), k("sample_budget"), format!(
-                "{} is longer than sample_interval ({}): a pass must end before the next one is due",
-                duration::format(sample_budget), duration::format(sample_interval))));
+            return Err(self.err(
+                span.as_ref(),
+                k("sample_budget"),
+                format!(
+                    "{} is longer than sample_interval ({}): a pass must end before the next one is due",
+                    duration::format(sample_budget),
+                    duration::format(sample_interval)
+                ),
+            ));
         }
         let scan_count = match &t.scan_count {
             Some(v) if !(1..=100_000).contains(v.get_ref()) => {
-                return Err(self.err(Some(&v.span()), k("scan_count"), format!("{} is out of range 1..=100000", v.get_ref())));
+                return Err(self.err(
+                    Some(&v.span()),
+                    k("scan_count"),
+                    format!("{} is out of range 1..=100000", v.get_ref()),
+                ));
             }
             Some(v) => *v.get_ref() as usize,
             None => 500,
@@ -394,7 +403,13 @@ impl Cx<'_> {
                 "require" => Notifications::Require,
                 "off" => Notifications::Off,
                 "configure" => Notifications::Configure,
-                other => return Err(self.err(Some(&v.span()), k("notifications"), format!("`{other}` is not one of auto, require, off, configure"))),
+                other => {
+                    return Err(self.err(
+                        Some(&v.span()),
+                        k("notifications"),
+                        format!("`{other}` is not one of auto, require, off, configure"),
+                    ));
+                }
             },
         };
         Ok(TargetConfig {
@@ -415,14 +430,34 @@ impl Cx<'_> {
             let k = |field: &str| format!("namespace[{i}].{field}");
             let name = self.name(&n.name, &k("name"))?;
             if name == UNKNOWN_NAMESPACE {
-                return Err(self.err(Some(&n.name.span()), k("name"), "`unknown` is reserved for events that match no namespace"));
+                return Err(self.err(
+                    Some(&n.name.span()),
+                    k("name"),
+                    "`unknown` is reserved for events that match no namespace",
+                ));
             }
             if out.iter().any(|(o, _)| o.name == name) {
-                return Err(self.err(Some(&n.name.span()), k("name"), format!("duplicate namespace name `{name}`")));
+                return Err(self.err(
+                    Some(&n.name.span()),
+                    k("name"),
+                    format!("duplicate namespace name `{name}`"),
+                ));
             }
-            let pattern = Glob::new(n.pattern.get_ref()).map_err(|e| self.err(Some(&n.pattern.span()), k("pattern"), format!("bad glob `{}`: {e}", n.pattern.get_ref())))?;
+            let pattern = Glob::new(n.pattern.get_ref()).map_err(|e| {
+                self.err(
+                    Some(&n.pattern.span()),
+                    k("pattern"),
+                    format!("bad glob `{}`: {e}", n.pattern.get_ref()),
+                )
+            })?;
             let fence_pattern = match &n.fence_pattern {
-                Some(f) => Some(Glob::new(f.get_ref()).map_err(|e| self.err(Some(&f.span()), k("fence_pattern"), format!("bad glob `{}`: {e}", f.get_ref())))?),
+                Some(f) => Some(Glob::new(f.get_ref()).map_err(|e| {
+                    self.err(
+                        Some(&f.span()),
+                        k("fence_pattern"),
+                        format!("bad glob `{}`: {e}", f.get_ref()),
+                    )
+                })?),
                 None => None,
             };
             let ttl = self.duration(&n.ttl, &k("ttl"))?;
@@ -430,43 +465,75 @@ impl Cx<'_> {
                 Some(v) => {
                     let every = self.duration(v, &k("renew_every"))?;
                     if every >= ttl {
-                        return Err(self.err(Some(&v.span()), k("renew_every"), format!(
-                            "{} is not shorter than ttl ({}): the lock would expire before its renewal",
-                            duration::format(every), duration::format(ttl))));
+                        return Err(self.err(
+                            Some(&v.span()),
+                            k("renew_every"),
+                            format!(
+                                "{} is not shorter than ttl ({}): the lock would expire before its renewal",
+                                duration::format(every),
+                                duration::format(ttl)
+                            ),
+                        ));
                     }
                     Some(every)
                 }
                 None => None,
             };
-            let renew_grace = match (&n.renew_grace, renew_every) {
-                (Some(v), None) => return Err(self.err(Some(&v.span()), k("renew_grace"), "renew_grace needs renew_every")),
-                (Some(v), Some(every)) => {
-                    let grace = self.duration(v, &k("renew_grace"))?;
-                    if grace >= ttl - every {
-                        return Err(self.err(Some(&v.span()), k("renew_grace"), format!(
+            let renew_grace =
+                match (&n.renew_grace, renew_every) {
+                    (Some(v), None) => {
+                        return Err(self.err(Some(&v.span()), k("renew_grace"), "renew_grace needs renew_every"));
+                    }
+                    (Some(v), Some(every)) => {
+                        let grace = self.duration(v, &k("renew_grace"))?;
+                        if grace >= ttl - every {
+                            return Err(self.err(Some(&v.span()), k("renew_grace"), format!(
                             "{} leaves no room: ttl - renew_every is {}, so no lock could ever count as overdue",
                             duration::format(grace), duration::format(ttl - every))));
+                        }
+                        grace
                     }
-                    grace
-                }
-                // Half of the smaller of the renewal period and the margin left after it.
-                (None, Some(every)) => every.min(ttl - every) / 2,
-                (None, None) => Duration::ZERO,
-            };
-            let max_hold = n.max_hold.as_ref().map(|v| self.duration(v, &k("max_hold"))).transpose()?;
+                    // Half of the smaller of the renewal period and the margin left after it.
+                    (None, Some(every)) => every.min(ttl - every) / 2,
+                    (None, None) => Duration::ZERO,
+                };
+            let max_hold = n
+                .max_hold
+                .as_ref()
+                .map(|v| self.duration(v, &k("max_hold")))
+                .transpose()?;
             let value = match &n.value {
                 None => ValueKind::Token,
-                Some(v) => parse_value_kind(v.get_ref()).ok_or_else(|| self.err(Some(&v.span()), k("value"), format!(
-                    "`{}` is not one of token, json:<field>, redisson", v.get_ref())))?,
+                Some(v) => parse_value_kind(v.get_ref()).ok_or_else(|| {
+                    self.err(
+                        Some(&v.span()),
+                        k("value"),
+                        format!("`{}` is not one of token, json:<field>, redisson", v.get_ref()),
+                    )
+                })?,
             };
             let mut log_phrases = Vec::with_capacity(n.log_phrases.len());
             for (j, p) in n.log_phrases.iter().enumerate() {
                 if p.get_ref().trim().is_empty() {
-                    return Err(self.err(Some(&p.span()), format!("namespace[{i}].log_phrases[{j}]"), "empty phrase would match every line"));
+                    return Err(self.err(
+                        Some(&p.span()),
+                        format!("namespace[{i}].log_phrases[{j}]"),
+                        "empty phrase would match every line",
+                    ));
                 }
                 log_phrases.push(p.get_ref().to_lowercase());
             }
-            let ns = NamespaceConfig { name, pattern, ttl, renew_every, renew_grace, max_hold, value, fence_pattern, log_phrases };
+            let ns = NamespaceConfig {
+                name,
+                pattern,
+                ttl,
+                renew_every,
+                renew_grace,
+                max_hold,
+                value,
+                fence_pattern,
+                log_phrases,
+            };
             self.check_overlaps(&ns, i, &n, &out)?;
             out.push((ns, n.pattern.span()));
         }
@@ -474,7 +541,13 @@ impl Cx<'_> {
     }
 
     /// A key must belong to one namespace only, and a fence counter must never look like a lock.
-    fn check_overlaps(&self, ns: &NamespaceConfig, i: usize, raw: &RawNamespace, earlier: &[(NamespaceConfig, Range<usize>)]) -> Result<(), ConfigError> {
+    fn check_overlaps(
+        &self,
+        ns: &NamespaceConfig,
+        i: usize,
+        raw: &RawNamespace,
+        earlier: &[(NamespaceConfig, Range<usize>)],
+    ) -> Result<(), ConfigError> {
         let show = |k: &[u8]| String::from_utf8_lossy(k).into_owned();
         if let Some(f) = &ns.fence_pattern
             && let Some(key) = f.overlap(&ns.pattern)
@@ -484,12 +557,17 @@ impl Cx<'_> {
                 "`{f}` overlaps the lock pattern `{}` (both match e.g. `{}`): fence counters need keys of their own", ns.pattern, show(&key))));
         }
         for (o, _) in earlier {
-            let mine = std::iter::once(("pattern", &ns.pattern)).chain(ns.fence_pattern.as_ref().map(|f| ("fence_pattern", f)));
+            let mine = std::iter::once(("pattern", &ns.pattern))
+                .chain(ns.fence_pattern.as_ref().map(|f| ("fence_pattern", f)));
             for (field, g) in mine {
                 let theirs = std::iter::once(&o.pattern).chain(o.fence_pattern.as_ref());
                 for og in theirs {
                     if let Some(key) = g.overlap(og) {
-                        let span = if field == "pattern" { Some(raw.pattern.span()) } else { raw.fence_pattern.as_ref().map(|f| f.span()) };
+                        let span = if field == "pattern" {
+                            Some(raw.pattern.span())
+                        } else {
+                            raw.fence_pattern.as_ref().map(|f| f.span())
+                        };
                         return Err(self.err(span.as_ref(), format!("namespace[{i}].{field}"), format!(
                             "`{g}` and namespace `{}`'s `{og}` can match the same key (e.g. `{}`): make the patterns disjoint so every lock has one namespace",
                             o.name, show(&key))));
@@ -511,7 +589,11 @@ impl Cx<'_> {
             if l.path.get_ref().trim().is_empty() {
                 return Err(self.err(Some(&l.path.span()), k("path"), "empty path"));
             }
-            let path = if l.path.get_ref() == "-" { "-".to_string() } else { base.join(l.path.get_ref()).display().to_string() };
+            let path = if l.path.get_ref() == "-" {
+                "-".to_string()
+            } else {
+                base.join(l.path.get_ref()).display().to_string()
+            };
             let format = match l.format.as_ref().map(|f| f.get_ref().as_str()) {
                 None | Some("auto") => LogFormat::Auto,
                 Some("json") => LogFormat::Json,
@@ -519,7 +601,11 @@ impl Cx<'_> {
                 Some("text") => LogFormat::Text,
                 Some(other) => {
                     let span = l.format.as_ref().map(|f| f.span());
-                    return Err(self.err(span.as_ref(), k("format"), format!("`{other}` is not one of auto, json, logfmt, text")));
+                    return Err(self.err(
+                        span.as_ref(),
+                        k("format"),
+                        format!("`{other}` is not one of auto, json, logfmt, text"),
+                    ));
                 }
             };
             let start_at = match l.start_at.as_ref().map(|f| f.get_ref().as_str()) {
@@ -527,10 +613,19 @@ impl Cx<'_> {
                 Some("beginning") => StartAt::Beginning,
                 Some(other) => {
                     let span = l.start_at.as_ref().map(|f| f.span());
-                    return Err(self.err(span.as_ref(), k("start_at"), format!("`{other}` is not one of end, beginning")));
+                    return Err(self.err(
+                        span.as_ref(),
+                        k("start_at"),
+                        format!("`{other}` is not one of end, beginning"),
+                    ));
                 }
             };
-            out.push(LogConfig { name, path, format, start_at });
+            out.push(LogConfig {
+                name,
+                path,
+                format,
+                start_at,
+            });
         }
         Ok(out)
     }
@@ -544,15 +639,31 @@ impl Cx<'_> {
                     .size_limit(1 << 20)
                     .build()
                     .map_err(|e| self.err(Some(&r.pattern.span()), k("match"), format!("bad regex: {e}")))?;
-                let op = r.op.get_ref().parse::<Op>().map_err(|e| self.err(Some(&r.op.span()), k("op"), e))?;
-                let outcome = r.outcome.get_ref().parse::<Outcome>().map_err(|e| self.err(Some(&r.outcome.span()), k("outcome"), e))?;
+                let op =
+                    r.op.get_ref()
+                        .parse::<Op>()
+                        .map_err(|e| self.err(Some(&r.op.span()), k("op"), e))?;
+                let outcome = r
+                    .outcome
+                    .get_ref()
+                    .parse::<Outcome>()
+                    .map_err(|e| self.err(Some(&r.outcome.span()), k("outcome"), e))?;
                 if let Some(ns) = &r.namespace
                     && ns.get_ref() != UNKNOWN_NAMESPACE
                     && !namespaces.iter().any(|n| &n.name == ns.get_ref())
                 {
-                    return Err(self.err(Some(&ns.span()), k("namespace"), format!("`{}` is not a configured namespace", ns.get_ref())));
+                    return Err(self.err(
+                        Some(&ns.span()),
+                        k("namespace"),
+                        format!("`{}` is not a configured namespace", ns.get_ref()),
+                    ));
                 }
-                Ok(RuleConfig { pattern, op, outcome, namespace: r.namespace.map(|n| n.into_inner()) })
+                Ok(RuleConfig {
+                    pattern,
+                    op,
+                    outcome,
+                    namespace: r.namespace.map(|n| n.into_inner()),
+                })
             })
             .collect()
     }
@@ -593,7 +704,9 @@ fn read_secret(path: &Path) -> Result<Secret, String> {
 
 /// The URL with any password replaced by `***`, for logs and status pages.
 pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else { return url.to_string() };
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
     let rest = &url[scheme_end + 3..];
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let authority = &rest[..authority_end];
@@ -601,7 +714,11 @@ pub fn redact_url(url: &str) -> String {
         Some(at) => {
             let userinfo = &authority[..at];
             let user = userinfo.split(':').next().unwrap_or("");
-            let shown = if userinfo.contains(':') { format!("{user}:***") } else { "***".to_string() };
+            let shown = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                "***".to_string()
+            };
             format!("{}://{shown}@{}", &url[..scheme_end], &rest[at + 1..])
         }
         None => url.to_string(),

@@ -56,21 +56,36 @@ fn unknown_key_names_key_and_line() {
 
 #[test]
 fn bad_duration_names_key_and_line() {
-    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"30\"\n"));
-    assert!(e.starts_with("t.toml line 7: namespace[0].ttl: `30` is not a duration"), "{e}");
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"30\"\n"
+    ));
+    assert!(
+        e.starts_with("t.toml line 7: namespace[0].ttl: `30` is not a duration"),
+        "{e}"
+    );
 }
 
 #[test]
 fn bad_glob_is_refused() {
-    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:[x*\"\nttl = \"3s\"\n"));
-    assert!(e.contains("line 6: namespace[0].pattern: bad glob `a:[x*`: unterminated"), "{e}");
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:[x*\"\nttl = \"3s\"\n"
+    ));
+    assert!(
+        e.contains("line 6: namespace[0].pattern: bad glob `a:[x*`: unterminated"),
+        "{e}"
+    );
 }
 
 #[test]
 fn duplicate_namespace_is_refused() {
     let ns = "[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"3s\"\n";
-    let e = err(&format!("{TARGET}{ns}[[namespace]]\nname = \"a\"\npattern = \"b:*\"\nttl = \"3s\"\n"));
-    assert!(e.contains("line 9: namespace[1].name: duplicate namespace name `a`"), "{e}");
+    let e = err(&format!(
+        "{TARGET}{ns}[[namespace]]\nname = \"a\"\npattern = \"b:*\"\nttl = \"3s\"\n"
+    ));
+    assert!(
+        e.contains("line 9: namespace[1].name: duplicate namespace name `a`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -92,14 +107,22 @@ fn fence_pattern_overlapping_a_lock_pattern_is_refused() {
 
 #[test]
 fn renew_every_must_be_shorter_than_ttl() {
-    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"10s\"\nrenew_every = \"10s\"\n"));
-    assert!(e.contains("namespace[0].renew_every: 10s is not shorter than ttl (10s)"), "{e}");
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"10s\"\nrenew_every = \"10s\"\n"
+    ));
+    assert!(
+        e.contains("namespace[0].renew_every: 10s is not shorter than ttl (10s)"),
+        "{e}"
+    );
 }
 
 #[test]
 fn unreadable_password_file_is_refused_without_leaking() {
     let e = err(&format!("{TARGET}password_file = \"missing-secret\"\n"));
-    assert!(e.contains("line 4: target[0].password_file: cannot read /nonexistent/missing-secret"), "{e}");
+    assert!(
+        e.contains("line 4: target[0].password_file: cannot read /nonexistent/missing-secret"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -129,9 +152,14 @@ fn env_password_applies_and_url_password_is_redacted() {
 
 #[test]
 fn redis_url_override_refuses_several_targets() {
-    let ov = Overrides { redis_url: Some("redis://x".into()), ..Overrides::default() };
+    let ov = Overrides {
+        redis_url: Some("redis://x".into()),
+        ..Overrides::default()
+    };
     let text = format!("{TARGET}[[target]]\nname = \"b\"\nurl = \"redis://y\"\n");
-    let e = Config::from_toml(&text, "t.toml", Path::new("."), &ov).unwrap_err().to_string();
+    let e = Config::from_toml(&text, "t.toml", Path::new("."), &ov)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("--redis-url"), "{e}");
 }
 
@@ -148,19 +176,29 @@ fn budget_longer_than_interval_is_refused() {
 
 #[test]
 fn reserved_and_invalid_names_are_refused() {
-    let e = err(&format!("{TARGET}[[namespace]]\nname = \"unknown\"\npattern = \"a:*\"\nttl = \"3s\"\n"));
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"unknown\"\npattern = \"a:*\"\nttl = \"3s\"\n"
+    ));
     assert!(e.contains("reserved"), "{e}");
-    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a b\"\npattern = \"a:*\"\nttl = \"3s\"\n"));
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a b\"\npattern = \"a:*\"\nttl = \"3s\"\n"
+    ));
     assert!(e.contains("not a valid name"), "{e}");
 }
 
 #[test]
 fn bad_value_kind_and_rule_are_refused() {
-    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"3s\"\nvalue = \"json:\"\n"));
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"3s\"\nvalue = \"json:\"\n"
+    ));
     assert!(e.contains("namespace[0].value"), "{e}");
-    let e = err(&format!("{TARGET}[[rule]]\nmatch = \"x\"\nop = \"steal\"\noutcome = \"ok\"\n"));
+    let e = err(&format!(
+        "{TARGET}[[rule]]\nmatch = \"x\"\nop = \"steal\"\noutcome = \"ok\"\n"
+    ));
     assert!(e.contains("rule[0].op: `steal` is not one of"), "{e}");
-    let e = err(&format!("{TARGET}[[rule]]\nmatch = \"(\"\nop = \"release\"\noutcome = \"ok\"\n"));
+    let e = err(&format!(
+        "{TARGET}[[rule]]\nmatch = \"(\"\nop = \"release\"\noutcome = \"ok\"\n"
+    ));
     assert!(e.contains("rule[0].match: bad regex"), "{e}");
 }
 

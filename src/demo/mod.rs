@@ -74,17 +74,31 @@ pub async fn run(args: &DemoArgs, shutdown: CancellationToken) -> Result<(), Dem
     let redis = RedisChild::start(args.redis_server.as_deref(), &["--notify-keyspace-events", "KEA"])?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
-        .map_err(|source| DemoError::Listen { addr: args.listen.clone(), source })?;
+        .map_err(|source| DemoError::Listen {
+            addr: args.listen.clone(),
+            source,
+        })?;
     let addr = listener.local_addr()?;
-    let text = DEMO_CONFIG.replace("{url}", &redis.url()).replace("{listen}", &addr.to_string());
+    let text = DEMO_CONFIG
+        .replace("{url}", &redis.url())
+        .replace("{listen}", &addr.to_string());
     let config_path = redis.dir().join("lockwatch.toml");
     std::fs::write(&config_path, &text)?;
-    let config = Config::from_toml(&text, &config_path.display().to_string(), redis.dir(), &Overrides::default())?;
+    let config = Config::from_toml(
+        &text,
+        &config_path.display().to_string(),
+        redis.dir(),
+        &Overrides::default(),
+    )?;
 
     let client = redis::Client::open(redis.url())?;
     let conn = ConnectionManager::new(client).await?;
     // A lock whose holder used SET without PX and died: nothing will ever free it.
-    redis::cmd("SET").arg("demo:reconciler:lock:orphan").arg("reconciler-crashed-7f3a").query_async::<()>(&mut conn.clone()).await?;
+    redis::cmd("SET")
+        .arg("demo:reconciler:lock:orphan")
+        .arg("reconciler-crashed-7f3a")
+        .query_async::<()>(&mut conn.clone())
+        .await?;
 
     let log_path = redis.dir().join("app.log");
     let log = AppLog::create(&log_path)?;
@@ -93,7 +107,13 @@ pub async fn run(args: &DemoArgs, shutdown: CancellationToken) -> Result<(), Dem
     for (profile, count) in profiles() {
         for i in 0..count {
             let name = format!("{}-{i}", profile.label);
-            tasks.spawn(workers::run(name, profile.clone(), conn.clone(), log.clone(), stop.clone()));
+            tasks.spawn(workers::run(
+                name,
+                profile.clone(),
+                conn.clone(),
+                log.clone(),
+                stop.clone(),
+            ));
         }
     }
     print_banner(&redis, addr, &config_path, &log_path);

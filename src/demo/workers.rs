@@ -11,9 +11,11 @@ use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
 /// Compare-and-delete: release only if we still own the lock.
-const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+const RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 /// Compare-and-pexpire: renew only if we still own the lock.
-const RENEW: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+const RENEW: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
 /// A small xorshift generator: the demo needs variety, not statistics.
 pub struct Rng(u64);
@@ -54,7 +56,9 @@ impl AppLog {
 }
 
 fn humantime_now() -> String {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     format!("{}.{:03}", d.as_secs(), d.subsec_millis())
 }
 
@@ -86,7 +90,14 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
         n += 1;
         let key = format!("{}{}", p.prefix, rng.range(0, p.jobs));
         let token = format!("{worker}-{n}-{:08x}", rng.next() as u32);
-        let got: redis::RedisResult<Option<String>> = redis::cmd("SET").arg(&key).arg(&token).arg("NX").arg("PX").arg(p.ttl.as_millis() as u64).query_async(&mut conn).await;
+        let got: redis::RedisResult<Option<String>> = redis::cmd("SET")
+            .arg(&key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(p.ttl.as_millis() as u64)
+            .query_async(&mut conn)
+            .await;
         match got {
             Ok(Some(_)) => {}
             Ok(None) => {
@@ -101,7 +112,10 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
             }
         }
         if let Some(fp) = p.fence_prefix {
-            let _: redis::RedisResult<i64> = redis::cmd("INCR").arg(format!("{fp}{}", &key[p.prefix.len()..])).query_async(&mut conn).await;
+            let _: redis::RedisResult<i64> = redis::cmd("INCR")
+                .arg(format!("{fp}{}", &key[p.prefix.len()..]))
+                .query_async(&mut conn)
+                .await;
         }
         let hold = Duration::from_millis(rng.range(p.hold_ms.0, p.hold_ms.1));
         let stall = rng.chance(p.stall_percent);
@@ -116,7 +130,13 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
                 pause(&stop, step).await;
                 left = left.saturating_sub(step);
                 if p.renew_every.is_some() && !left.is_zero() {
-                    let ok: i64 = renew.key(&key).arg(&token).arg(p.ttl.as_millis() as u64).invoke_async(&mut conn).await.unwrap_or(0);
+                    let ok: i64 = renew
+                        .key(&key)
+                        .arg(&token)
+                        .arg(p.ttl.as_millis() as u64)
+                        .invoke_async(&mut conn)
+                        .await
+                        .unwrap_or(0);
                     if ok == 0 {
                         still_owner = false;
                         break;
@@ -125,15 +145,30 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
             }
         }
         if stall && p.renew_every.is_some() {
-            let ok: i64 = renew.key(&key).arg(&token).arg(p.ttl.as_millis() as u64).invoke_async(&mut conn).await.unwrap_or(0);
+            let ok: i64 = renew
+                .key(&key)
+                .arg(&token)
+                .arg(p.ttl.as_millis() as u64)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap_or(0);
             if ok == 0 {
-                log.line("WARN", &format!("{} renewal failed", p.phrase), &key, " error=\"lock not owned\"");
+                log.line(
+                    "WARN",
+                    &format!("{} renewal failed", p.phrase),
+                    &key,
+                    " error=\"lock not owned\"",
+                );
                 still_owner = false;
             }
         }
         let released: i64 = release.key(&key).arg(&token).invoke_async(&mut conn).await.unwrap_or(0);
         if released == 0 {
-            let extra = if still_owner { " error=\"lock not owned\"" } else { " error=\"token mismatch\"" };
+            let extra = if still_owner {
+                " error=\"lock not owned\""
+            } else {
+                " error=\"token mismatch\""
+            };
             log.line("ERROR", &format!("{} release failed", p.phrase), &key, extra);
         }
         pause(&stop, Duration::from_millis(rng.range(100, 600))).await;

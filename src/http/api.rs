@@ -46,13 +46,19 @@ pub struct LockView {
 }
 
 /// Held locks, those closest to expiry first (stalled holders lead the list).
-pub async fn locks(State(s): State<AppState>, query: Result<Query<LocksQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<LocksResponse>, HttpError> {
+pub async fn locks(
+    State(s): State<AppState>,
+    query: Result<Query<LocksQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<LocksResponse>, HttpError> {
     let Query(q) = query.map_err(|e| HttpError(StatusCode::BAD_REQUEST, format!("bad query: {}", e.body_text())))?;
     if let Some(ns) = &q.namespace
         && s.config.namespace(ns).is_none()
     {
         let known: Vec<&str> = s.config.namespaces.iter().map(|n| n.name.as_str()).collect();
-        return Err(HttpError(StatusCode::BAD_REQUEST, format!("unknown namespace `{ns}`; configured: {}", known.join(", "))));
+        return Err(HttpError(
+            StatusCode::BAD_REQUEST,
+            format!("unknown namespace `{ns}`; configured: {}", known.join(", ")),
+        ));
     }
     if let Some(t) = &q.target
         && !s.targets.iter().any(|x| &x.name == t)
@@ -62,9 +68,17 @@ pub async fn locks(State(s): State<AppState>, query: Result<Query<LocksQuery>, a
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
     let show_owners = s.config.server.show_owners;
     let mut out = Vec::new();
-    for target in s.targets.iter().filter(|t| q.target.as_ref().is_none_or(|name| &t.name == name)) {
+    for target in s
+        .targets
+        .iter()
+        .filter(|t| q.target.as_ref().is_none_or(|name| &t.name == name))
+    {
         let now_ms = target.now_ms();
-        for ns_state in target.namespaces.iter().filter(|n| q.namespace.as_ref().is_none_or(|name| &n.config.name == name)) {
+        for ns_state in target
+            .namespaces
+            .iter()
+            .filter(|n| q.namespace.as_ref().is_none_or(|name| &n.config.name == name))
+        {
             let ns = &ns_state.config;
             let fence_of = FenceMap::new(ns);
             let table = ns_state.table();
@@ -79,7 +93,7 @@ pub async fn locks(State(s): State<AppState>, query: Result<Query<LocksQuery>, a
                     },
                     owner_hash: format!("{:016x}", e.owner),
                     pttl_ms: e.pttl_ms,
-                    age_s: now_ms.saturating_sub(e.since_ms) as f64 / 1000.0,
+                    age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
                     fence: fence_of.key_for(key).and_then(|f| table.fence(&f)),
                     overdue: ttl::renewal_overdue(e.pttl_ms, ns.overdue_below()),
                 });
@@ -90,7 +104,11 @@ pub async fn locks(State(s): State<AppState>, query: Result<Query<LocksQuery>, a
     out.sort_by_key(|l| if l.pttl_ms < 0 { i64::MAX } else { l.pttl_ms });
     let total = out.len();
     out.truncate(limit);
-    Ok(Json(LocksResponse { total, truncated: total > limit, locks: out }))
+    Ok(Json(LocksResponse {
+        total,
+        truncated: total > limit,
+        locks: out,
+    }))
 }
 
 /// From a lock key to its fencing counter's key, when both patterns are `prefix*suffix`:

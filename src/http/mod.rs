@@ -33,7 +33,12 @@ pub struct HttpError(pub StatusCode, pub String);
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        (self.0, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{}\n", self.1)).into_response()
+        (
+            self.0,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{}\n", self.1),
+        )
+            .into_response()
     }
 }
 
@@ -49,23 +54,33 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, HttpError> {
-    let body = s
-        .metrics
-        .encode()
-        .map_err(|e| HttpError(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding metrics failed: {e}")))?;
+    let body = s.metrics.encode().map_err(|e| {
+        HttpError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding metrics failed: {e}"),
+        )
+    })?;
     Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], body).into_response())
 }
 
 /// Ready once every target finished one pass, successful or not: a Redis outage shows as
 /// `lockwatch_up 0`, and must not take the exporter out of service discovery.
 async fn readyz(State(s): State<AppState>) -> Result<&'static str, HttpError> {
-    let waiting: Vec<&str> = s.targets.iter().filter(|t| t.status().passes == 0).map(|t| t.name.as_str()).collect();
+    let waiting: Vec<&str> = s
+        .targets
+        .iter()
+        .filter(|t| t.status().passes == 0)
+        .map(|t| t.name.as_str())
+        .collect();
     if waiting.is_empty() {
         Ok("ready\n")
     } else {
         Err(HttpError(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: waiting for the first sample pass of target {}", waiting.join(", ")),
+            format!(
+                "not ready: waiting for the first sample pass of target {}",
+                waiting.join(", ")
+            ),
         ))
     }
 }
@@ -73,6 +88,9 @@ async fn readyz(State(s): State<AppState>) -> Result<&'static str, HttpError> {
 async fn not_found(uri: axum::http::Uri) -> HttpError {
     HttpError(
         StatusCode::NOT_FOUND,
-        format!("no such path {}: try /, /metrics, /healthz, /readyz or /api/v1/locks", uri.path()),
+        format!(
+            "no such path {}: try /, /metrics, /healthz, /readyz or /api/v1/locks",
+            uri.path()
+        ),
     )
 }

@@ -51,7 +51,10 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
         let health = match (st.passes, st.up) {
             (0, _) => r#"<span>waiting for the first pass</span>"#.to_string(),
             (_, true) => r#"<span class="ok">up</span>"#.to_string(),
-            (_, false) => format!(r#"<span class="down">down</span>: {}"#, esc(st.last_error.as_deref().unwrap_or(""))),
+            (_, false) => format!(
+                r#"<span class="down">down</span>: {}"#,
+                esc(st.last_error.as_deref().unwrap_or(""))
+            ),
         };
         let _ = write!(
             h,
@@ -62,11 +65,21 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
             url = esc(&t.display_url),
             ago = ago(st.last_pass_at),
             took = st.last_duration.as_millis(),
-            trunc = if st.last_truncated { " (truncated by sample_budget)" } else { "" },
+            trunc = if st.last_truncated {
+                " (truncated by sample_budget)"
+            } else {
+                ""
+            },
         );
         for ns in &t.namespaces {
             let tally = ns.table().last().clone();
-            let cell = |n: i64| if n > 0 { format!(r#"<td class="bad">{n}</td>"#) } else { format!("<td>{n}</td>") };
+            let cell = |n: i64| {
+                if n > 0 {
+                    format!(r#"<td class="bad">{n}</td>"#)
+                } else {
+                    format!("<td>{n}</td>")
+                }
+            };
             let name = esc(&ns.config.name);
             let _ = writeln!(
                 h,

@@ -67,8 +67,8 @@ impl TargetState {
         self.status.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
     /// Milliseconds on the sampler clock now.
-    pub fn now_ms(&self) -> u64 {
-        self.origin.elapsed().as_millis() as u64
+    pub fn now_ms(&self) -> i64 {
+        i64::try_from(self.origin.elapsed().as_millis()).unwrap_or(i64::MAX)
     }
 }
 
@@ -99,7 +99,10 @@ impl Sampler {
         show_owners: bool,
         metrics: Arc<Metrics>,
     ) -> Result<Self, SamplerError> {
-        let err = |source| SamplerError::Client { target: target.name.clone(), source };
+        let err = |source| SamplerError::Client {
+            target: target.name.clone(),
+            source,
+        };
         let client = redis::Client::open(target.connection.clone()).map_err(err)?;
         let conn = ConnectionManager::new_lazy_with_config(client, connection_config(target)).map_err(err)?;
         let state = Arc::new(TargetState {
@@ -107,12 +110,21 @@ impl Sampler {
             display_url: target.display_url.clone(),
             namespaces: namespaces
                 .iter()
-                .map(|n| NamespaceState { config: n.clone(), table: Mutex::new(NamespaceTable::new(show_owners)) })
+                .map(|n| NamespaceState {
+                    config: n.clone(),
+                    table: Mutex::new(NamespaceTable::new(show_owners)),
+                })
                 .collect(),
             status: Mutex::new(TargetStatus::default()),
             origin: Instant::now(),
         });
-        Ok(Sampler { target: target.clone(), state, metrics, conn, next_start: 0 })
+        Ok(Sampler {
+            target: target.clone(),
+            state,
+            metrics,
+            conn,
+            next_start: 0,
+        })
     }
 
     pub fn state(&self) -> Arc<TargetState> {
@@ -144,9 +156,18 @@ impl Sampler {
         let outcome = tokio::time::timeout(hard, self.walk(deadline)).await;
         let (keys_scanned, truncated, error) = match outcome {
             Ok(w) => (w.keys_scanned, w.truncated, w.error),
-            Err(_) => (0, true, Some(format!("pass did not finish within {}", crate::duration::format(hard)))),
+            Err(_) => (
+                0,
+                true,
+                Some(format!("pass did not finish within {}", crate::duration::format(hard))),
+            ),
         };
-        let report = PassReport { duration: started.elapsed(), keys_scanned, truncated, error };
+        let report = PassReport {
+            duration: started.elapsed(),
+            keys_scanned,
+            truncated,
+            error,
+        };
         self.publish(&report);
         report
     }
@@ -184,41 +205,60 @@ impl Sampler {
         let ns = &ns_state.config;
         let count = self.target.scan_count;
         ns_state.table().begin();
-        let mut complete = self.walk_pattern(ns.pattern.as_str(), count, deadline, scanned, |mut conn, keys| {
-            let kind = ns.value.clone();
-            async move { read::read_locks(&mut conn, &kind, &keys).await.map(|r| (keys, r)) }
-        }, |keys, reads| {
-            let now_ms = self.state.now_ms();
-            let hist = self.metrics.lock_ttl_remaining_seconds.with_label_values(&[&self.target.name, &ns.name]);
-            let mut table = ns_state.table();
-            for (key, read) in keys.iter().zip(reads) {
-                match read {
-                    KeyRead::Lock { owner, pttl_ms } => {
-                        let seen = table.observe_lock(ns, key, &owner, pttl_ms, now_ms);
-                        if let Some(s) = seen.ttl_remaining_s {
-                            hist.observe(s);
+        let mut complete = self
+            .walk_pattern(
+                ns.pattern.as_str(),
+                count,
+                deadline,
+                scanned,
+                |mut conn, keys| {
+                    let kind = ns.value.clone();
+                    async move { read::read_locks(&mut conn, &kind, &keys).await.map(|r| (keys, r)) }
+                },
+                |keys, reads| {
+                    let now_ms = self.state.now_ms();
+                    let hist = self
+                        .metrics
+                        .lock_ttl_remaining_seconds
+                        .with_label_values(&[&self.target.name, &ns.name]);
+                    let mut table = ns_state.table();
+                    for (key, read) in keys.iter().zip(reads) {
+                        match read {
+                            KeyRead::Lock { owner, pttl_ms } => {
+                                let seen = table.observe_lock(ns, key, &owner, pttl_ms, now_ms);
+                                if let Some(s) = seen.ttl_remaining_s {
+                                    hist.observe(s);
+                                }
+                            }
+                            KeyRead::Gone => {}
+                            KeyRead::Unreadable(reason) => {
+                                table.observe_unreadable(reason);
+                                log_unreadable(&self.target.name, &ns.name, key, reason);
+                            }
                         }
                     }
-                    KeyRead::Gone => {}
-                    KeyRead::Unreadable(reason) => {
-                        table.observe_unreadable(reason);
-                        log_unreadable(&self.target.name, &ns.name, key, reason);
-                    }
-                }
-            }
-        }).await?;
+                },
+            )
+            .await?;
         if complete && let Some(fence) = &ns.fence_pattern {
-            complete = self.walk_pattern(fence.as_str(), count, deadline, scanned, |mut conn, keys| async move {
-                read::read_counters(&mut conn, &keys).await.map(|r| (keys, r))
-            }, |keys, values| {
-                let mut table = ns_state.table();
-                for (key, value) in keys.iter().zip(values) {
-                    match value {
-                        Some(v) => table.observe_fence(key, v),
-                        None => table.observe_unreadable(Unreadable::BadValue),
-                    }
-                }
-            }).await?;
+            complete = self
+                .walk_pattern(
+                    fence.as_str(),
+                    count,
+                    deadline,
+                    scanned,
+                    |mut conn, keys| async move { read::read_counters(&mut conn, &keys).await.map(|r| (keys, r)) },
+                    |keys, values| {
+                        let mut table = ns_state.table();
+                        for (key, value) in keys.iter().zip(values) {
+                            match value {
+                                Some(v) => table.observe_fence(key, v),
+                                None => table.observe_unreadable(Unreadable::BadValue),
+                            }
+                        }
+                    },
+                )
+                .await?;
         }
         let tally = ns_state.table().finish(complete);
         self.publish_namespace(&ns.name, &tally);
@@ -271,16 +311,25 @@ impl Sampler {
         m.locks_without_ttl.with_label_values(&l).set(t.without_ttl);
         m.locks_renewal_overdue.with_label_values(&l).set(t.overdue);
         m.locks_held_too_long.with_label_values(&l).set(t.too_long);
-        m.lock_held_max_seconds.with_label_values(&l).set(t.max_age_ms as f64 / 1000.0);
+        m.lock_held_max_seconds
+            .with_label_values(&l)
+            .set(t.max_age_ms as f64 / 1000.0);
         m.lock_handoffs_total.with_label_values(&l).inc_by(t.handoffs);
         m.fence_token.with_label_values(&l).set(t.fence_max.unwrap_or(0) as f64);
-        m.fence_regressions_total.with_label_values(&l).inc_by(t.fence_regressions);
+        m.fence_regressions_total
+            .with_label_values(&l)
+            .inc_by(t.fence_regressions);
         if t.fence_regressions > 0 {
             tracing::warn!(target_name = %self.target.name, namespace = ns, count = t.fence_regressions,
                 "fencing counter went backwards or vanished: a failover may have lost writes");
         }
-        for (reason, n) in [(Unreadable::WrongType, t.wrong_type), (Unreadable::BadValue, t.bad_value)] {
-            m.locks_unreadable.with_label_values(&[self.target.name.as_str(), ns, reason.as_str()]).set(n);
+        for (reason, n) in [
+            (Unreadable::WrongType, t.wrong_type),
+            (Unreadable::BadValue, t.bad_value),
+        ] {
+            m.locks_unreadable
+                .with_label_values(&[self.target.name.as_str(), ns, reason.as_str()])
+                .set(n);
         }
     }
 
@@ -289,7 +338,9 @@ impl Sampler {
         let m = &self.metrics;
         let t = [self.target.name.as_str()];
         m.sample_passes_total.with_label_values(&t).inc();
-        m.sample_duration_seconds.with_label_values(&t).set(r.duration.as_secs_f64());
+        m.sample_duration_seconds
+            .with_label_values(&t)
+            .set(r.duration.as_secs_f64());
         m.keys_scanned_total.with_label_values(&t).inc_by(r.keys_scanned);
         m.up.with_label_values(&t).set(i64::from(r.error.is_none()));
         if r.truncated && r.error.is_none() {

@@ -53,7 +53,10 @@ mod tests {
         assert_eq!(from_string(&kind, v).unwrap().as_ref(), b"42");
         assert_eq!(from_string(&kind, br#"{"owner":{}}"#), Err(Unreadable::BadValue));
         assert_eq!(from_string(&kind, b"not json"), Err(Unreadable::BadValue));
-        assert_eq!(from_string(&kind, br#"{"owner":{"id":null}}"#), Err(Unreadable::BadValue));
+        assert_eq!(
+            from_string(&kind, br#"{"owner":{"id":null}}"#),
+            Err(Unreadable::BadValue)
+        );
     }
 
     #[test]

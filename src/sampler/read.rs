@@ -15,14 +15,22 @@ use crate::sampler::owner;
 /// What a key turned out to hold.
 #[derive(Debug, PartialEq, Eq)]
 pub enum KeyRead {
-    Lock { owner: Vec<u8>, pttl_ms: i64 },
+    Lock {
+        owner: Vec<u8>,
+        pttl_ms: i64,
+    },
     /// Deleted between SCAN and the read: nothing to count.
     Gone,
     Unreadable(Unreadable),
 }
 
 /// One SCAN page: the next cursor (0 when the walk is done) and the keys.
-pub async fn scan_page(conn: &mut ConnectionManager, pattern: &str, cursor: u64, count: usize) -> RedisResult<(u64, Vec<Vec<u8>>)> {
+pub async fn scan_page(
+    conn: &mut ConnectionManager,
+    pattern: &str,
+    cursor: u64,
+    count: usize,
+) -> RedisResult<(u64, Vec<Vec<u8>>)> {
     redis::cmd("SCAN")
         .arg(cursor)
         .arg("MATCH")
@@ -105,11 +113,17 @@ fn string_read(kind: &ValueKind, value: Value, pttl_ms: i64) -> KeyRead {
     }
     match value {
         Value::BulkString(bytes) => match owner::from_string(kind, &bytes) {
-            Ok(o) => KeyRead::Lock { owner: o.into_owned(), pttl_ms },
+            Ok(o) => KeyRead::Lock {
+                owner: o.into_owned(),
+                pttl_ms,
+            },
             Err(reason) => KeyRead::Unreadable(reason),
         },
         Value::SimpleString(s) => match owner::from_string(kind, s.as_bytes()) {
-            Ok(o) => KeyRead::Lock { owner: o.into_owned(), pttl_ms },
+            Ok(o) => KeyRead::Lock {
+                owner: o.into_owned(),
+                pttl_ms,
+            },
             Err(reason) => KeyRead::Unreadable(reason),
         },
         // MGET answers nil for a key of another type; PTTL says the key exists.
@@ -141,7 +155,10 @@ fn redisson_read(hash: Value, pttl_ms: i64) -> KeyRead {
         _ => return KeyRead::Unreadable(Unreadable::BadValue),
     };
     match owner::from_hash_fields(fields.iter().map(Vec::as_slice)) {
-        Some(o) => KeyRead::Lock { owner: o.to_vec(), pttl_ms },
+        Some(o) => KeyRead::Lock {
+            owner: o.to_vec(),
+            pttl_ms,
+        },
         None => KeyRead::Gone,
     }
 }

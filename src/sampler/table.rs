@@ -18,7 +18,7 @@ pub struct LockEntry {
     /// Keyed (per-process random) hash of the owner token: comparable, not reversible offline.
     pub owner: u64,
     /// Since when (ms on the sampler clock) the current owner holds it, at the latest.
-    pub since_ms: u64,
+    pub since_ms: i64,
     /// PTTL at the last pass (-1: no expiry).
     pub pttl_ms: i64,
     /// Pass number that last saw the key.
@@ -93,7 +93,14 @@ impl NamespaceTable {
     }
 
     /// A lock key with its owner and PTTL, as read in this pass at `now_ms`.
-    pub fn observe_lock(&mut self, ns: &NamespaceConfig, key: &[u8], owner: &[u8], pttl_ms: i64, now_ms: u64) -> Observed {
+    pub fn observe_lock(
+        &mut self,
+        ns: &NamespaceConfig,
+        key: &[u8],
+        owner: &[u8],
+        pttl_ms: i64,
+        now_ms: i64,
+    ) -> Observed {
         let owner_hash = self.owner_hash(owner);
         let token = self.keep_tokens.then(|| Box::<[u8]>::from(owner));
         let pass = self.pass;
@@ -118,7 +125,13 @@ impl NamespaceTable {
                 let since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
                 self.locks.insert(
                     Box::from(key),
-                    LockEntry { owner: owner_hash, since_ms, pttl_ms, pass, token },
+                    LockEntry {
+                        owner: owner_hash,
+                        since_ms,
+                        pttl_ms,
+                        pass,
+                        token,
+                    },
                 );
                 since_ms
             }
@@ -131,7 +144,7 @@ impl NamespaceTable {
         if ttl::renewal_overdue(pttl_ms, ns.overdue_below()) {
             t.overdue += 1;
         }
-        let age_ms = now_ms.saturating_sub(since_ms);
+        let age_ms = u64::try_from(now_ms.saturating_sub(since_ms)).unwrap_or(0);
         if ttl::held_too_long(age_ms, ns.max_hold) {
             t.too_long += 1;
         }
@@ -240,7 +253,10 @@ mod tests {
         let o = t.observe_lock(&ns, b"wf:3", b"c", 4_000, 100_000);
         assert_eq!(o.ttl_remaining_s, Some(4.0));
         let tally = t.finish(true);
-        assert_eq!((tally.held, tally.without_ttl, tally.overdue, tally.too_long), (3, 1, 1, 0));
+        assert_eq!(
+            (tally.held, tally.without_ttl, tally.overdue, tally.too_long),
+            (3, 1, 1, 0)
+        );
         assert_eq!(tally.max_age_ms, 26_000, "wf:3 was set at least 26 s ago");
     }
 

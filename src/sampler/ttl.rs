@@ -16,11 +16,13 @@ pub fn renewal_overdue(pttl_ms: i64, overdue_below: Option<Duration>) -> bool {
 /// When a lock seen for the first time was acquired, at the latest: a lock set with
 /// `ttl` and `pttl_ms` left was set (or last renewed) `ttl - pttl` ago, and acquired no
 /// later than that. Without an expiry, or with more left than `ttl`, only `now` is known.
-pub fn acquired_no_later_than(now_ms: u64, pttl_ms: i64, ttl: Duration) -> u64 {
-    let ttl_ms = ttl.as_millis().min(u64::MAX as u128) as u64;
-    match u64::try_from(pttl_ms) {
-        Ok(left) if left <= ttl_ms => now_ms.saturating_sub(ttl_ms - left),
-        _ => now_ms,
+/// Times are milliseconds on the sampler clock, which may go below zero (before start).
+pub fn acquired_no_later_than(now_ms: i64, pttl_ms: i64, ttl: Duration) -> i64 {
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    if (0..=ttl_ms).contains(&pttl_ms) {
+        now_ms.saturating_sub(ttl_ms - pttl_ms)
+    } else {
+        now_ms
     }
 }
 
@@ -50,11 +52,20 @@ mod tests {
     #[test]
     fn acquisition_estimate_is_a_lower_bound_on_age() {
         let ttl = Duration::from_secs(30);
-        assert_eq!(acquired_no_later_than(100 * S, 30_000, ttl), 100 * S);
-        assert_eq!(acquired_no_later_than(100 * S, 10_000, ttl), 80 * S);
-        assert_eq!(acquired_no_later_than(100 * S, -1, ttl), 100 * S);
-        assert_eq!(acquired_no_later_than(100 * S, 60_000, ttl), 100 * S, "longer TTL than configured");
-        assert_eq!(acquired_no_later_than(5 * S, 0, ttl), 0, "saturates at the clock origin");
+        let s = S as i64;
+        assert_eq!(acquired_no_later_than(100 * s, 30_000, ttl), 100 * s);
+        assert_eq!(acquired_no_later_than(100 * s, 10_000, ttl), 80 * s);
+        assert_eq!(acquired_no_later_than(100 * s, -1, ttl), 100 * s);
+        assert_eq!(
+            acquired_no_later_than(100 * s, 60_000, ttl),
+            100 * s,
+            "longer TTL than configured"
+        );
+        assert_eq!(
+            acquired_no_later_than(5 * s, 0, ttl),
+            -25 * s,
+            "before the sampler started"
+        );
     }
 
     #[test]

@@ -1,0 +1,211 @@
+//! Test harness: a real redis-server on a free port, the real exporter on port 0, a tiny
+//! HTTP client, and a parser for the Prometheus text format. A missing binary fails the
+//! test with the command that installs it; nothing is skipped.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lockwatch::config::{Config, Overrides};
+use lockwatch::redis_child::RedisChild;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// Start redis-server, or fail the test saying how to install it.
+pub fn redis(extra: &[&str]) -> RedisChild {
+    RedisChild::start(None, extra).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A synchronous connection for setting up keys.
+pub fn conn(r: &RedisChild) -> redis::Connection {
+    redis::Client::open(r.url()).unwrap().get_connection().unwrap()
+}
+
+/// A validated config from TOML text, `{url}` replaced by the server's URL.
+pub fn config(r: &RedisChild, toml: &str) -> Config {
+    let text = toml.replace("{url}", &r.url());
+    Config::from_toml(&text, "test.toml", Path::new("."), &Overrides::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The exporter, running on 127.0.0.1:0 until dropped.
+pub struct Served {
+    pub addr: SocketAddr,
+    token: CancellationToken,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Served {
+    pub async fn start(config: Config) -> Served {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let token = CancellationToken::new();
+        let t = token.clone();
+        let handle = tokio::spawn(async move {
+            lockwatch::serve::run(listener, config, t).await.unwrap();
+        });
+        Served {
+            addr,
+            token,
+            handle: Some(handle),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String, String) {
+        http_get(self.addr, path).await
+    }
+
+    /// `/metrics`, parsed.
+    pub async fn metrics(&self) -> Metrics {
+        let (status, _, body) = self.get("/metrics").await;
+        assert_eq!(status, 200, "{body}");
+        Metrics(body)
+    }
+
+    /// Poll `/metrics` until `pred` holds, or fail after `limit` with the last body.
+    pub async fn wait_for(&self, limit: Duration, what: &str, pred: impl Fn(&Metrics) -> bool) -> Duration {
+        let started = Instant::now();
+        loop {
+            let m = self.metrics().await;
+            if pred(&m) {
+                return started.elapsed();
+            }
+            if started.elapsed() > limit {
+                panic!("timed out after {limit:?} waiting for {what}; last /metrics:\n{}", m.0);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        self.token.cancel();
+        if let Some(h) = self.handle.take() {
+            tokio::time::timeout(Duration::from_secs(10), h)
+                .await
+                .expect("exporter did not stop")
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+/// GET over a fresh connection: (status, content-type, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: lockwatch\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw))
+        .await
+        .expect("HTTP response timed out")
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let ctype = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    // Bodies here are small: axum sends them with content-length; decode chunked if not.
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, ctype, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+/// A Prometheus text exposition, queried by name and labels.
+pub struct Metrics(pub String);
+
+impl Metrics {
+    /// Value of the one sample `name{labels…}` whose labels include all of `labels`.
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let mut found = None;
+        for line in self.0.lines().filter(|l| !l.starts_with('#')) {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (n, lbl) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if n != name {
+                continue;
+            }
+            let pairs: Vec<(String, String)> = split_labels(lbl);
+            if labels
+                .iter()
+                .all(|(k, v)| pairs.iter().any(|(pk, pv)| pk == k && pv == v))
+            {
+                assert!(found.is_none(), "more than one series matches {name}{labels:?}");
+                found = Some(value.parse().unwrap());
+            }
+        }
+        found
+    }
+
+    /// Like `get`, failing the test when the series is missing.
+    pub fn val(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels)
+            .unwrap_or_else(|| panic!("no series {name}{labels:?} in:\n{}", self.0))
+    }
+}
+
+fn split_labels(s: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some((k, after)) = rest.split_once("=\"") {
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some((_, e)) = chars.next() {
+                        value.push(e);
+                    }
+                }
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => value.push(c),
+            }
+        }
+        out.push((k.trim_start_matches(',').trim().to_string(), value));
+        rest = &after[end..];
+    }
+    out
+}
+
+/// Path of a binary the tests need, or fail saying how to install it.
+pub fn require_binary(name: &str, package: &str) -> std::path::PathBuf {
+    for dir in ["/usr/bin", "/usr/local/bin", "/usr/sbin"] {
+        let p = Path::new(dir).join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("{name} not found: install it with `sudo apt-get install {package}` (or run `make test`, which does)");
+}
