@@ -85,14 +85,17 @@ pub struct Sampler {
     target: TargetConfig,
     state: Arc<TargetState>,
     metrics: Arc<Metrics>,
+    /// Reads owners and PTTLs (several pipelines in flight).
     conn: ConnectionManager,
+    /// Walks SCAN cursors: its own connection, so a page never waits behind a read pipeline.
+    scan_conn: ConnectionManager,
     /// Where the next pass starts, so a truncated pass does not starve the same namespaces.
     next_start: usize,
 }
 
 impl Sampler {
     /// Set up the sampler for `target`; connects lazily, so a Redis that is down now is
-    /// not an error: the passes will say so.
+    /// not an error: the passes will say so. Call it inside a tokio runtime.
     pub fn new(
         target: &TargetConfig,
         namespaces: &[NamespaceConfig],
@@ -104,7 +107,8 @@ impl Sampler {
             source,
         };
         let client = redis::Client::open(target.connection.clone()).map_err(err)?;
-        let conn = ConnectionManager::new_lazy_with_config(client, connection_config(target)).map_err(err)?;
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), connection_config(target)).map_err(err)?;
+        let scan_conn = ConnectionManager::new_lazy_with_config(client, connection_config(target)).map_err(err)?;
         let state = Arc::new(TargetState {
             name: target.name.clone(),
             display_url: target.display_url.clone(),
@@ -123,6 +127,7 @@ impl Sampler {
             state,
             metrics,
             conn,
+            scan_conn,
             next_start: 0,
         })
     }
@@ -265,8 +270,9 @@ impl Sampler {
         Ok(complete)
     }
 
-    /// SCAN `pattern` to the end or the deadline, reading each page while the next page is
-    /// fetched. Returns whether the walk completed.
+    /// SCAN `pattern` to the end or the deadline. Each page is read by its own task while
+    /// the walk goes on, up to `READS_IN_FLIGHT` at once, so neither Redis nor lockwatch
+    /// waits on the other's round trip. Returns whether the walk completed.
     async fn walk_pattern<R, F, Fut>(
         &self,
         pattern: &str,
@@ -277,31 +283,39 @@ impl Sampler {
         mut apply: impl FnMut(Vec<Vec<u8>>, Vec<R>),
     ) -> redis::RedisResult<bool>
     where
+        R: Send + 'static,
         F: Fn(ConnectionManager, Vec<Vec<u8>>) -> Fut,
-        Fut: Future<Output = redis::RedisResult<(Vec<Vec<u8>>, Vec<R>)>>,
+        Fut: Future<Output = redis::RedisResult<(Vec<Vec<u8>>, Vec<R>)>> + Send + 'static,
     {
-        let mut scan_conn = self.conn.clone();
-        let (mut cursor, mut keys) = read::scan_page(&mut scan_conn, pattern, 0, count).await?;
-        loop {
+        const READS_IN_FLIGHT: usize = 4;
+        let mut scan_conn = self.scan_conn.clone();
+        let mut reads = tokio::task::JoinSet::new();
+        let mut cursor = 0u64;
+        let complete = loop {
+            let (next, keys) = read::scan_page(&mut scan_conn, pattern, cursor, count).await?;
             *scanned += keys.len() as u64;
-            let more = cursor != 0;
-            let in_time = Instant::now() < deadline;
-            let next = async {
-                if more && in_time {
-                    Some(read::scan_page(&mut scan_conn, pattern, cursor, count).await)
-                } else {
-                    None
-                }
-            };
-            let reading = read(self.conn.clone(), keys);
-            let (next, done) = tokio::join!(next, reading);
-            let (read_keys, values) = done?;
-            apply(read_keys, values);
-            match next {
-                Some(page) => (cursor, keys) = page?,
-                None => return Ok(!more),
+            cursor = next;
+            if !keys.is_empty() {
+                reads.spawn(read(self.conn.clone(), keys));
             }
+            while reads.len() >= READS_IN_FLIGHT {
+                if let Some(done) = reads.join_next().await {
+                    let (keys, values) = done.map_err(task_failed)??;
+                    apply(keys, values);
+                }
+            }
+            if cursor == 0 {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                break false;
+            }
+        };
+        while let Some(done) = reads.join_next().await {
+            let (keys, values) = done.map_err(task_failed)??;
+            apply(keys, values);
         }
+        Ok(complete)
     }
 
     fn publish_namespace(&self, ns: &str, t: &Tally) {
@@ -378,6 +392,10 @@ struct Walk {
     keys_scanned: u64,
     truncated: bool,
     error: Option<String>,
+}
+
+fn task_failed(e: tokio::task::JoinError) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Client, "read task failed", e.to_string()))
 }
 
 fn connection_config(target: &TargetConfig) -> ConnectionManagerConfig {

@@ -6,7 +6,9 @@
 //! dropped. Knows nothing of Redis: the pass feeds it observations.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
 
 use crate::config::NamespaceConfig;
 use crate::metrics::Unreadable;
@@ -15,7 +17,7 @@ use crate::sampler::ttl;
 /// What the sampler remembers of one lock.
 #[derive(Debug, Clone)]
 pub struct LockEntry {
-    /// Keyed (per-process random) hash of the owner token: comparable, not reversible offline.
+    /// Seeded (per-process random) hash of the owner token: comparable, not reversible offline.
     pub owner: u64,
     /// Since when (ms on the sampler clock) the current owner holds it, at the latest.
     pub since_ms: i64,
@@ -59,8 +61,8 @@ pub struct Observed {
 }
 
 pub struct NamespaceTable {
-    locks: HashMap<Box<[u8]>, LockEntry>,
-    fences: HashMap<Box<[u8]>, FenceEntry>,
+    locks: HashMap<Box<[u8]>, LockEntry, RandomState>,
+    fences: HashMap<Box<[u8]>, FenceEntry, RandomState>,
     hasher: RandomState,
     keep_tokens: bool,
     pass: u32,
@@ -71,9 +73,9 @@ pub struct NamespaceTable {
 impl NamespaceTable {
     pub fn new(keep_tokens: bool) -> Self {
         NamespaceTable {
-            locks: HashMap::new(),
-            fences: HashMap::new(),
-            hasher: RandomState::new(),
+            locks: HashMap::default(),
+            fences: HashMap::default(),
+            hasher: RandomState::default(),
             keep_tokens,
             pass: 0,
             tally: Tally::default(),
