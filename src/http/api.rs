@@ -87,15 +87,15 @@ pub async fn locks(
                     target: target.name.clone(),
                     namespace: ns.name.clone(),
                     key: String::from_utf8_lossy(key).into_owned(),
-                    owner: match (&e.token, show_owners) {
+                    owner: match (table.token(key), show_owners) {
                         (Some(t), true) => String::from_utf8_lossy(t).into_owned(),
                         _ => "<redacted>".to_string(),
                     },
                     owner_hash: format!("{:016x}", e.owner),
-                    pttl_ms: e.pttl_ms,
+                    pttl_ms: i64::from(e.pttl_ms),
                     age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
                     fence: fence_of.key_for(key).and_then(|f| table.fence(&f)),
-                    overdue: ttl::renewal_overdue(e.pttl_ms, ns.overdue_below()),
+                    overdue: ttl::renewal_overdue(i64::from(e.pttl_ms), ns.overdue_below()),
                 });
             }
         }

@@ -1,9 +1,9 @@
 //! Per-namespace lock state between sample passes, and the tally of one pass.
 //!
-//! One entry per lock key: a keyed hash of its owner, when that owner was first seen, the
-//! last PTTL and the pass that last saw it — 32 bytes plus the key itself (and the owner
-//! token only when `show_owners` is on). Entries of keys a complete pass did not see are
-//! dropped. Knows nothing of Redis: the pass feeds it observations.
+//! One entry per lock key: a seeded hash of its owner, when that owner was first seen, the
+//! last PTTL and the pass that last saw it — 24 bytes beside the key in the map (and the
+//! owner token in a side map only when `show_owners` is on). Entries of keys a complete
+//! pass did not see are dropped. Knows nothing of Redis: the pass feeds it observations.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -21,12 +21,10 @@ pub struct LockEntry {
     pub owner: u64,
     /// Since when (ms on the sampler clock) the current owner holds it, at the latest.
     pub since_ms: i64,
-    /// PTTL at the last pass (-1: no expiry).
-    pub pttl_ms: i64,
+    /// PTTL at the last pass (-1: no expiry), saturated at `i32::MAX` (24.8 days).
+    pub pttl_ms: i32,
     /// Pass number that last saw the key.
     pass: u32,
-    /// The owner token itself, kept only when the config shows owners.
-    pub token: Option<Box<[u8]>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -63,8 +61,9 @@ pub struct Observed {
 pub struct NamespaceTable {
     locks: HashMap<Box<[u8]>, LockEntry, RandomState>,
     fences: HashMap<Box<[u8]>, FenceEntry, RandomState>,
+    /// Owner tokens by lock key; `Some` only when the config shows owners.
+    tokens: Option<HashMap<Box<[u8]>, Box<[u8]>, RandomState>>,
     hasher: RandomState,
-    keep_tokens: bool,
     pass: u32,
     tally: Tally,
     last: Tally,
@@ -75,8 +74,8 @@ impl NamespaceTable {
         NamespaceTable {
             locks: HashMap::default(),
             fences: HashMap::default(),
+            tokens: keep_tokens.then(HashMap::default),
             hasher: RandomState::default(),
-            keep_tokens,
             pass: 0,
             tally: Tally::default(),
             last: Tally::default(),
@@ -104,12 +103,12 @@ impl NamespaceTable {
         now_ms: i64,
     ) -> Observed {
         let owner_hash = self.owner_hash(owner);
-        let token = self.keep_tokens.then(|| Box::<[u8]>::from(owner));
         let pass = self.pass;
+        let stored_pttl = i32::try_from(pttl_ms).unwrap_or(i32::MAX);
         let since_ms = match self.locks.get_mut(key) {
             Some(e) if e.pass == pass => {
                 // SCAN may return a key twice in one pass; count it once.
-                e.pttl_ms = pttl_ms;
+                e.pttl_ms = stored_pttl;
                 return Observed { ttl_remaining_s: None };
             }
             Some(e) => {
@@ -118,26 +117,27 @@ impl NamespaceTable {
                     e.owner = owner_hash;
                     e.since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
                 }
-                e.pttl_ms = pttl_ms;
+                e.pttl_ms = stored_pttl;
                 e.pass = pass;
-                e.token = token;
                 e.since_ms
             }
             None => {
                 let since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
-                self.locks.insert(
-                    Box::from(key),
-                    LockEntry {
-                        owner: owner_hash,
-                        since_ms,
-                        pttl_ms,
-                        pass,
-                        token,
-                    },
-                );
+                let entry = LockEntry {
+                    owner: owner_hash,
+                    since_ms,
+                    pttl_ms: stored_pttl,
+                    pass,
+                };
+                self.locks.insert(Box::from(key), entry);
                 since_ms
             }
         };
+        if let Some(tokens) = &mut self.tokens
+            && tokens.get(key).is_none_or(|t| **t != *owner)
+        {
+            tokens.insert(Box::from(key), Box::from(owner));
+        }
         let t = &mut self.tally;
         t.held += 1;
         if pttl_ms == -1 {
@@ -190,6 +190,9 @@ impl NamespaceTable {
         if complete {
             let pass = self.pass;
             self.locks.retain(|_, e| e.pass == pass);
+            if let Some(tokens) = &mut self.tokens {
+                tokens.retain(|k, _| self.locks.contains_key(k));
+            }
             let before = self.fences.len();
             self.fences.retain(|_, f| f.pass == pass);
             self.tally.fence_regressions += (before - self.fences.len()) as u64;
@@ -210,6 +213,11 @@ impl NamespaceTable {
 
     pub fn lock(&self, key: &[u8]) -> Option<&LockEntry> {
         self.locks.get(key)
+    }
+
+    /// The owner token of a lock, when the config shows owners.
+    pub fn token(&self, key: &[u8]) -> Option<&[u8]> {
+        self.tokens.as_ref()?.get(key).map(|t| t.as_ref())
     }
 
     pub fn fence(&self, key: &[u8]) -> Option<i64> {
@@ -276,7 +284,30 @@ mod tests {
         t.observe_lock(&ns, b"wf:1", b"b", 30_000, 80_000);
         let tally = t.finish(true);
         assert_eq!((tally.handoffs, tally.too_long, tally.max_age_ms), (1, 0, 0));
-        assert_eq!(t.lock(b"wf:1").unwrap().token.as_deref(), Some(&b"b"[..]));
+        assert_eq!(t.token(b"wf:1"), Some(&b"b"[..]));
+    }
+
+    #[test]
+    fn tokens_are_kept_only_when_shown_and_dropped_with_the_lock() {
+        let ns = ns();
+        let mut hidden = NamespaceTable::new(false);
+        hidden.begin();
+        hidden.observe_lock(&ns, b"wf:1", b"secret", 20_000, 0);
+        hidden.finish(true);
+        assert_eq!(hidden.token(b"wf:1"), None);
+        let mut shown = NamespaceTable::new(true);
+        shown.begin();
+        shown.observe_lock(&ns, b"wf:1", b"secret", 20_000, 0);
+        shown.finish(true);
+        assert_eq!(shown.token(b"wf:1"), Some(&b"secret"[..]));
+        shown.begin();
+        shown.finish(true);
+        assert_eq!(shown.token(b"wf:1"), None);
+    }
+
+    #[test]
+    fn entry_stays_small() {
+        assert_eq!(std::mem::size_of::<LockEntry>(), 24);
     }
 
     #[test]
