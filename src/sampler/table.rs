@@ -27,6 +27,9 @@ pub struct LockEntry {
     pass: u32,
 }
 
+/// Lock keys to what is known of them, hashed with a per-process seed.
+type KeyMap<V> = HashMap<Box<[u8]>, V, RandomState>;
+
 #[derive(Debug, Clone, Copy)]
 struct FenceEntry {
     value: i64,
@@ -59,10 +62,10 @@ pub struct Observed {
 }
 
 pub struct NamespaceTable {
-    locks: HashMap<Box<[u8]>, LockEntry, RandomState>,
-    fences: HashMap<Box<[u8]>, FenceEntry, RandomState>,
+    locks: KeyMap<LockEntry>,
+    fences: KeyMap<FenceEntry>,
     /// Owner tokens by lock key; `Some` only when the config shows owners.
-    tokens: Option<HashMap<Box<[u8]>, Box<[u8]>, RandomState>>,
+    tokens: Option<KeyMap<Box<[u8]>>>,
     hasher: RandomState,
     pass: u32,
     tally: Tally,
