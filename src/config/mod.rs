@@ -191,11 +191,21 @@ impl Config {
     /// Parse and validate TOML text; relative paths in it are taken from `base`.
     pub fn from_toml(text: &str, source: &str, base: &Path, overrides: &Overrides) -> Result<Config, ConfigError> {
         let cx = Cx { text, file: source };
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Invalid {
-            file: source.to_string(),
-            line: e.span().map(|s| cx.line(&s)),
-            key: "syntax".to_string(),
-            message: e.message().trim().to_string(),
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().to_string();
+            // serde's shape errors name the key themselves; anything else is TOML syntax.
+            let shape = ["unknown field", "missing field", "invalid type", "invalid value"];
+            let key = if shape.iter().any(|s| message.starts_with(s)) {
+                "schema"
+            } else {
+                "syntax"
+            };
+            ConfigError::Invalid {
+                file: source.to_string(),
+                line: e.span().map(|s| cx.line(&s)),
+                key: key.to_string(),
+                message,
+            }
         })?;
         cx.validate(raw, base, overrides)
     }

@@ -203,6 +203,14 @@ fn bad_value_kind_and_rule_are_refused() {
 }
 
 #[test]
+fn missing_key_and_wrong_type_name_the_key() {
+    let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\n"));
+    assert!(e.contains("schema: missing field `ttl`"), "{e}");
+    let e = err(&format!("{TARGET}scan_count = \"many\"\n"));
+    assert!(e.contains("line 4: schema: invalid type"), "{e}");
+}
+
+#[test]
 fn syntax_error_names_line() {
     let e = err("[[target]\nname = 1\n");
     assert!(e.starts_with("t.toml line 1: syntax:"), "{e}");
