@@ -219,8 +219,10 @@ impl Metrics {
                 self.lock_held_max_seconds.with_label_values(&l);
                 self.lock_ttl_remaining_seconds.with_label_values(&l);
                 self.lock_handoffs_total.with_label_values(&l);
-                self.fence_token.with_label_values(&l);
-                self.fence_regressions_total.with_label_values(&l);
+                if ns.fence_pattern.is_some() {
+                    self.fence_token.with_label_values(&l);
+                    self.fence_regressions_total.with_label_values(&l);
+                }
                 for reason in Unreadable::ALL {
                     self.locks_unreadable
                         .with_label_values(&[target, ns.name.as_str(), reason.as_str()]);

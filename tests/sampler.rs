@@ -199,7 +199,7 @@ async fn exact_metrics_for_every_value_kind_and_fault_class() {
 }
 
 #[tokio::test]
-async fn a_pass_over_budget_is_truncated_and_counted() {
+async fn passes_cut_by_the_budget_resume_and_reach_every_namespace() {
     let r = redis(&[]);
     let mut c = conn(&r);
     let mut pipe = redis::pipe();
@@ -211,11 +211,20 @@ async fn a_pass_over_budget_is_truncated_and_counted() {
             .arg(60_000)
             .ignore();
     }
+    for i in 0..3 {
+        pipe.cmd("SET")
+            .arg(format!("b:lock:{i}"))
+            .arg("t")
+            .arg("PX")
+            .arg(60_000)
+            .ignore();
+    }
     let _: () = pipe.query(&mut c).unwrap();
     let cfg = common::config(
         &r,
         "[[target]]\nname = \"main\"\nurl = \"{url}\"\nscan_count = 10\nsample_budget = \"20ms\"\n\
-         [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"60s\"\n",
+         [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"60s\"\n\
+         [[namespace]]\nname = \"b\"\npattern = \"b:lock:*\"\nttl = \"60s\"\n",
     );
     let metrics = Arc::new(Registry::new(&cfg).unwrap());
     let mut sampler = Sampler::new(&cfg.targets[0], &cfg.namespaces, false, metrics.clone()).unwrap();
@@ -229,12 +238,42 @@ async fn a_pass_over_budget_is_truncated_and_counted() {
         1.0,
         "a truncated pass is not a failed one"
     );
-    let held = m.val("lockwatch_locks_held", &[("namespace", "wf")]);
-    assert!(held > 0.0 && held < 20_000.0, "partial view published: {held}");
+    assert_eq!(
+        m.val("lockwatch_locks_held", &[("namespace", "wf")]),
+        0.0,
+        "no partial gauges"
+    );
+
+    let held = |m: &Metrics, ns: &str| m.val("lockwatch_locks_held", &[("namespace", ns)]);
+    let mut passes = 1;
+    let mut scanned = report.keys_scanned;
+    loop {
+        let m = exposition(&metrics);
+        if held(&m, "wf") == 20_000.0 && held(&m, "b") == 3.0 {
+            break;
+        }
+        assert!(passes < 2_000, "the walk never completed:\n{}", m.0);
+        scanned += sampler.pass().await.keys_scanned;
+        passes += 1;
+    }
+    assert!(passes > 1, "the budget should have cut the first pass");
+    let m = exposition(&metrics);
     assert_eq!(
         m.val("lockwatch_keys_scanned_total", &[("target", "main")]),
-        report.keys_scanned as f64
+        scanned as f64
     );
+
+    // Keys deleted now are dropped when the next cycle, however many passes long, completes.
+    let _: () = c
+        .del(&["wf:lock:1", "wf:lock:2", "wf:lock:3", "wf:lock:4", "wf:lock:5"])
+        .unwrap();
+    let mut more = 0;
+    while held(&exposition(&metrics), "wf") != 19_995.0 {
+        assert!(more < 2_000, "deleted keys were never dropped");
+        sampler.pass().await;
+        more += 1;
+    }
+    assert_eq!(sampler.state().namespaces[0].table().len(), 19_995);
 }
 
 #[tokio::test]

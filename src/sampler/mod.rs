@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{NamespaceConfig, TargetConfig};
 use crate::metrics::{Metrics, Unreadable};
 use read::KeyRead;
-use table::{NamespaceTable, Tally};
+use table::{Counts, NamespaceTable, Phase, Tally, WalkPosition};
 
 /// The sampler could not be set up (the pass itself never fails this way: it reports).
 #[derive(Debug, thiserror::Error)]
@@ -204,84 +204,139 @@ impl Sampler {
         walk
     }
 
-    /// Walk one namespace's locks and fencing counters. `Ok(false)` when cut by the budget.
+    /// Walk one namespace from where its last pass stopped. Counters are published whatever
+    /// happens; gauges when the walk completes a cycle. `Ok(false)` when cut by the budget.
     async fn sample_namespace(&self, i: usize, deadline: Instant, scanned: &mut u64) -> redis::RedisResult<bool> {
         let ns_state = &self.state.namespaces[i];
+        let from = ns_state.table().begin();
+        let walked = self.walk_namespace(ns_state, from, deadline, scanned).await;
+        let mut table = ns_state.table();
+        let (outcome, tally) = match walked {
+            Ok(None) => (Ok(true), Some(table.complete())),
+            Ok(Some(at)) => {
+                table.suspend(at);
+                (Ok(false), None)
+            }
+            Err(e) => {
+                table.abandon();
+                (Err(e), None)
+            }
+        };
+        let counts = table.take_counts();
+        drop(table);
+        self.publish_counts(&ns_state.config, counts);
+        if let Some(t) = tally {
+            self.publish_gauges(&ns_state.config, &t);
+        }
+        outcome
+    }
+
+    /// The lock keys, then the fencing counters, from `from`; where it stopped if cut.
+    async fn walk_namespace(
+        &self,
+        ns_state: &NamespaceState,
+        from: WalkPosition,
+        deadline: Instant,
+        scanned: &mut u64,
+    ) -> redis::RedisResult<Option<WalkPosition>> {
         let ns = &ns_state.config;
         let count = self.target.scan_count;
-        ns_state.table().begin();
-        let mut complete = self
-            .walk_pattern(
-                ns.pattern.as_str(),
-                count,
-                deadline,
-                scanned,
-                |mut conn, keys| {
-                    let kind = ns.value.clone();
-                    async move { read::read_locks(&mut conn, &kind, &keys).await.map(|r| (keys, r)) }
-                },
-                |keys, reads| {
-                    let now_ms = self.state.now_ms();
-                    let hist = self
-                        .metrics
-                        .lock_ttl_remaining_seconds
-                        .with_label_values(&[&self.target.name, &ns.name]);
-                    let mut table = ns_state.table();
-                    for (key, read) in keys.iter().zip(reads) {
-                        match read {
-                            KeyRead::Lock { owner, pttl_ms } => {
-                                let seen = table.observe_lock(ns, key, &owner, pttl_ms, now_ms);
-                                if let Some(s) = seen.ttl_remaining_s {
-                                    hist.observe(s);
-                                }
-                            }
-                            KeyRead::Gone => {}
-                            KeyRead::Unreadable(reason) => {
-                                table.observe_unreadable(reason);
-                                log_unreadable(&self.target.name, &ns.name, key, reason);
-                            }
-                        }
-                    }
-                },
-            )
-            .await?;
-        if complete && let Some(fence) = &ns.fence_pattern {
-            complete = self
+        let mut fence_from = from.cursor;
+        if from.phase == Phase::Locks {
+            let cut = self
                 .walk_pattern(
-                    fence.as_str(),
+                    ns.pattern.as_str(),
+                    from.cursor,
                     count,
                     deadline,
                     scanned,
-                    |mut conn, keys| async move { read::read_counters(&mut conn, &keys).await.map(|r| (keys, r)) },
-                    |keys, values| {
+                    |mut conn, keys| {
+                        let kind = ns.value.clone();
+                        async move { read::read_locks(&mut conn, &kind, &keys).await.map(|r| (keys, r)) }
+                    },
+                    |keys, reads| {
+                        let now_ms = self.state.now_ms();
+                        let hist = self
+                            .metrics
+                            .lock_ttl_remaining_seconds
+                            .with_label_values(&[&self.target.name, &ns.name]);
                         let mut table = ns_state.table();
-                        for (key, value) in keys.iter().zip(values) {
-                            match value {
-                                Some(v) => table.observe_fence(key, v),
-                                None => table.observe_unreadable(Unreadable::BadValue),
+                        for (key, read) in keys.iter().zip(reads) {
+                            match read {
+                                KeyRead::Lock { owner, pttl_ms } => {
+                                    let seen = table.observe_lock(ns, key, &owner, pttl_ms, now_ms);
+                                    if let Some(s) = seen.ttl_remaining_s {
+                                        hist.observe(s);
+                                    }
+                                }
+                                KeyRead::Gone => {}
+                                KeyRead::Unreadable(reason) => {
+                                    table.observe_unreadable(reason);
+                                    log_unreadable(&self.target.name, &ns.name, key, reason);
+                                }
                             }
                         }
                     },
                 )
                 .await?;
+            if let Some(cursor) = cut {
+                return Ok(Some(WalkPosition {
+                    phase: Phase::Locks,
+                    cursor,
+                }));
+            }
+            fence_from = 0;
+            if ns.fence_pattern.is_some() && Instant::now() >= deadline {
+                return Ok(Some(WalkPosition {
+                    phase: Phase::Fences,
+                    cursor: 0,
+                }));
+            }
         }
-        let tally = ns_state.table().finish(complete);
-        self.publish_namespace(&ns.name, &tally);
-        Ok(complete)
+        let Some(fence) = &ns.fence_pattern else {
+            return Ok(None);
+        };
+        let cut = self
+            .walk_pattern(
+                fence.as_str(),
+                fence_from,
+                count,
+                deadline,
+                scanned,
+                |mut conn, keys| async move { read::read_counters(&mut conn, &keys).await.map(|r| (keys, r)) },
+                |keys, values| {
+                    let mut table = ns_state.table();
+                    for (key, value) in keys.iter().zip(values) {
+                        match value {
+                            read::Counter::Value(v) => table.observe_fence(key, v),
+                            read::Counter::Gone => {}
+                            read::Counter::NotInteger => table.observe_unreadable(Unreadable::BadValue),
+                        }
+                    }
+                },
+            )
+            .await?;
+        Ok(cut.map(|cursor| WalkPosition {
+            phase: Phase::Fences,
+            cursor,
+        }))
     }
 
-    /// SCAN `pattern` to the end or the deadline. Each page is read by its own task while
-    /// the walk goes on, up to `READS_IN_FLIGHT` at once, so neither Redis nor lockwatch
-    /// waits on the other's round trip. Returns whether the walk completed.
+    /// SCAN `pattern` from `cursor` to the end or the deadline (at least one page). Each
+    /// page is read by its own task while the walk goes on, up to `READS_IN_FLIGHT` at
+    /// once, so neither Redis nor lockwatch waits on the other's round trip. Returns the
+    /// cursor to continue from when cut, `None` when the walk reached the end.
+    #[allow(clippy::too_many_arguments)]
     async fn walk_pattern<R, F, Fut>(
         &self,
         pattern: &str,
+        mut cursor: u64,
         count: usize,
         deadline: Instant,
         scanned: &mut u64,
         read: F,
         mut apply: impl FnMut(Vec<Vec<u8>>, Vec<R>),
-    ) -> redis::RedisResult<bool>
+    ) -> redis::RedisResult<Option<u64>>
     where
         R: Send + 'static,
         F: Fn(ConnectionManager, Vec<Vec<u8>>) -> Fut,
@@ -290,8 +345,7 @@ impl Sampler {
         const READS_IN_FLIGHT: usize = 4;
         let mut scan_conn = self.scan_conn.clone();
         let mut reads = tokio::task::JoinSet::new();
-        let mut cursor = 0u64;
-        let complete = loop {
+        let cut = loop {
             let (next, keys) = read::scan_page(&mut scan_conn, pattern, cursor, count).await?;
             *scanned += keys.len() as u64;
             cursor = next;
@@ -305,22 +359,42 @@ impl Sampler {
                 }
             }
             if cursor == 0 {
-                break true;
+                break None;
             }
             if Instant::now() >= deadline {
-                break false;
+                break Some(cursor);
             }
         };
         while let Some(done) = reads.join_next().await {
             let (keys, values) = done.map_err(task_failed)??;
             apply(keys, values);
         }
-        Ok(complete)
+        Ok(cut)
     }
 
-    fn publish_namespace(&self, ns: &str, t: &Tally) {
+    /// Counter increments; published after every pass, failed ones included.
+    fn publish_counts(&self, ns: &NamespaceConfig, c: Counts) {
+        let l = [self.target.name.as_str(), ns.name.as_str()];
+        self.metrics
+            .lock_handoffs_total
+            .with_label_values(&l)
+            .inc_by(c.handoffs);
+        if ns.fence_pattern.is_some() {
+            self.metrics
+                .fence_regressions_total
+                .with_label_values(&l)
+                .inc_by(c.fence_regressions);
+        }
+        if c.fence_regressions > 0 {
+            tracing::warn!(target_name = %self.target.name, namespace = %ns.name, count = c.fence_regressions,
+                "fencing counter went backwards or vanished: a failover may have lost writes");
+        }
+    }
+
+    /// The gauges, from a completed cycle.
+    fn publish_gauges(&self, ns: &NamespaceConfig, t: &Tally) {
         let m = &self.metrics;
-        let l = [self.target.name.as_str(), ns];
+        let l = [self.target.name.as_str(), ns.name.as_str()];
         m.locks_held.with_label_values(&l).set(t.held);
         m.locks_without_ttl.with_label_values(&l).set(t.without_ttl);
         m.locks_renewal_overdue.with_label_values(&l).set(t.overdue);
@@ -328,21 +402,15 @@ impl Sampler {
         m.lock_held_max_seconds
             .with_label_values(&l)
             .set(t.max_age_ms as f64 / 1000.0);
-        m.lock_handoffs_total.with_label_values(&l).inc_by(t.handoffs);
-        m.fence_token.with_label_values(&l).set(t.fence_max.unwrap_or(0) as f64);
-        m.fence_regressions_total
-            .with_label_values(&l)
-            .inc_by(t.fence_regressions);
-        if t.fence_regressions > 0 {
-            tracing::warn!(target_name = %self.target.name, namespace = ns, count = t.fence_regressions,
-                "fencing counter went backwards or vanished: a failover may have lost writes");
+        if ns.fence_pattern.is_some() {
+            m.fence_token.with_label_values(&l).set(t.fence_max.unwrap_or(0) as f64);
         }
         for (reason, n) in [
             (Unreadable::WrongType, t.wrong_type),
             (Unreadable::BadValue, t.bad_value),
         ] {
             m.locks_unreadable
-                .with_label_values(&[self.target.name.as_str(), ns, reason.as_str()])
+                .with_label_values(&[l[0], l[1], reason.as_str()])
                 .set(n);
         }
     }

@@ -3,7 +3,8 @@
 //!
 //! String-valued namespaces use one `MGET` for the page plus one `PTTL` per key (a
 //! non-string key reads as nil from `MGET`, and its PTTL tells it exists). Redisson
-//! namespaces need `HGETALL` per key. Interpretation of what is read is left to the caller.
+//! namespaces need `HGETALL` per key. A page is read in one MULTI/EXEC, so a lock released
+//! and re-taken between the value and the PTTL cannot look like a key of another type.
 
 use redis::aio::ConnectionManager;
 use redis::{RedisResult, Value};
@@ -47,7 +48,7 @@ pub async fn read_locks(conn: &mut ConnectionManager, kind: &ValueKind, keys: &[
         return Ok(Vec::new());
     }
     let mut pipe = redis::pipe();
-    pipe.ignore_errors();
+    pipe.atomic().ignore_errors();
     match kind {
         ValueKind::Redisson => {
             for k in keys {
@@ -67,7 +68,7 @@ pub async fn read_locks(conn: &mut ConnectionManager, kind: &ValueKind, keys: &[
     match kind {
         ValueKind::Redisson => {
             while let (Some(hash), Some(pttl)) = (replies.next(), replies.next()) {
-                out.push(redisson_read(hash, pttl_of(pttl)?));
+                out.push(redisson_read(hash, pttl_of(pttl)?)?);
             }
         }
         _ => {
@@ -87,15 +88,30 @@ pub async fn read_locks(conn: &mut ConnectionManager, kind: &ValueKind, keys: &[
     Ok(out)
 }
 
-/// Values of fencing counters; `None` for a key that is gone or is not an integer.
-pub async fn read_counters(conn: &mut ConnectionManager, keys: &[Vec<u8>]) -> RedisResult<Vec<Option<i64>>> {
+/// What a fencing counter key held.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Counter {
+    Value(i64),
+    /// Deleted between SCAN and the read (or not a string: `MGET` cannot tell).
+    Gone,
+    NotInteger,
+}
+
+/// Values of fencing counters, in one `MGET`.
+pub async fn read_counters(conn: &mut ConnectionManager, keys: &[Vec<u8>]) -> RedisResult<Vec<Counter>> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
     let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(keys).query_async(conn).await?;
     Ok(values
         .into_iter()
-        .map(|v| v.and_then(|b| std::str::from_utf8(&b).ok()?.trim().parse::<i64>().ok()))
+        .map(|v| match v {
+            None => Counter::Gone,
+            Some(b) => match std::str::from_utf8(&b).ok().and_then(|s| s.trim().parse::<i64>().ok()) {
+                Some(n) => Counter::Value(n),
+                None => Counter::NotInteger,
+            },
+        })
         .collect())
 }
 
@@ -131,36 +147,29 @@ fn string_read(kind: &ValueKind, value: Value, pttl_ms: i64) -> KeyRead {
     }
 }
 
-fn redisson_read(hash: Value, pttl_ms: i64) -> KeyRead {
+fn redisson_read(hash: Value, pttl_ms: i64) -> RedisResult<KeyRead> {
     if pttl_ms == -2 {
-        return KeyRead::Gone;
+        return Ok(KeyRead::Gone);
     }
-    let fields: Vec<Vec<u8>> = match hash {
-        Value::Array(items) => items
-            .into_iter()
-            .step_by(2)
-            .filter_map(|v| match v {
-                Value::BulkString(b) => Some(b),
-                _ => None,
-            })
-            .collect(),
-        Value::Map(pairs) => pairs
-            .into_iter()
-            .filter_map(|(k, _)| match k {
-                Value::BulkString(b) => Some(b),
-                _ => None,
-            })
-            .collect(),
-        Value::ServerError(_) => return KeyRead::Unreadable(Unreadable::WrongType),
-        _ => return KeyRead::Unreadable(Unreadable::BadValue),
+    let bulk = |v: Value| match v {
+        Value::BulkString(b) => Some(b),
+        _ => None,
     };
-    match owner::from_hash_fields(fields.iter().map(Vec::as_slice)) {
+    let fields: Vec<Vec<u8>> = match hash {
+        Value::Array(items) => items.into_iter().step_by(2).filter_map(bulk).collect(),
+        Value::Map(pairs) => pairs.into_iter().filter_map(|(k, _)| bulk(k)).collect(),
+        Value::ServerError(e) if e.code() == "WRONGTYPE" => return Ok(KeyRead::Unreadable(Unreadable::WrongType)),
+        // NOPERM, LOADING, OOM…: a problem of the server, not of the key.
+        Value::ServerError(e) => return Err(e.into()),
+        _ => return Ok(KeyRead::Unreadable(Unreadable::BadValue)),
+    };
+    Ok(match owner::from_hash_fields(fields.iter().map(Vec::as_slice)) {
         Some(o) => KeyRead::Lock {
             owner: o.to_vec(),
             pttl_ms,
         },
         None => KeyRead::Gone,
-    }
+    })
 }
 
 fn unexpected(what: &str, got: Option<Value>) -> redis::RedisError {

@@ -1,9 +1,11 @@
-//! Per-namespace lock state between sample passes, and the tally of one pass.
+//! Per-namespace lock state between sample passes: the lock and fence tables, where the
+//! SCAN walk stands, and the tally of the walk in progress.
 //!
 //! One entry per lock key: a seeded hash of its owner, when that owner was first seen, the
 //! last PTTL and the pass that last saw it — 24 bytes beside the key in the map (and the
-//! owner token in a side map only when `show_owners` is on). Entries of keys a complete
-//! pass did not see are dropped. Knows nothing of Redis: the pass feeds it observations.
+//! owner token in a side map only when `show_owners` is on). A *cycle* is one complete walk
+//! of the namespace, over one pass or several when the budget cuts it; only a completed
+//! cycle may drop entries of keys it did not see. Knows nothing of Redis.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -36,7 +38,34 @@ struct FenceEntry {
     pass: u32,
 }
 
-/// What one pass found in a namespace.
+/// Was pass `seen` part of the cycle that began at `cycle_start` and is at pass `now`?
+/// (Pass numbers wrap; compared as distances back from `now`.)
+fn in_cycle(seen: u32, cycle_start: u32, now: u32) -> bool {
+    now.wrapping_sub(seen) <= now.wrapping_sub(cycle_start)
+}
+
+/// Which keys the walk is going through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Locks,
+    Fences,
+}
+
+/// Where the SCAN walk of the namespace stands; kept across passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkPosition {
+    pub phase: Phase,
+    pub cursor: u64,
+}
+
+impl WalkPosition {
+    pub const START: WalkPosition = WalkPosition {
+        phase: Phase::Locks,
+        cursor: 0,
+    };
+}
+
+/// What one complete walk (cycle) found in a namespace: the values of the gauges.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tally {
     pub held: i64,
@@ -46,18 +75,21 @@ pub struct Tally {
     pub max_age_ms: u64,
     pub wrong_type: i64,
     pub bad_value: i64,
-    pub handoffs: u64,
     /// Highest fencing counter value seen, if any counter was seen.
     pub fence_max: Option<i64>,
+}
+
+/// Counter increments observed and not yet published; they survive failed passes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub handoffs: u64,
     pub fence_regressions: u64,
-    /// Was the namespace scanned to the end (SCAN cursor back to 0)?
-    pub complete: bool,
 }
 
 /// Result of observing one lock, for the caller's histogram.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observed {
-    /// Remaining TTL in seconds, for locks with an expiry that were not seen yet this pass.
+    /// Remaining TTL in seconds, for locks with an expiry not yet seen in this cycle.
     pub ttl_remaining_s: Option<f64>,
 }
 
@@ -68,7 +100,12 @@ pub struct NamespaceTable {
     tokens: Option<KeyMap<Box<[u8]>>>,
     hasher: RandomState,
     pass: u32,
+    /// First pass of the cycle in progress.
+    cycle_start: u32,
+    /// Where the next pass continues the walk.
+    position: WalkPosition,
     tally: Tally,
+    pending: Counts,
     last: Tally,
 }
 
@@ -80,18 +117,36 @@ impl NamespaceTable {
             tokens: keep_tokens.then(HashMap::default),
             hasher: RandomState::default(),
             pass: 0,
+            cycle_start: 1,
+            position: WalkPosition::START,
             tally: Tally::default(),
+            pending: Counts::default(),
             last: Tally::default(),
         }
     }
 
-    /// Start a pass over the namespace.
-    pub fn begin(&mut self) {
+    /// Start a pass; a walk at its start begins a new cycle. Returns where to walk from.
+    pub fn begin(&mut self) -> WalkPosition {
         self.pass = self.pass.wrapping_add(1);
-        self.tally = Tally::default();
+        if self.position == WalkPosition::START {
+            self.cycle_start = self.pass;
+            self.tally = Tally::default();
+        }
+        self.position
     }
 
-    /// Keyed hash of an owner token, comparable with `LockEntry::owner`.
+    /// The pass stopped with the walk at `position` (the budget ran out).
+    pub fn suspend(&mut self, position: WalkPosition) {
+        self.position = position;
+    }
+
+    /// The pass failed: forget the cycle in progress (counters stay pending) and start
+    /// over next time. Nothing is dropped: a failed walk proves nothing is gone.
+    pub fn abandon(&mut self) {
+        self.position = WalkPosition::START;
+    }
+
+    /// Seeded hash of an owner token, comparable with `LockEntry::owner`.
     pub fn owner_hash(&self, owner: &[u8]) -> u64 {
         self.hasher.hash_one(owner)
     }
@@ -108,15 +163,16 @@ impl NamespaceTable {
         let owner_hash = self.owner_hash(owner);
         let pass = self.pass;
         let stored_pttl = i32::try_from(pttl_ms).unwrap_or(i32::MAX);
+        let cycle_start = self.cycle_start;
         let since_ms = match self.locks.get_mut(key) {
-            Some(e) if e.pass == pass => {
-                // SCAN may return a key twice in one pass; count it once.
+            Some(e) if in_cycle(e.pass, cycle_start, pass) => {
+                // SCAN may return a key twice in one cycle; count it once.
                 e.pttl_ms = stored_pttl;
                 return Observed { ttl_remaining_s: None };
             }
             Some(e) => {
                 if e.owner != owner_hash {
-                    self.tally.handoffs += 1;
+                    self.pending.handoffs += 1;
                     e.owner = owner_hash;
                     e.since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
                 }
@@ -169,12 +225,12 @@ impl NamespaceTable {
 
     /// A fencing counter and its value.
     pub fn observe_fence(&mut self, key: &[u8], value: i64) {
-        let pass = self.pass;
+        let (pass, cycle_start) = (self.pass, self.cycle_start);
         match self.fences.get_mut(key) {
-            Some(f) if f.pass == pass => f.value = f.value.max(value),
+            Some(f) if in_cycle(f.pass, cycle_start, pass) => f.value = f.value.max(value),
             Some(f) => {
                 if value < f.value {
-                    self.tally.fence_regressions += 1;
+                    self.pending.fence_regressions += 1;
                 }
                 f.value = value;
                 f.pass = pass;
@@ -186,25 +242,29 @@ impl NamespaceTable {
         self.tally.fence_max = Some(self.tally.fence_max.map_or(value, |m| m.max(value)));
     }
 
-    /// End the pass. Only a complete pass may conclude that unseen keys are gone: it drops
-    /// their entries, and counts vanished fencing counters as regressions.
-    pub fn finish(&mut self, complete: bool) -> Tally {
-        self.tally.complete = complete;
-        if complete {
-            let pass = self.pass;
-            self.locks.retain(|_, e| e.pass == pass);
-            if let Some(tokens) = &mut self.tokens {
-                tokens.retain(|k, _| self.locks.contains_key(k));
-            }
-            let before = self.fences.len();
-            self.fences.retain(|_, f| f.pass == pass);
-            self.tally.fence_regressions += (before - self.fences.len()) as u64;
+    /// The walk reached the end: drop entries of keys this cycle did not see, count
+    /// vanished fencing counters, and return the cycle's tally (the gauges' new values).
+    pub fn complete(&mut self) -> Tally {
+        let (pass, cycle_start) = (self.pass, self.cycle_start);
+        let seen = |p: u32| in_cycle(p, cycle_start, pass);
+        self.locks.retain(|_, e| seen(e.pass));
+        if let Some(tokens) = &mut self.tokens {
+            tokens.retain(|k, _| self.locks.contains_key(k));
         }
-        self.last = self.tally.clone();
+        let before = self.fences.len();
+        self.fences.retain(|_, f| seen(f.pass));
+        self.pending.fence_regressions += (before - self.fences.len()) as u64;
+        self.position = WalkPosition::START;
+        self.last = std::mem::take(&mut self.tally);
         self.last.clone()
     }
 
-    /// The tally of the last finished pass.
+    /// Counter increments since the last call.
+    pub fn take_counts(&mut self) -> Counts {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// The tally of the last completed cycle.
     pub fn last(&self) -> &Tally {
         &self.last
     }
@@ -265,7 +325,7 @@ mod tests {
         t.observe_lock(&ns, b"wf:2", b"b", -1, 100_000);
         let o = t.observe_lock(&ns, b"wf:3", b"c", 4_000, 100_000);
         assert_eq!(o.ttl_remaining_s, Some(4.0));
-        let tally = t.finish(true);
+        let tally = t.complete();
         assert_eq!(
             (tally.held, tally.without_ttl, tally.overdue, tally.too_long),
             (3, 1, 1, 0)
@@ -278,15 +338,18 @@ mod tests {
         let (ns, mut t) = (ns(), NamespaceTable::new(true));
         t.begin();
         t.observe_lock(&ns, b"wf:1", b"a", 30_000, 0);
-        t.finish(true);
+        t.complete();
         t.begin();
         t.observe_lock(&ns, b"wf:1", b"a", 30_000, 70_000);
-        let tally = t.finish(true);
-        assert_eq!((tally.handoffs, tally.too_long, tally.max_age_ms), (0, 1, 70_000));
+        let tally = t.complete();
+        assert_eq!(
+            (t.take_counts().handoffs, tally.too_long, tally.max_age_ms),
+            (0, 1, 70_000)
+        );
         t.begin();
         t.observe_lock(&ns, b"wf:1", b"b", 30_000, 80_000);
-        let tally = t.finish(true);
-        assert_eq!((tally.handoffs, tally.too_long, tally.max_age_ms), (1, 0, 0));
+        let tally = t.complete();
+        assert_eq!((t.take_counts().handoffs, tally.too_long, tally.max_age_ms), (1, 0, 0));
         assert_eq!(t.token(b"wf:1"), Some(&b"b"[..]));
     }
 
@@ -296,15 +359,15 @@ mod tests {
         let mut hidden = NamespaceTable::new(false);
         hidden.begin();
         hidden.observe_lock(&ns, b"wf:1", b"secret", 20_000, 0);
-        hidden.finish(true);
+        hidden.complete();
         assert_eq!(hidden.token(b"wf:1"), None);
         let mut shown = NamespaceTable::new(true);
         shown.begin();
         shown.observe_lock(&ns, b"wf:1", b"secret", 20_000, 0);
-        shown.finish(true);
+        shown.complete();
         assert_eq!(shown.token(b"wf:1"), Some(&b"secret"[..]));
         shown.begin();
-        shown.finish(true);
+        shown.complete();
         assert_eq!(shown.token(b"wf:1"), None);
     }
 
@@ -314,31 +377,70 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_scan_results_count_once() {
+    fn duplicate_scan_results_count_once_per_cycle() {
         let (ns, mut t) = (ns(), NamespaceTable::new(false));
         t.begin();
         t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
+        t.suspend(WalkPosition {
+            phase: Phase::Locks,
+            cursor: 7,
+        });
+        assert_eq!(
+            t.begin(),
+            WalkPosition {
+                phase: Phase::Locks,
+                cursor: 7
+            },
+            "the walk resumes"
+        );
         let again = t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
         assert_eq!(again.ttl_remaining_s, None);
-        assert_eq!(t.finish(true).held, 1);
+        assert_eq!(t.complete().held, 1);
     }
 
     #[test]
-    fn complete_pass_drops_gone_keys_truncated_pass_keeps_them() {
+    fn a_cycle_over_several_passes_drops_only_what_it_did_not_see() {
         let (ns, mut t) = (ns(), NamespaceTable::new(false));
         t.begin();
         t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
         t.observe_lock(&ns, b"wf:2", b"a", 20_000, 0);
-        t.finish(true);
+        t.complete();
+        // Next cycle, cut after wf:1; the gauges keep the last complete cycle's values.
         t.begin();
         t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
-        t.finish(false);
-        assert_eq!(t.len(), 2);
+        t.suspend(WalkPosition {
+            phase: Phase::Locks,
+            cursor: 3,
+        });
+        assert_eq!((t.len(), t.last().held), (2, 2));
+        // It ends in the next pass without meeting wf:2, which is then gone.
+        t.begin();
+        t.observe_lock(&ns, b"wf:3", b"a", 20_000, 0);
+        let tally = t.complete();
+        assert_eq!(tally.held, 2);
+        assert!(t.lock(b"wf:2").is_none() && t.lock(b"wf:1").is_some());
+        assert_eq!(t.begin(), WalkPosition::START);
+    }
+
+    #[test]
+    fn counts_survive_an_abandoned_pass() {
+        let (ns, mut t) = (ns(), NamespaceTable::new(false));
         t.begin();
         t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
-        t.finish(true);
-        assert_eq!(t.len(), 1);
-        assert!(t.lock(b"wf:2").is_none());
+        t.complete();
+        t.begin();
+        t.observe_lock(&ns, b"wf:1", b"b", 20_000, 0);
+        t.abandon();
+        assert_eq!(
+            t.take_counts().handoffs,
+            1,
+            "the handoff is published even though the pass failed"
+        );
+        assert_eq!(t.len(), 1, "an abandoned walk drops nothing");
+        assert_eq!(t.begin(), WalkPosition::START);
+        t.observe_lock(&ns, b"wf:1", b"b", 20_000, 0);
+        t.complete();
+        assert_eq!(t.take_counts().handoffs, 0, "and is not counted twice");
     }
 
     #[test]
@@ -347,19 +449,26 @@ mod tests {
         t.begin();
         t.observe_fence(b"f:1", 10);
         t.observe_fence(b"f:2", 5);
-        let tally = t.finish(true);
-        assert_eq!((tally.fence_max, tally.fence_regressions), (Some(10), 0));
+        let tally = t.complete();
+        assert_eq!((tally.fence_max, t.take_counts().fence_regressions), (Some(10), 0));
         t.begin();
         t.observe_fence(b"f:1", 7);
         t.observe_fence(b"f:2", 6);
-        let tally = t.finish(true);
-        assert_eq!((tally.fence_max, tally.fence_regressions), (Some(7), 1));
+        let tally = t.complete();
+        assert_eq!((tally.fence_max, t.take_counts().fence_regressions), (Some(7), 1));
         t.begin();
         t.observe_fence(b"f:2", 6);
-        let tally = t.finish(true);
-        assert_eq!(tally.fence_regressions, 1, "f:1 vanished");
+        t.complete();
+        assert_eq!(t.take_counts().fence_regressions, 1, "f:1 vanished");
         t.begin();
-        let tally = t.finish(false);
-        assert_eq!(tally.fence_regressions, 0, "a truncated pass proves nothing vanished");
+        t.suspend(WalkPosition {
+            phase: Phase::Fences,
+            cursor: 9,
+        });
+        assert_eq!(
+            t.take_counts().fence_regressions,
+            0,
+            "an unfinished walk proves nothing vanished"
+        );
     }
 }
