@@ -60,6 +60,10 @@ pub enum GlobError {
     UnterminatedClass(usize),
     #[error("pattern ends with a lone `\\`")]
     TrailingEscape,
+    #[error(
+        "`-]` at byte {0}: Redis reads it as a range up to `]` that swallows the rest of the pattern; write `\\-` for a dash"
+    )]
+    DashBeforeClose(usize),
 }
 
 /// A compiled Redis glob.
@@ -246,7 +250,11 @@ fn parse_class(p: &[u8], start: usize) -> Result<(ByteSet, usize), GlobError> {
                 set.insert(e);
                 i += 2;
             }
-            _ if p.get(i + 1) == Some(&b'-') && p.get(i + 2).is_some_and(|c| *c != b']') => {
+            // Redis takes `x-]` as the range x..']' and reads on past the `]`; refuse it.
+            _ if p.get(i + 1) == Some(&b'-') && p.get(i + 2) == Some(&b']') => {
+                return Err(GlobError::DashBeforeClose(i + 1));
+            }
+            _ if p.get(i + 1) == Some(&b'-') && p.get(i + 2).is_some() => {
                 let (mut lo, mut hi) = (b, p[i + 2]);
                 if lo > hi {
                     std::mem::swap(&mut lo, &mut hi); // Redis accepts reversed ranges
@@ -289,14 +297,16 @@ mod tests {
         assert!(m("*a*b*", "xxaxxbxx") && !m("*a*b*", "xxbxxaxx"));
         assert!(m("*", "") && !m("?", ""));
         assert!(m("a**b", "ab"));
-        assert!(m("x[-a]", "x-"), "a leading or trailing dash is literal");
+        assert!(m("x[-a]", "x-"), "a leading dash is literal");
     }
 
     #[test]
     fn refuses_malformed_patterns() {
         assert_eq!(Glob::new(""), Err(GlobError::Empty));
+        assert_eq!(Glob::new("x[a-]y"), Err(GlobError::DashBeforeClose(3)));
         assert_eq!(Glob::new("lock:[ab"), Err(GlobError::UnterminatedClass(5)));
         assert_eq!(Glob::new("lock:\\"), Err(GlobError::TrailingEscape));
+        assert_eq!(Glob::new("x[a-]y"), Err(GlobError::DashBeforeClose(3)));
     }
 
     #[test]

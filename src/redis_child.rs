@@ -121,11 +121,12 @@ impl RedisChild {
         let limit = Duration::from_secs(10);
         let started = Instant::now();
         while started.elapsed() < limit {
-            if ping(self.port) {
-                return Ok(());
-            }
+            // Our child must still be running, or a PONG could come from someone else's server.
             if let Some(Ok(Some(_))) = self.child.as_mut().map(Child::try_wait) {
                 break;
+            }
+            if ping(self.port) {
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }

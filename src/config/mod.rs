@@ -712,7 +712,8 @@ fn read_secret(path: &Path) -> Result<Secret, String> {
     Ok(Secret::new(s))
 }
 
-/// The URL with any password replaced by `***`, for logs and status pages.
+/// The URL with any password replaced by `***` — in the user info (`user:pw@`) and in a
+/// unix-socket URL's `pass=` parameter — for logs and status pages.
 pub fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
@@ -720,7 +721,7 @@ pub fn redact_url(url: &str) -> String {
     let rest = &url[scheme_end + 3..];
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let authority = &rest[..authority_end];
-    match authority.rfind('@') {
+    let mut out = match authority.rfind('@') {
         Some(at) => {
             let userinfo = &authority[..at];
             let user = userinfo.split(':').next().unwrap_or("");
@@ -732,7 +733,18 @@ pub fn redact_url(url: &str) -> String {
             format!("{}://{shown}@{}", &url[..scheme_end], &rest[at + 1..])
         }
         None => url.to_string(),
+    };
+    if let Some(q) = out.find('?') {
+        let params: Vec<String> = out[q + 1..]
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some(("pass" | "password", _)) => format!("{}=***", p.split('=').next().unwrap_or("pass")),
+                _ => p.to_string(),
+            })
+            .collect();
+        out = format!("{}?{}", &out[..q], params.join("&"));
     }
+    out
 }
 
 #[cfg(test)]

@@ -228,4 +228,8 @@ fn redact_url_hides_passwords_only() {
     assert_eq!(redact_url("redis://user:pw@h:1/0"), "redis://user:***@h:1/0");
     assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");
     assert_eq!(redact_url("rediss://:pw@h"), "rediss://:***@h");
+    assert_eq!(
+        redact_url("redis+unix:///run/redis.sock?db=1&pass=s3cret"),
+        "redis+unix:///run/redis.sock?db=1&pass=***"
+    );
 }
