@@ -37,7 +37,7 @@ fn bad_configs_exit_2_with_one_sentence_naming_key_and_line() {
         (
             "unknown-key.toml",
             format!("{TARGET}sample_intervl = \"5s\"\n"),
-            "line 4: schema: unknown field `sample_intervl`",
+            "line 4: sample_intervl: unknown field `sample_intervl`",
         ),
         (
             "bad-duration.toml",

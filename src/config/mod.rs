@@ -196,14 +196,20 @@ impl Config {
             // serde's shape errors name the key themselves; anything else is TOML syntax.
             let shape = ["unknown field", "missing field", "invalid type", "invalid value"];
             let key = if shape.iter().any(|s| message.starts_with(s)) {
-                "schema"
+                // A wrong value's span is the value itself: its line names the key.
+                e.span()
+                    .and_then(|sp| text.lines().nth(cx.line(&sp) - 1))
+                    .and_then(|l| l.split_once('='))
+                    .map(|(k, _)| k.trim().to_string())
+                    .filter(|k| !k.is_empty() && !k.starts_with('['))
+                    .unwrap_or_else(|| "schema".to_string())
             } else {
-                "syntax"
+                "syntax".to_string()
             };
             ConfigError::Invalid {
                 file: source.to_string(),
                 line: e.span().map(|s| cx.line(&s)),
-                key: key.to_string(),
+                key,
                 message,
             }
         })?;

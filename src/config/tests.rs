@@ -207,7 +207,7 @@ fn missing_key_and_wrong_type_name_the_key() {
     let e = err(&format!("{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\n"));
     assert!(e.contains("schema: missing field `ttl`"), "{e}");
     let e = err(&format!("{TARGET}scan_count = \"many\"\n"));
-    assert!(e.contains("line 4: schema: invalid type"), "{e}");
+    assert!(e.contains("line 4: scan_count: invalid type"), "{e}");
 }
 
 #[test]
