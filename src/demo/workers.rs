@@ -129,38 +129,21 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
                 let step = p.renew_every.unwrap_or(left).min(left);
                 pause(&stop, step).await;
                 left = left.saturating_sub(step);
-                if p.renew_every.is_some() && !left.is_zero() {
-                    let ok: i64 = renew
-                        .key(&key)
-                        .arg(&token)
-                        .arg(p.ttl.as_millis() as u64)
-                        .invoke_async(&mut conn)
-                        .await
-                        .unwrap_or(0);
-                    if ok == 0 {
-                        still_owner = false;
-                        break;
-                    }
+                if p.renew_every.is_some() && !left.is_zero() && !renewed(&renew, &mut conn, &key, &token, p.ttl).await
+                {
+                    still_owner = false;
+                    break;
                 }
             }
         }
-        if stall && p.renew_every.is_some() {
-            let ok: i64 = renew
-                .key(&key)
-                .arg(&token)
-                .arg(p.ttl.as_millis() as u64)
-                .invoke_async(&mut conn)
-                .await
-                .unwrap_or(0);
-            if ok == 0 {
-                log.line(
-                    "WARN",
-                    &format!("{} renewal failed", p.phrase),
-                    &key,
-                    " error=\"lock not owned\"",
-                );
-                still_owner = false;
-            }
+        if stall && p.renew_every.is_some() && !renewed(&renew, &mut conn, &key, &token, p.ttl).await {
+            log.line(
+                "WARN",
+                &format!("{} renewal failed", p.phrase),
+                &key,
+                " error=\"lock not owned\"",
+            );
+            still_owner = false;
         }
         let released: i64 = release.key(&key).arg(&token).invoke_async(&mut conn).await.unwrap_or(0);
         if released == 0 {
@@ -173,6 +156,18 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
         }
         pause(&stop, Duration::from_millis(rng.range(100, 600))).await;
     }
+}
+
+/// Compare-and-pexpire; false when the lock is no longer ours (or Redis failed).
+async fn renewed(script: &redis::Script, conn: &mut ConnectionManager, key: &str, token: &str, ttl: Duration) -> bool {
+    let ok: i64 = script
+        .key(key)
+        .arg(token)
+        .arg(ttl.as_millis() as u64)
+        .invoke_async(conn)
+        .await
+        .unwrap_or(0);
+    ok != 0
 }
 
 async fn pause(stop: &CancellationToken, d: Duration) {
