@@ -441,7 +441,7 @@ impl Cx<'_> {
     }
 
     fn namespaces(&self, raw: Vec<RawNamespace>) -> Result<Vec<NamespaceConfig>, ConfigError> {
-        let mut out: Vec<(NamespaceConfig, Range<usize>)> = Vec::with_capacity(raw.len());
+        let mut out: Vec<NamespaceConfig> = Vec::with_capacity(raw.len());
         for (i, n) in raw.into_iter().enumerate() {
             let k = |field: &str| format!("namespace[{i}].{field}");
             let name = self.name(&n.name, &k("name"))?;
@@ -452,7 +452,7 @@ impl Cx<'_> {
                     "`unknown` is reserved for events that match no namespace",
                 ));
             }
-            if out.iter().any(|(o, _)| o.name == name) {
+            if out.iter().any(|o| o.name == name) {
                 return Err(self.err(
                     Some(&n.name.span()),
                     k("name"),
@@ -551,9 +551,9 @@ impl Cx<'_> {
                 log_phrases,
             };
             self.check_overlaps(&ns, i, &n, &out)?;
-            out.push((ns, n.pattern.span()));
+            out.push(ns);
         }
-        Ok(out.into_iter().map(|(n, _)| n).collect())
+        Ok(out)
     }
 
     /// A key must belong to one namespace only, and a fence counter must never look like a lock.
@@ -562,7 +562,7 @@ impl Cx<'_> {
         ns: &NamespaceConfig,
         i: usize,
         raw: &RawNamespace,
-        earlier: &[(NamespaceConfig, Range<usize>)],
+        earlier: &[NamespaceConfig],
     ) -> Result<(), ConfigError> {
         let show = |k: &[u8]| String::from_utf8_lossy(k).into_owned();
         if let Some(f) = &ns.fence_pattern
@@ -572,7 +572,7 @@ impl Cx<'_> {
             return Err(self.err(span.as_ref(), format!("namespace[{i}].fence_pattern"), format!(
                 "`{f}` overlaps the lock pattern `{}` (both match e.g. `{}`): fence counters need keys of their own", ns.pattern, show(&key))));
         }
-        for (o, _) in earlier {
+        for o in earlier {
             let mine = std::iter::once(("pattern", &ns.pattern))
                 .chain(ns.fence_pattern.as_ref().map(|f| ("fence_pattern", f)));
             for (field, g) in mine {

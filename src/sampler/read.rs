@@ -127,23 +127,18 @@ fn string_read(kind: &ValueKind, value: Value, pttl_ms: i64) -> KeyRead {
     if pttl_ms == -2 {
         return KeyRead::Gone;
     }
-    match value {
-        Value::BulkString(bytes) => match owner::from_string(kind, &bytes) {
-            Ok(o) => KeyRead::Lock {
-                owner: o.into_owned(),
-                pttl_ms,
-            },
-            Err(reason) => KeyRead::Unreadable(reason),
-        },
-        Value::SimpleString(s) => match owner::from_string(kind, s.as_bytes()) {
-            Ok(o) => KeyRead::Lock {
-                owner: o.into_owned(),
-                pttl_ms,
-            },
-            Err(reason) => KeyRead::Unreadable(reason),
-        },
+    let bytes = match value {
+        Value::BulkString(bytes) => bytes,
+        Value::SimpleString(s) => s.into_bytes(),
         // MGET answers nil for a key of another type; PTTL says the key exists.
-        _ => KeyRead::Unreadable(Unreadable::WrongType),
+        _ => return KeyRead::Unreadable(Unreadable::WrongType),
+    };
+    match owner::from_string(kind, &bytes) {
+        Ok(o) => KeyRead::Lock {
+            owner: o.into_owned(),
+            pttl_ms,
+        },
+        Err(reason) => KeyRead::Unreadable(reason),
     }
 }
 
