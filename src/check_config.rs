@@ -10,10 +10,7 @@ use redis::aio::MultiplexedConnection;
 
 use crate::config::{Config, Notifications, TargetConfig, ValueKind};
 use crate::duration::format as dur;
-
-/// Keyspace-notification classes the lifecycle watcher needs: keyspace events (`K`),
-/// generic (`g`: del, expire), string (`$`: set), expired (`x`), evicted (`e`).
-const NEEDED_FLAGS: &str = "Kg$xe";
+use crate::lifecycle::notify;
 
 /// Print the summary (and connection checks); `Ok(false)` when a check found a problem.
 pub async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::Result<bool> {
@@ -30,13 +27,13 @@ pub async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::i
     for t in &config.targets {
         writeln!(
             out,
-            "  target {}: {} — sample every {}, budget {}, SCAN COUNT {}, notifications {:?}{}",
+            "  target {}: {} — sample every {}, budget {}, SCAN COUNT {}, notifications {}{}",
             t.name,
             t.display_url,
             dur(t.sample_interval),
             dur(t.sample_budget),
             t.scan_count,
-            t.notifications,
+            t.notifications.as_str(),
             t.environment
                 .as_ref()
                 .map(|e| format!(", environment {e}"))
@@ -147,50 +144,48 @@ async fn check_notifications(
         )?;
         return Ok(true);
     }
-    let mut needed = NEEDED_FLAGS.to_string();
-    if config.namespaces.iter().any(|n| n.value == ValueKind::Redisson) {
-        needed.push('h');
-    }
-    let got: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("notify-keyspace-events")
-        .query_async(conn)
-        .await;
-    match got {
-        Ok(v) => {
-            let flags = v.get(1).cloned().unwrap_or_default();
-            let missing = missing_flags(&flags, &needed);
+    let needed = notify::needed_flags(&config.namespaces);
+    let policy = t.notifications.as_str();
+    match notify::read(conn).await {
+        Ok(notify::Flags::Set(flags)) => {
+            let missing = notify::missing_flags(&flags, &needed);
             if missing.is_empty() {
                 writeln!(
                     out,
-                    "  ✓ notifications: notify-keyspace-events = \"{flags}\" has what lockwatch needs"
+                    "  ✓ notifications ({policy}): notify-keyspace-events = \"{flags}\" has what lockwatch needs"
                 )?;
-                Ok(true)
-            } else {
-                let fix = format!(
-                    "redis-cli CONFIG SET notify-keyspace-events '{}'",
-                    merge_flags(&flags, &needed)
-                );
-                let required = t.notifications == Notifications::Require;
-                writeln!(
-                    out,
-                    "  {} notifications: notify-keyspace-events = \"{flags}\" lacks `{missing}`; {}: {fix}",
-                    if required { "✗" } else { "!" },
-                    if t.notifications == Notifications::Configure {
-                        "lockwatch will add them at start, as if by"
-                    } else {
-                        "enable them with"
-                    }
-                )?;
-                Ok(!required)
+                return Ok(true);
             }
+            let fix = notify::fix_command(&flags, &needed);
+            let (mark, what) = match t.notifications {
+                Notifications::Require => ("✗", "serve will refuse to start; enable them with"),
+                Notifications::Configure => ("!", "serve will add them at start, as if by"),
+                _ => ("!", "the watcher will see too little; enable them with"),
+            };
+            writeln!(
+                out,
+                "  {mark} notifications ({policy}): notify-keyspace-events = \"{flags}\" lacks `{missing}`; {what}: redis-cli {fix}"
+            )?;
+            Ok(t.notifications != Notifications::Require)
+        }
+        Ok(notify::Flags::Unreadable(why)) => {
+            let what = if t.notifications == Notifications::Require {
+                "✗ serve will refuse to start, as it cannot verify them"
+            } else {
+                "! serve will subscribe anyway"
+            };
+            writeln!(
+                out,
+                "  {what} — notifications ({policy}): CONFIG GET refused ({why}); on managed Redis, enable notify-keyspace-events '{needed}' in the provider's settings"
+            )?;
+            Ok(t.notifications != Notifications::Require)
         }
         Err(e) => {
             writeln!(
                 out,
-                "  ! notifications: CONFIG GET refused ({e}); on managed Redis, enable notify-keyspace-events '{needed}' in the provider's settings"
+                "  ✗ notifications ({policy}): cannot read notify-keyspace-events: {e}"
             )?;
-            Ok(t.notifications != Notifications::Require)
+            Ok(false)
         }
     }
 }
@@ -203,41 +198,4 @@ async fn connect(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection> 
     let mut conn = client.get_multiplexed_async_connection_with_config(&cfg).await?;
     redis::cmd("PING").query_async::<()>(&mut conn).await?;
     Ok(conn)
-}
-
-/// Expand Redis's `A` alias (`g$lshzxet`) so flags can be compared one by one.
-fn expand(flags: &str) -> String {
-    flags.replace('A', "g$lshzxet")
-}
-
-/// Flags of `needed` that `current` lacks. `K` or `E` both deliver events.
-pub fn missing_flags(current: &str, needed: &str) -> String {
-    let have = expand(current);
-    needed
-        .chars()
-        .filter(|c| match c {
-            'K' => !have.contains('K') && !have.contains('E'),
-            c => !have.contains(*c),
-        })
-        .collect()
-}
-
-/// `current` plus whatever of `needed` it lacks, nothing removed.
-pub fn merge_flags(current: &str, needed: &str) -> String {
-    let mut out = current.to_string();
-    out.push_str(&missing_flags(current, needed));
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_are_compared_with_the_alias_expanded() {
-        assert_eq!(missing_flags("KEA", NEEDED_FLAGS), "");
-        assert_eq!(missing_flags("", NEEDED_FLAGS), "Kg$xe");
-        assert_eq!(missing_flags("Ex", NEEDED_FLAGS), "g$e");
-        assert_eq!(merge_flags("Kl", "Kg$xe"), "Klg$xe");
-    }
 }

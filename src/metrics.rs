@@ -8,11 +8,17 @@ use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::config::Config;
+use crate::config::{Config, Notifications};
+use crate::lifecycle::tracker::{End, Kind};
 
 /// Remaining-TTL buckets (seconds): fine near expiry, where a stalled holder shows up.
 const TTL_BUCKETS: &[f64] = &[
     0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// Hold-duration buckets (seconds): from a quick job to a stuck one.
+const HOLD_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
 ];
 
 /// Why a key in a lock namespace could not be read as a lock.
@@ -49,6 +55,15 @@ pub struct Metrics {
     pub fence_regressions_total: IntCounterVec,
     /// Labels target, namespace, reason: keys present in a namespace that are not readable locks.
     pub locks_unreadable: IntGaugeVec,
+    // lifecycle, labels target + namespace (+ kind / end)
+    pub lock_transitions_total: IntCounterVec,
+    pub lock_expiry_takeovers_total: IntCounterVec,
+    pub lock_hold_duration_seconds: HistogramVec,
+    pub notifications_connected: IntGaugeVec,
+    /// Label target: keyspace notifications received on lock keys.
+    pub notifications_received_total: IntCounterVec,
+    /// Label target: lock keys the watcher holds state for (holds and takeover tombstones).
+    pub lifecycle_tracked_locks: IntGaugeVec,
     // lockwatch itself, label target
     pub up: IntGaugeVec,
     pub sample_duration_seconds: GaugeVec,
@@ -137,6 +152,49 @@ impl Metrics {
                 ),
                 &["target", "namespace", "reason"],
             )?,
+            lock_transitions_total: IntCounterVec::new(
+                opts(
+                    "lockwatch_lock_transitions_total",
+                    "Lock state changes Redis performed, from keyspace notifications.",
+                ),
+                &["target", "namespace", "kind"],
+            )?,
+            lock_expiry_takeovers_total: IntCounterVec::new(
+                opts(
+                    "lockwatch_lock_expiry_takeovers_total",
+                    "Locks that expired or were evicted (not released) and were re-acquired by a different owner within one ttl.",
+                ),
+                tn,
+            )?,
+            lock_hold_duration_seconds: HistogramVec::new(
+                HistogramOpts::new(
+                    "lockwatch_lock_hold_duration_seconds",
+                    "Time from acquisition to release or expiry, for holds whose acquisition was seen.",
+                )
+                .buckets(HOLD_BUCKETS.to_vec()),
+                &["target", "namespace", "end"],
+            )?,
+            notifications_connected: IntGaugeVec::new(
+                opts(
+                    "lockwatch_notifications_connected",
+                    "1 while subscribed to the target's keyspace notifications.",
+                ),
+                t,
+            )?,
+            notifications_received_total: IntCounterVec::new(
+                opts(
+                    "lockwatch_notifications_received_total",
+                    "Keyspace notifications received on lock keys.",
+                ),
+                t,
+            )?,
+            lifecycle_tracked_locks: IntGaugeVec::new(
+                opts(
+                    "lockwatch_lifecycle_tracked_locks",
+                    "Lock keys the lifecycle watcher keeps state for: holds in progress and recent expiries.",
+                ),
+                t,
+            )?,
             up: IntGaugeVec::new(
                 opts("lockwatch_up", "1 when the last sample pass of the target succeeded."),
                 t,
@@ -192,6 +250,12 @@ impl Metrics {
         r.register(Box::new(self.fence_token.clone()))?;
         r.register(Box::new(self.fence_regressions_total.clone()))?;
         r.register(Box::new(self.locks_unreadable.clone()))?;
+        r.register(Box::new(self.lock_transitions_total.clone()))?;
+        r.register(Box::new(self.lock_expiry_takeovers_total.clone()))?;
+        r.register(Box::new(self.lock_hold_duration_seconds.clone()))?;
+        r.register(Box::new(self.notifications_connected.clone()))?;
+        r.register(Box::new(self.notifications_received_total.clone()))?;
+        r.register(Box::new(self.lifecycle_tracked_locks.clone()))?;
         r.register(Box::new(self.up.clone()))?;
         r.register(Box::new(self.sample_duration_seconds.clone()))?;
         r.register(Box::new(self.sample_errors_total.clone()))?;
@@ -210,6 +274,12 @@ impl Metrics {
             self.sample_truncated_total.with_label_values(&[target]);
             self.sample_passes_total.with_label_values(&[target]);
             self.keys_scanned_total.with_label_values(&[target]);
+            let watched = t.notifications != Notifications::Off;
+            if watched {
+                self.notifications_connected.with_label_values(&[target]).set(0);
+                self.notifications_received_total.with_label_values(&[target]);
+                self.lifecycle_tracked_locks.with_label_values(&[target]).set(0);
+            }
             for ns in &config.namespaces {
                 let l = [target, ns.name.as_str()];
                 self.locks_held.with_label_values(&l);
@@ -222,6 +292,17 @@ impl Metrics {
                 if ns.fence_pattern.is_some() {
                     self.fence_token.with_label_values(&l);
                     self.fence_regressions_total.with_label_values(&l);
+                }
+                if watched {
+                    for kind in Kind::ALL {
+                        self.lock_transitions_total
+                            .with_label_values(&[target, ns.name.as_str(), kind.as_str()]);
+                    }
+                    self.lock_expiry_takeovers_total.with_label_values(&l);
+                    for end in End::ALL {
+                        self.lock_hold_duration_seconds
+                            .with_label_values(&[target, ns.name.as_str(), end.as_str()]);
+                    }
                 }
                 for reason in Unreadable::ALL {
                     self.locks_unreadable

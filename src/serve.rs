@@ -1,4 +1,5 @@
-//! `lockwatch serve`: wires the collectors to the HTTP server and runs them until shutdown.
+//! `lockwatch serve`: wires the sampler and lifecycle watcher of each target to the HTTP
+//! server and runs them until shutdown.
 //!
 //! `run` takes an already-bound listener and a cancellation token, so tests (and the demo)
 //! start the real exporter on port 0 and stop it when they are done.
@@ -9,7 +10,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::config::Notifications;
 use crate::http::{self, AppState};
+use crate::lifecycle::{self, WatchError, Watcher};
 use crate::metrics::Metrics;
 use crate::sampler::{Sampler, SamplerError};
 
@@ -19,6 +22,8 @@ pub enum ServeError {
     Metrics(#[from] prometheus::Error),
     #[error(transparent)]
     Sampler(#[from] SamplerError),
+    #[error(transparent)]
+    Watch(#[from] WatchError),
     #[error("HTTP server failed: {0}")]
     Http(#[from] std::io::Error),
 }
@@ -26,6 +31,9 @@ pub enum ServeError {
 /// Run the exporter on `listener` until `shutdown` is cancelled; then stop taking requests,
 /// let in-flight ones finish, and stop the samplers.
 pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationToken) -> Result<(), ServeError> {
+    for target in &config.targets {
+        lifecycle::preflight(target, &config.namespaces).await?;
+    }
     let metrics = Arc::new(Metrics::new(&config)?);
     let mut samplers = Vec::with_capacity(config.targets.len());
     for target in &config.targets {
@@ -37,6 +45,13 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         )?);
     }
     let targets: Arc<[_]> = samplers.iter().map(Sampler::state).collect();
+    let mut watchers = Vec::new();
+    for (target, state) in config.targets.iter().zip(targets.iter()) {
+        if target.notifications != Notifications::Off {
+            watchers.push(Watcher::new(target, &config.namespaces, state.clone(), &metrics)?);
+        }
+    }
+    let lifecycles: Arc<[_]> = watchers.iter().map(Watcher::state).collect();
     if !config.logs.is_empty() || !config.rules.is_empty() {
         tracing::warn!(
             "[[logs]] and [[rule]] are validated but not read yet by this version: no log lines are taken in"
@@ -48,12 +63,16 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
             interval = %crate::duration::format(target.sample_interval), namespaces = config.namespaces.len(), "sampling");
         tasks.spawn(sampler.run(shutdown.clone()));
     }
+    for watcher in watchers {
+        tasks.spawn(watcher.run(shutdown.clone()));
+    }
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving /metrics");
     let state = AppState {
         config: Arc::new(config),
         metrics,
         targets,
+        lifecycles,
     };
     let server = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let result = server.await;

@@ -154,7 +154,7 @@ fn check_config_connect_reports_notifications_and_permissions() {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("✓ notifications: notify-keyspace-events = \"AKE\""),
+        stdout.contains("✓ notifications (require): notify-keyspace-events = \"AKE\""),
         "{stdout}"
     );
     assert!(

@@ -98,6 +98,17 @@ pub enum Notifications {
     Configure,
 }
 
+impl Notifications {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Notifications::Auto => "auto",
+            Notifications::Require => "require",
+            Notifications::Off => "off",
+            Notifications::Configure => "configure",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TargetConfig {
     pub name: String,

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::config::Config;
+use crate::lifecycle::LifecycleState;
 use crate::metrics::Metrics;
 use crate::sampler::TargetState;
 
@@ -25,6 +26,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub metrics: Arc<Metrics>,
     pub targets: Arc<[Arc<TargetState>]>,
+    /// Lifecycle watchers, of the targets whose notifications are not off.
+    pub lifecycles: Arc<[Arc<LifecycleState>]>,
 }
 
 /// An error a handler answers with: a status and one sentence naming the problem.
@@ -49,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/v1/locks", get(api::locks))
+        .route("/api/v1/locks/history", get(api::history))
         .fallback(not_found)
         .with_state(state)
 }
@@ -89,7 +93,7 @@ async fn not_found(uri: axum::http::Uri) -> HttpError {
     HttpError(
         StatusCode::NOT_FOUND,
         format!(
-            "no such path {}: try /, /metrics, /healthz, /readyz or /api/v1/locks",
+            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks or /api/v1/locks/history?key=K",
             uri.path()
         ),
     )

@@ -59,12 +59,22 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
         let _ = write!(
             h,
             r#"<h2 id="target-{name}">target {name}</h2><p><code>{url}</code> — {health}; last pass {ago}, took {took} ms{trunc}</p>
-<table><tr><th>namespace</th><th>held</th><th>renewal overdue</th><th>without TTL</th><th>held too long</th><th>longest hold (s)</th><th>unreadable keys</th><th></th></tr>
+<p>keyspace notifications: {watch}</p>
+<table><tr><th>namespace</th><th>held</th><th>renewal overdue</th><th>without TTL</th><th>held too long</th><th>longest hold (s)</th><th>unreadable keys</th><th>expiry takeovers</th><th></th></tr>
 "#,
             name = esc(&t.name),
             url = esc(&t.display_url),
             ago = ago(st.last_pass_at),
             took = st.last_duration.as_millis(),
+            watch = match s.lifecycles.iter().find(|l| l.target == t.name) {
+                None => "off in config".to_string(),
+                Some(l) if l.connected() =>
+                    format!(r#"<span class="ok">subscribed</span>; {}"#, esc(&l.notifications())),
+                Some(l) => format!(
+                    r#"<span class="down">not subscribed</span>; {}"#,
+                    esc(&l.notifications())
+                ),
+            },
             trunc = if st.last_truncated {
                 " (truncated by sample_budget)"
             } else {
@@ -83,7 +93,7 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
             let name = esc(&ns.config.name);
             let _ = writeln!(
                 h,
-                r#"<tr data-namespace="{name}"><td>{name} <small><code>{pattern}</code></small></td><td>{held}</td>{overdue}{nottl}{long}<td>{age:.1}</td>{unreadable}<td><a href="/api/v1/locks?namespace={name}&amp;target={tname}">locks</a></td></tr>"#,
+                r#"<tr data-namespace="{name}"><td>{name} <small><code>{pattern}</code></small></td><td>{held}</td>{overdue}{nottl}{long}<td>{age:.1}</td>{unreadable}{takeovers}<td><a href="/api/v1/locks?namespace={name}&amp;target={tname}">locks</a></td></tr>"#,
                 pattern = esc(ns.config.pattern.as_str()),
                 held = tally.held,
                 overdue = cell(tally.overdue),
@@ -91,6 +101,16 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
                 long = cell(tally.too_long),
                 age = tally.max_age_ms as f64 / 1000.0,
                 unreadable = cell(tally.wrong_type + tally.bad_value),
+                takeovers = if s.lifecycles.iter().any(|l| l.target == t.name) {
+                    let n = s
+                        .metrics
+                        .lock_expiry_takeovers_total
+                        .with_label_values(&[t.name.as_str(), ns.config.name.as_str()])
+                        .get();
+                    cell(i64::try_from(n).unwrap_or(i64::MAX))
+                } else {
+                    "<td>–</td>".to_string()
+                },
                 tname = esc(&t.name),
             );
         }

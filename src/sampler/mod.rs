@@ -6,13 +6,15 @@
 //! a failing Redis marks `lockwatch_up 0` and the next pass tries again.
 
 mod owner;
-mod read;
+pub(crate) mod read;
 pub mod table;
 pub mod ttl;
 
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+use foldhash::fast::RandomState;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -31,10 +33,17 @@ pub enum SamplerError {
 /// A namespace's config and its lock table, shared with the HTTP side.
 pub struct NamespaceState {
     pub config: NamespaceConfig,
+    /// Seeds owner hashes, so the sampler's and the lifecycle watcher's can be compared.
+    hasher: RandomState,
     table: Mutex<NamespaceTable>,
 }
 
 impl NamespaceState {
+    /// Seeded hash of an owner token, the same as the lock table's.
+    pub fn owner_hash(&self, owner: &[u8]) -> u64 {
+        self.hasher.hash_one(owner)
+    }
+
     /// The lock table; a poisoned lock (a panic elsewhere) still yields the data.
     pub fn table(&self) -> MutexGuard<'_, NamespaceTable> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
@@ -114,9 +123,13 @@ impl Sampler {
             display_url: target.display_url.clone(),
             namespaces: namespaces
                 .iter()
-                .map(|n| NamespaceState {
-                    config: n.clone(),
-                    table: Mutex::new(NamespaceTable::new(show_owners)),
+                .map(|n| {
+                    let hasher = RandomState::default();
+                    NamespaceState {
+                        config: n.clone(),
+                        hasher: hasher.clone(),
+                        table: Mutex::new(NamespaceTable::with_hasher(show_owners, hasher)),
+                    }
                 })
                 .collect(),
             status: Mutex::new(TargetStatus::default()),
@@ -466,7 +479,7 @@ fn task_failed(e: tokio::task::JoinError) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Client, "read task failed", e.to_string()))
 }
 
-fn connection_config(target: &TargetConfig) -> ConnectionManagerConfig {
+pub(crate) fn connection_config(target: &TargetConfig) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_response_timeout(Some(target.sample_budget))
         .set_connection_timeout(Some(target.sample_budget.min(Duration::from_secs(5))))

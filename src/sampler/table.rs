@@ -111,11 +111,16 @@ pub struct NamespaceTable {
 
 impl NamespaceTable {
     pub fn new(keep_tokens: bool) -> Self {
+        Self::with_hasher(keep_tokens, RandomState::default())
+    }
+
+    /// A table whose owner hashes are comparable with others made with the same `hasher`.
+    pub fn with_hasher(keep_tokens: bool, hasher: RandomState) -> Self {
         NamespaceTable {
             locks: HashMap::default(),
             fences: HashMap::default(),
             tokens: keep_tokens.then(HashMap::default),
-            hasher: RandomState::default(),
+            hasher,
             pass: 0,
             cycle_start: 1,
             position: WalkPosition::START,
@@ -144,6 +149,17 @@ impl NamespaceTable {
     /// over next time. Nothing is dropped: a failed walk proves nothing is gone.
     pub fn abandon(&mut self) {
         self.position = WalkPosition::START;
+    }
+
+    /// The number of the pass in progress (or last run): a mark for `owner_seen_after`.
+    pub fn pass_number(&self) -> u32 {
+        self.pass
+    }
+
+    /// The owner hash of `key` if a pass begun after pass `mark` saw it.
+    pub fn owner_seen_after(&self, key: &[u8], mark: u32) -> Option<u64> {
+        let e = self.locks.get(key)?;
+        (self.pass.wrapping_sub(e.pass) < self.pass.wrapping_sub(mark)).then_some(e.owner)
     }
 
     /// Seeded hash of an owner token, comparable with `LockEntry::owner`.

@@ -1,0 +1,615 @@
+//! The lifecycle state machine: keyspace notices on lock keys in, transitions, hold
+//! durations and expiry takeovers out. Pure: no Redis, no clock of its own, no metrics —
+//! the watcher feeds it notices and owner reads and turns what it reports into metrics.
+//!
+//! Per tracked key it keeps one [`Entry`] (56 bytes beside the key): the hold in progress,
+//! or, for one `ttl` after an expiry or eviction, a tombstone with the last owner, so a
+//! re-acquisition by another owner is recognised as a takeover. Released locks leave
+//! nothing behind.
+
+use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
+
+/// A keyspace notification that matters for locks, parsed from its event name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// `set`: a string value was written (SET NX PX acquires; SET XX PX may renew).
+    Set,
+    /// `hset` / `hincrby`: a Redisson hash lock was written (acquire or re-entry).
+    HashWrite,
+    /// `del`: deleted (compare-and-delete release, or unlock of a Redisson hash).
+    Del,
+    /// `expire` (also for PEXPIRE, EXPIREAT, the PX of SET): a TTL was set.
+    Expire,
+    /// `expired`: Redis removed the key because its TTL ran out.
+    Expired,
+    /// `evicted`: the maxmemory policy removed the key.
+    Evicted,
+}
+
+impl Notice {
+    /// The notice for a keyspace event name; `None` for events locks do not care about.
+    pub fn parse(event: &[u8]) -> Option<Notice> {
+        Some(match event {
+            b"set" => Notice::Set,
+            b"hset" | b"hincrby" | b"hincrbyfloat" => Notice::HashWrite,
+            b"del" => Notice::Del,
+            b"expire" | b"pexpire" => Notice::Expire,
+            b"expired" => Notice::Expired,
+            b"evicted" => Notice::Evicted,
+            _ => return None,
+        })
+    }
+}
+
+/// The transitions counted in `lockwatch_lock_transitions_total{kind}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Acquired,
+    Released,
+    Renewed,
+    Expired,
+    Evicted,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::Acquired,
+        Kind::Released,
+        Kind::Renewed,
+        Kind::Expired,
+        Kind::Evicted,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Acquired => "acquired",
+            Kind::Released => "released",
+            Kind::Renewed => "renewed",
+            Kind::Expired => "expired",
+            Kind::Evicted => "evicted",
+        }
+    }
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How a hold ended, for `lockwatch_lock_hold_duration_seconds{end}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    Released,
+    Expired,
+}
+
+impl End {
+    pub const ALL: [End; 2] = [End::Released, End::Expired];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            End::Released => "released",
+            End::Expired => "expired",
+        }
+    }
+}
+
+/// What the tracker reports; the watcher counts, logs and records history from it.
+pub trait Observer {
+    /// Redis performed a state change on `key`. `owner` is the owner hash when known.
+    fn transition(&mut self, ns: usize, key: &[u8], kind: Kind, owner: Option<u64>);
+    /// A hold whose acquisition was seen ended after `ms`.
+    fn hold(&mut self, ns: usize, end: End, ms: i64);
+    /// A lock that expired (or was evicted) under `previous` was taken by `owner`
+    /// `gap_ms` after it ended.
+    fn takeover(&mut self, ns: usize, key: &[u8], previous: u64, owner: u64, gap_ms: i64);
+    /// The owner of `key` must be read and handed back with [`Tracker::owner_read`] and `generation`.
+    fn read_owner(&mut self, ns: usize, key: &[u8], generation: u32);
+    /// The owner of the hold whose last transition was reported without one is now known.
+    fn owner_learnt(&mut self, ns: usize, key: &[u8], owner: u64);
+}
+
+/// Owner hash 0 is reserved for "not known"; a real hash of 0 is mapped to 1.
+const UNKNOWN: u64 = 0;
+/// `since_ms` of a hold whose acquisition was not seen.
+const UNSEEN: i64 = i64::MIN;
+
+pub fn known(owner: u64) -> u64 {
+    if owner == UNKNOWN { 1 } else { owner }
+}
+
+fn opt(owner: u64) -> Option<u64> {
+    (owner != UNKNOWN).then_some(owner)
+}
+
+/// A decision that waits for the owner read after a `set`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    None,
+    /// Acquired within `ttl` of an expiry or eviction, at `ended_ms`, under this owner.
+    Takeover {
+        previous: u64,
+        ended_ms: i64,
+    },
+    /// `set` on a key already held by `previous` (since `since_ms`): a renewal by
+    /// `SET … XX PX` when the owner is the same, else a new acquisition.
+    Reset {
+        previous: u64,
+        since_ms: i64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Held {
+        owner: u64,
+        since_ms: i64,
+        /// The next `expire` of this key is the PX of the `set` that acquired it.
+        absorb_expire: bool,
+        pending: Pending,
+    },
+    /// Expired or evicted at `at_ms` under `owner`; kept one `ttl` for takeovers.
+    Ended { owner: u64, at_ms: i64 },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    ns: u16,
+    /// Which owner read belongs to this entry's current hold.
+    generation: u32,
+    state: State,
+}
+
+/// Lifecycle state of one target's lock keys.
+pub struct Tracker {
+    keys: HashMap<Box<[u8]>, Entry, RandomState>,
+    /// Namespace TTLs in ms, by namespace index: how long a tombstone waits for a takeover.
+    ttl_ms: Vec<i64>,
+    /// Whether the namespace's locks are Redisson hashes.
+    hash_locks: Vec<bool>,
+    max_keys: usize,
+    generation: u32,
+    /// Notices on keys that were not tracked because `max_keys` was reached.
+    pub untracked: u64,
+}
+
+impl Tracker {
+    /// `namespaces`: (ttl ms, Redisson hash locks) by namespace index.
+    pub fn new(namespaces: &[(i64, bool)], max_keys: usize) -> Self {
+        Tracker {
+            keys: HashMap::default(),
+            ttl_ms: namespaces.iter().map(|n| n.0).collect(),
+            hash_locks: namespaces.iter().map(|n| n.1).collect(),
+            max_keys,
+            generation: 0,
+            untracked: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// After a gap in the notification stream: forget everything. Holds may have ended and
+    /// others begun unseen; a tombstone may have been taken over unseen. Owners are learnt
+    /// again from the next `set`, from reads, and from the sampler (`fallback_owner`).
+    pub fn reset(&mut self) {
+        self.keys.clear();
+    }
+
+    fn next_generation(&mut self) -> u32 {
+        self.generation = self.generation.wrapping_add(1);
+        self.generation
+    }
+
+    /// The entry of `key`, inserted when new (then `true`), unless the table is full.
+    fn slot(&mut self, key: &[u8], ns: usize) -> Option<(&mut Entry, bool)> {
+        let fresh = !self.keys.contains_key(key);
+        if fresh {
+            if self.keys.len() >= self.max_keys {
+                self.untracked += 1;
+                return None;
+            }
+            let e = Entry {
+                ns: ns as u16,
+                generation: 0,
+                state: State::Ended {
+                    owner: UNKNOWN,
+                    at_ms: i64::MIN,
+                },
+            };
+            self.keys.insert(key.into(), e);
+        }
+        self.keys.get_mut(key).map(|e| (e, fresh))
+    }
+
+    /// One notice for `key` in namespace `ns` at `now_ms`. `fallback_owner` is asked (only)
+    /// when an untracked key expires: the owner the sampler saw since the last (re)subscribe.
+    pub fn notice(
+        &mut self,
+        ns: usize,
+        key: &[u8],
+        notice: Notice,
+        now_ms: i64,
+        fallback_owner: impl FnOnce() -> Option<u64>,
+        obs: &mut impl Observer,
+    ) {
+        match notice {
+            Notice::Set => self.on_write(ns, key, now_ms, true, obs),
+            Notice::HashWrite => self.on_write(ns, key, now_ms, false, obs),
+            Notice::Expire => self.on_expire(ns, key, obs),
+            Notice::Del => self.on_del(ns, key, now_ms, obs),
+            Notice::Expired => self.on_end(ns, key, Kind::Expired, now_ms, fallback_owner, obs),
+            Notice::Evicted => self.on_end(ns, key, Kind::Evicted, now_ms, fallback_owner, obs),
+        }
+    }
+
+    /// `set` (`replaces`: a string write replaces the value) or a Redisson hash write.
+    fn on_write(&mut self, ns: usize, key: &[u8], now_ms: i64, replaces: bool, obs: &mut impl Observer) {
+        let ttl = self.ttl_ms.get(ns).copied().unwrap_or(0);
+        let is_hash = self.hash_locks.get(ns).copied().unwrap_or(false);
+        let generation = self.next_generation();
+        let Some((e, fresh)) = self.slot(key, ns) else {
+            obs.transition(ns, key, Kind::Acquired, None);
+            return;
+        };
+        let pending = match e.state {
+            State::Held {
+                owner,
+                since_ms,
+                pending,
+                ..
+            } if !fresh => {
+                if !replaces || is_hash {
+                    // Re-entry or an unlock's decrement of a held Redisson lock: no change
+                    // of holder. Its PEXPIRE, if any, is a renewal.
+                    return;
+                }
+                // The owner read decides between renewal and a new holder.
+                match pending {
+                    Pending::Reset { .. } => pending,
+                    _ => Pending::Reset {
+                        previous: owner,
+                        since_ms,
+                    },
+                }
+            }
+            State::Ended { owner, at_ms } if !fresh && now_ms.saturating_sub(at_ms) <= ttl && owner != UNKNOWN => {
+                Pending::Takeover {
+                    previous: owner,
+                    ended_ms: at_ms,
+                }
+            }
+            _ => Pending::None,
+        };
+        e.generation = generation;
+        e.state = held(now_ms, true, pending);
+        if !matches!(pending, Pending::Reset { .. }) {
+            obs.transition(ns, key, Kind::Acquired, None);
+        }
+        obs.read_owner(ns, key, generation);
+    }
+
+    fn on_expire(&mut self, ns: usize, key: &[u8], obs: &mut impl Observer) {
+        let generation = self.next_generation();
+        let Some((e, fresh)) = self.slot(key, ns) else {
+            obs.transition(ns, key, Kind::Renewed, None);
+            return;
+        };
+        match &mut e.state {
+            State::Held { absorb_expire, .. } if !fresh && *absorb_expire => {
+                // The PX of the SET (or the EXPIRE after SETNX) that acquired it.
+                *absorb_expire = false;
+            }
+            State::Held { owner, .. } if !fresh => {
+                let owner = opt(*owner);
+                obs.transition(ns, key, Kind::Renewed, owner);
+            }
+            _ => {
+                // A renewal of a lock whose acquisition was not seen: learn its owner.
+                e.generation = generation;
+                e.state = held(UNSEEN, false, Pending::None);
+                obs.transition(ns, key, Kind::Renewed, None);
+                obs.read_owner(ns, key, generation);
+            }
+        }
+    }
+
+    fn on_del(&mut self, ns: usize, key: &[u8], now_ms: i64, obs: &mut impl Observer) {
+        let Some(e) = self.keys.remove(key) else {
+            obs.transition(ns, key, Kind::Released, None);
+            return;
+        };
+        match e.state {
+            State::Held {
+                owner,
+                since_ms,
+                pending,
+                ..
+            } => {
+                settle_unread(ns, key, pending, obs);
+                obs.transition(ns, key, Kind::Released, opt(owner));
+                if since_ms != UNSEEN {
+                    obs.hold(ns, End::Released, now_ms.saturating_sub(since_ms));
+                }
+            }
+            State::Ended { .. } => obs.transition(ns, key, Kind::Released, None),
+        }
+    }
+
+    /// `expired` or `evicted`: the hold ends without a release; a tombstone waits for a takeover.
+    fn on_end(
+        &mut self,
+        ns: usize,
+        key: &[u8],
+        kind: Kind,
+        now_ms: i64,
+        fallback_owner: impl FnOnce() -> Option<u64>,
+        obs: &mut impl Observer,
+    ) {
+        let Some((e, fresh)) = self.slot(key, ns) else {
+            obs.transition(ns, key, kind, None);
+            return;
+        };
+        let owner = match e.state {
+            State::Held {
+                owner,
+                since_ms,
+                pending,
+                ..
+            } if !fresh => {
+                settle_unread(ns, key, pending, obs);
+                obs.transition(ns, key, kind, opt(owner));
+                if kind == Kind::Expired && since_ms != UNSEEN {
+                    obs.hold(ns, End::Expired, now_ms.saturating_sub(since_ms));
+                }
+                owner
+            }
+            _ => {
+                let owner = fallback_owner().map(known).unwrap_or(UNKNOWN);
+                obs.transition(ns, key, kind, opt(owner));
+                owner
+            }
+        };
+        e.state = State::Ended { owner, at_ms: now_ms };
+    }
+
+    /// The owner read for `generation` of `key` came back (`None`: gone or unreadable).
+    pub fn owner_read(&mut self, key: &[u8], generation: u32, owner: Option<u64>, obs: &mut impl Observer) {
+        let Some(e) = self.keys.get_mut(key) else {
+            return;
+        };
+        if e.generation != generation {
+            return; // a later hold began meanwhile; this read is stale
+        }
+        let ns = e.ns as usize;
+        let read = owner.map(known).unwrap_or(UNKNOWN);
+        match &mut e.state {
+            State::Held {
+                owner,
+                since_ms,
+                pending,
+                ..
+            } if *owner == UNKNOWN => {
+                *owner = read;
+                if read != UNKNOWN && !matches!(pending, Pending::Reset { .. }) {
+                    obs.owner_learnt(ns, key, read);
+                }
+                match std::mem::replace(pending, Pending::None) {
+                    Pending::None => {}
+                    Pending::Takeover { previous, ended_ms } => {
+                        if read != UNKNOWN && read != previous {
+                            obs.takeover(ns, key, previous, read, since_ms.saturating_sub(ended_ms));
+                        }
+                    }
+                    Pending::Reset {
+                        previous,
+                        since_ms: previous_since,
+                    } => {
+                        if read != UNKNOWN && read == previous {
+                            *since_ms = previous_since;
+                            obs.transition(ns, key, Kind::Renewed, Some(read));
+                        } else {
+                            obs.transition(ns, key, Kind::Acquired, opt(read));
+                        }
+                    }
+                }
+            }
+            State::Ended { owner, .. } if *owner == UNKNOWN => *owner = read,
+            _ => {}
+        }
+    }
+
+    /// Drop tombstones older than their namespace's `ttl`.
+    pub fn sweep(&mut self, now_ms: i64) {
+        let ttl = &self.ttl_ms;
+        self.keys.retain(|_, e| match e.state {
+            State::Ended { at_ms, .. } => now_ms.saturating_sub(at_ms) <= ttl.get(e.ns as usize).copied().unwrap_or(0),
+            State::Held { .. } => true,
+        });
+    }
+}
+
+/// A hold beginning (or first seen) now, its owner still to be read.
+fn held(since_ms: i64, absorb_expire: bool, pending: Pending) -> State {
+    State::Held {
+        owner: UNKNOWN,
+        since_ms,
+        absorb_expire,
+        pending,
+    }
+}
+
+/// A `set` on a held key whose owner read never came: count it as what Redis did, a `set`.
+fn settle_unread(ns: usize, key: &[u8], pending: Pending, obs: &mut impl Observer) {
+    if let Pending::Reset { .. } = pending {
+        obs.transition(ns, key, Kind::Acquired, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Rec {
+        transitions: Vec<(Kind, Option<u64>)>,
+        holds: Vec<(End, i64)>,
+        takeovers: Vec<(u64, u64, i64)>,
+        reads: Vec<(Vec<u8>, u32)>,
+    }
+
+    impl Observer for Rec {
+        fn transition(&mut self, _: usize, _: &[u8], kind: Kind, owner: Option<u64>) {
+            self.transitions.push((kind, owner));
+        }
+        fn hold(&mut self, _: usize, end: End, ms: i64) {
+            self.holds.push((end, ms));
+        }
+        fn takeover(&mut self, _: usize, _: &[u8], previous: u64, owner: u64, gap_ms: i64) {
+            self.takeovers.push((previous, owner, gap_ms));
+        }
+        fn read_owner(&mut self, _: usize, key: &[u8], generation: u32) {
+            self.reads.push((key.to_vec(), generation));
+        }
+        fn owner_learnt(&mut self, _: usize, _: &[u8], _: u64) {}
+    }
+
+    impl Rec {
+        fn kinds(&self) -> Vec<Kind> {
+            self.transitions.iter().map(|t| t.0).collect()
+        }
+        /// Answer the latest read with `owner`.
+        fn answer(&mut self, t: &mut Tracker, owner: Option<u64>) {
+            let (key, generation) = self.reads.pop().expect("a read was asked for");
+            t.owner_read(&key, generation, owner, self);
+        }
+    }
+
+    fn tracker() -> Tracker {
+        Tracker::new(&[(1000, false)], 100)
+    }
+
+    fn n(t: &mut Tracker, o: &mut Rec, notice: Notice, at: i64) {
+        t.notice(0, b"k", notice, at, || None, o);
+    }
+
+    #[test]
+    fn set_nx_px_then_renew_then_release() {
+        let (mut t, mut o) = (tracker(), Rec::default());
+        n(&mut t, &mut o, Notice::Set, 0);
+        n(&mut t, &mut o, Notice::Expire, 0);
+        o.answer(&mut t, Some(7));
+        n(&mut t, &mut o, Notice::Expire, 300);
+        n(&mut t, &mut o, Notice::Del, 500);
+        assert_eq!(o.kinds(), [Kind::Acquired, Kind::Renewed, Kind::Released]);
+        assert_eq!(o.holds, [(End::Released, 500)]);
+        assert!(t.is_empty(), "a released lock leaves nothing behind");
+    }
+
+    #[test]
+    fn takeover_needs_a_different_known_owner_within_the_ttl() {
+        let (mut t, mut o) = (tracker(), Rec::default());
+        n(&mut t, &mut o, Notice::Set, 0);
+        o.answer(&mut t, Some(7));
+        n(&mut t, &mut o, Notice::Expired, 1000);
+        assert_eq!(o.holds, [(End::Expired, 1000)]);
+        n(&mut t, &mut o, Notice::Set, 1200);
+        o.answer(&mut t, Some(8));
+        assert_eq!(o.takeovers, [(7, 8, 200)]);
+        // Same owner again after an expiry: none.
+        n(&mut t, &mut o, Notice::Expired, 2000);
+        n(&mut t, &mut o, Notice::Set, 2100);
+        o.answer(&mut t, Some(8));
+        // Another owner, but after the window: none.
+        n(&mut t, &mut o, Notice::Expired, 3000);
+        t.sweep(4001);
+        assert!(t.is_empty(), "the tombstone went with its window");
+        n(&mut t, &mut o, Notice::Set, 4001);
+        o.answer(&mut t, Some(9));
+        // Unknown new owner (released before the read): none.
+        n(&mut t, &mut o, Notice::Expired, 5000);
+        n(&mut t, &mut o, Notice::Set, 5100);
+        o.answer(&mut t, None);
+        assert_eq!(o.takeovers.len(), 1);
+    }
+
+    #[test]
+    fn a_set_on_a_held_key_is_a_renewal_only_when_the_owner_is_the_same() {
+        let (mut t, mut o) = (tracker(), Rec::default());
+        n(&mut t, &mut o, Notice::Set, 0);
+        o.answer(&mut t, Some(7));
+        // SET k v XX PX: set + expire, the owner read decides.
+        n(&mut t, &mut o, Notice::Set, 100);
+        n(&mut t, &mut o, Notice::Expire, 100);
+        o.answer(&mut t, Some(7));
+        assert_eq!(o.kinds(), [Kind::Acquired, Kind::Renewed]);
+        n(&mut t, &mut o, Notice::Set, 200);
+        o.answer(&mut t, Some(9));
+        assert_eq!(o.kinds(), [Kind::Acquired, Kind::Renewed, Kind::Acquired]);
+        // A set whose read never came is counted as what Redis did when the hold ends.
+        n(&mut t, &mut o, Notice::Set, 300);
+        n(&mut t, &mut o, Notice::Del, 400);
+        assert_eq!(o.kinds()[3..], [Kind::Acquired, Kind::Released]);
+    }
+
+    #[test]
+    fn a_stale_read_is_ignored() {
+        let (mut t, mut o) = (tracker(), Rec::default());
+        n(&mut t, &mut o, Notice::Set, 0);
+        let stale = o.reads.pop().expect("read");
+        n(&mut t, &mut o, Notice::Del, 10);
+        n(&mut t, &mut o, Notice::Set, 20);
+        t.owner_read(&stale.0, stale.1, Some(5), &mut o);
+        o.answer(&mut t, Some(6));
+        n(&mut t, &mut o, Notice::Expired, 1000);
+        n(&mut t, &mut o, Notice::Set, 1100);
+        o.answer(&mut t, Some(5));
+        assert_eq!(o.takeovers, [(6, 5, 100)], "the hold's owner is 6, not the stale 5");
+    }
+
+    #[test]
+    fn untracked_keys_are_counted_and_learnt() {
+        let (mut t, mut o) = (tracker(), Rec::default());
+        // A renewal of a lock acquired before the watcher started: counted, owner read.
+        n(&mut t, &mut o, Notice::Expire, 0);
+        assert_eq!(o.reads.len(), 1);
+        o.answer(&mut t, Some(3));
+        n(&mut t, &mut o, Notice::Expired, 500);
+        assert!(o.holds.is_empty(), "no duration for a hold whose start was not seen");
+        n(&mut t, &mut o, Notice::Set, 600);
+        o.answer(&mut t, Some(4));
+        assert_eq!(o.takeovers, [(3, 4, 100)]);
+        // An expiry of a key never seen: the fallback owner (the sampler's) stands in.
+        t.notice(0, b"j", Notice::Expired, 0, || Some(11), &mut o);
+        t.notice(0, b"j", Notice::Set, 10, || None, &mut o);
+        o.answer(&mut t, Some(12));
+        assert_eq!(o.takeovers.len(), 2);
+        // Without one, no takeover can be claimed.
+        t.notice(0, b"i", Notice::Expired, 0, || None, &mut o);
+        t.notice(0, b"i", Notice::Set, 10, || None, &mut o);
+        o.answer(&mut t, Some(12));
+        assert_eq!(o.takeovers.len(), 2);
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_reset_forgets() {
+        let mut t = Tracker::new(&[(1000, false)], 2);
+        let mut o = Rec::default();
+        for k in [b"a", b"b", b"c"] {
+            t.notice(0, k, Notice::Set, 0, || None, &mut o);
+        }
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.untracked, 1);
+        assert_eq!(o.kinds(), [Kind::Acquired; 3], "untracked keys are still counted");
+        t.reset();
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn entries_stay_small() {
+        assert!(std::mem::size_of::<Entry>() <= 56, "{}", std::mem::size_of::<Entry>());
+    }
+}
