@@ -38,6 +38,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Validate a config file; with --connect, also check each target.
     CheckConfig(CheckConfigArgs),
+    /// Inspect a lock key (type, owner, TTL, fence, recent lifecycle) or a namespace's locks.
+    Inspect(InspectArgs),
     /// Self-contained demo: a private redis-server, simulated workers, the exporter.
     Demo(DemoArgs),
 }
@@ -85,6 +87,32 @@ pub struct CheckConfigArgs {
     /// Also connect to each target: reachability, keyspace notifications, permissions.
     #[arg(long, env = "LOCKWATCH_CONNECT")]
     pub connect: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The lock key to inspect.
+    pub key: Option<String>,
+    /// List this namespace's held locks (with a KEY: check the key belongs to it).
+    #[arg(long, env = "LOCKWATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Which target, when the config has several.
+    #[arg(long, env = "LOCKWATCH_TARGET")]
+    pub target: Option<String>,
+    /// Print owner tokens instead of redacting them (they can release the lock).
+    #[arg(long, env = "LOCKWATCH_SHOW_OWNER")]
+    pub show_owner: bool,
+    /// A running exporter, for the key's recent lifecycle [default: the config's listen address].
+    #[arg(long, env = "LOCKWATCH_EXPORTER")]
+    pub exporter: Option<String>,
+    /// Output format.
+    #[arg(long, env = "LOCKWATCH_FORMAT", value_enum, default_value_t = crate::inspect::Format::Text)]
+    pub format: crate::inspect::Format,
+    /// Locks listed for a namespace, closest to expiry first.
+    #[arg(long, env = "LOCKWATCH_LIMIT", default_value_t = 50)]
+    pub limit: usize,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub mod duration;
 pub mod event;
 pub mod glob;
 pub mod http;
+pub mod inspect;
 pub mod lifecycle;
 pub mod metrics;
 pub mod redis_child;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use lockwatch::cli::{Cli, Command, LogFormat};
 use lockwatch::config::{Config, ConfigError};
-use lockwatch::{check_config, demo, serve};
+use lockwatch::{check_config, demo, inspect, serve};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("lockwatch: {e:#}");
-            if e.chain().any(|c| c.is::<ConfigError>()) {
+            if e.chain().any(|c| c.is::<ConfigError>() || c.is::<UsageError>()) {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)
@@ -48,12 +48,46 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let healthy = check_config::run(&config, args.connect, &mut std::io::stdout()).await?;
             Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Command::Inspect(args) => {
+            let config = Config::load(&args.config.config, &args.config.overrides(None))?;
+            let report = inspect::run(
+                &config,
+                &inspect::Request {
+                    key: args.key.clone(),
+                    namespace: args.namespace.clone(),
+                    target: args.target.clone(),
+                    show_owner: args.show_owner,
+                    exporter: args.exporter.clone(),
+                    limit: args.limit,
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                inspect::InspectError::Redis { .. } | inspect::InspectError::Timeout { .. } => anyhow::Error::new(e),
+                usage => anyhow::Error::new(UsageError(usage.to_string())),
+            })?;
+            let mut out = std::io::stdout().lock();
+            match &report {
+                inspect::Report::Key(k) => inspect::render_key(k, args.format, &mut out)?,
+                inspect::Report::Namespace(n) => inspect::render_namespace(n, args.format, &mut out)?,
+            }
+            Ok(if report.healthy() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         Command::Demo(args) => {
             demo::run(&args, serve::shutdown_on_signals()).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
+
+/// A request that cannot be served as asked: exit 2, like a config error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
 
 fn init_tracing(format: LogFormat, level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|e| {

@@ -151,9 +151,36 @@ pub struct NamespaceConfig {
 impl NamespaceConfig {
     /// Remaining TTL below which a renewed lock's holder has missed a renewal; `None` when
     /// the namespace's locks are not renewed.
+    /// Maps this namespace's lock keys to their fencing counters' keys.
+    pub fn fence_map(&self) -> FenceMap {
+        FenceMap::new(self)
+    }
+
     pub fn overdue_below(&self) -> Option<Duration> {
         let every = self.renew_every?;
         Some(self.ttl.saturating_sub(every).saturating_sub(self.renew_grace))
+    }
+}
+
+/// From a lock key to its fencing counter's key, when both patterns are `prefix*suffix`:
+/// the part in place of `*` is the lock's id, the same in both.
+pub struct FenceMap {
+    lock: Option<(Vec<u8>, Vec<u8>)>,
+    fence: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl FenceMap {
+    pub fn new(ns: &NamespaceConfig) -> Self {
+        FenceMap {
+            lock: ns.pattern.single_wildcard(),
+            fence: ns.fence_pattern.as_ref().and_then(|f| f.single_wildcard()),
+        }
+    }
+
+    pub fn key_for(&self, lock_key: &[u8]) -> Option<Vec<u8>> {
+        let ((lp, ls), (fp, fs)) = (self.lock.as_ref()?, self.fence.as_ref()?);
+        let id = lock_key.strip_prefix(lp.as_slice())?.strip_suffix(ls.as_slice())?;
+        Some([fp.as_slice(), id, fs.as_slice()].concat())
     }
 }
 

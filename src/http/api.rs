@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::{AppState, HttpError};
-use crate::config::NamespaceConfig;
 use crate::sampler::ttl;
 
 const DEFAULT_LIMIT: usize = 1000;
@@ -80,7 +79,7 @@ pub async fn locks(
             .filter(|n| q.namespace.as_ref().is_none_or(|name| &n.config.name == name))
         {
             let ns = &ns_state.config;
-            let fence_of = FenceMap::new(ns);
+            let fence_of = ns.fence_map();
             let table = ns_state.table();
             for (key, e) in table.locks() {
                 out.push(LockView {
@@ -109,28 +108,6 @@ pub async fn locks(
         truncated: total > limit,
         locks: out,
     }))
-}
-
-/// From a lock key to its fencing counter's key, when both patterns are `prefix*suffix`:
-/// the part in place of `*` is the lock's id, the same in both.
-struct FenceMap {
-    lock: Option<(Vec<u8>, Vec<u8>)>,
-    fence: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl FenceMap {
-    fn new(ns: &NamespaceConfig) -> Self {
-        FenceMap {
-            lock: ns.pattern.single_wildcard(),
-            fence: ns.fence_pattern.as_ref().and_then(|f| f.single_wildcard()),
-        }
-    }
-
-    fn key_for(&self, lock_key: &[u8]) -> Option<Vec<u8>> {
-        let ((lp, ls), (fp, fs)) = (self.lock.as_ref()?, self.fence.as_ref()?);
-        let id = lock_key.strip_prefix(lp.as_slice())?.strip_suffix(ls.as_slice())?;
-        Some([fp.as_slice(), id, fs.as_slice()].concat())
-    }
 }
 
 #[derive(Deserialize)]

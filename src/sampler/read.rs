@@ -6,7 +6,7 @@
 //! namespaces need `HGETALL` per key. A page is read in one MULTI/EXEC, so a lock released
 //! and re-taken between the value and the PTTL cannot look like a key of another type.
 
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
 use crate::config::ValueKind;
@@ -27,7 +27,7 @@ pub enum KeyRead {
 
 /// One SCAN page: the next cursor (0 when the walk is done) and the keys.
 pub async fn scan_page(
-    conn: &mut ConnectionManager,
+    conn: &mut impl ConnectionLike,
     pattern: &str,
     cursor: u64,
     count: usize,
@@ -43,7 +43,11 @@ pub async fn scan_page(
 }
 
 /// Owner and PTTL of each key, in one pipeline.
-pub async fn read_locks(conn: &mut ConnectionManager, kind: &ValueKind, keys: &[Vec<u8>]) -> RedisResult<Vec<KeyRead>> {
+pub async fn read_locks(
+    conn: &mut impl ConnectionLike,
+    kind: &ValueKind,
+    keys: &[Vec<u8>],
+) -> RedisResult<Vec<KeyRead>> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
@@ -91,7 +95,7 @@ pub async fn read_locks(conn: &mut ConnectionManager, kind: &ValueKind, keys: &[
 /// Just the owners of `keys` (`None`: gone or unreadable), for the lifecycle watcher:
 /// one `MGET`, or one `HGETALL` per Redisson key, in one pipeline without MULTI.
 pub async fn read_owners(
-    conn: &mut ConnectionManager,
+    conn: &mut impl ConnectionLike,
     kind: &ValueKind,
     keys: &[Vec<u8>],
 ) -> RedisResult<Vec<Option<Vec<u8>>>> {
@@ -130,7 +134,7 @@ pub enum Counter {
 }
 
 /// Values of fencing counters, in one `MGET`.
-pub async fn read_counters(conn: &mut ConnectionManager, keys: &[Vec<u8>]) -> RedisResult<Vec<Counter>> {
+pub async fn read_counters(conn: &mut impl ConnectionLike, keys: &[Vec<u8>]) -> RedisResult<Vec<Counter>> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
