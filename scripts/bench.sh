@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make bench`: one sample pass over 100,000 and 1,000,000 lock keys on a local
 # redis-server, the exporter's memory per tracked lock, and — on the same 100,000 keys in
-# the same run — the scrape time of prometheus-redis-exporter with --check-keys.
+# the same run — the scrape time of prometheus-redis-exporter with --check-keys; then the
+# lifecycle watcher under a rising rate of acquire/renew/release cycles (its own
+# redis-server and exporter, benches/lifecycle_load.rs).
 # Results: bench-results/summary.md (and criterion's report under target/criterion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -103,3 +105,10 @@ cat > "$out/summary.md" <<MD
 | ratio, peer scrape ÷ lockwatch pass on the same 100,000 keys | ${ratio}× |
 MD
 cat "$out/summary.md"
+
+# 4. The lifecycle watcher under load (starts its own redis-server and lockwatch serve).
+kill "${pids[@]}" 2>/dev/null || true
+pids=()
+cargo bench --locked --bench lifecycle_load > "$out/lifecycle.md"
+{ echo; cat "$out/lifecycle.md"; } >> "$out/summary.md"
+cat "$out/lifecycle.md"

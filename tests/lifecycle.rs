@@ -347,6 +347,8 @@ async fn a_killed_subscription_reconnects_without_inventing_a_takeover() {
     .await;
     let _: () = admin.del("t:lock:k").unwrap();
     assert!(set_nx_px(&mut admin, "t:lock:k", "B", 700));
+    // And B takes n, which the watcher will only know from the sampler.
+    assert!(set_nx_px(&mut admin, "t:lock:n", "B", 6000));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let m = s.metrics().await;
     assert_eq!(m.val("lockwatch_notifications_connected", &[("target", "main")]), 0.0);
@@ -369,6 +371,23 @@ async fn a_killed_subscription_reconnects_without_inventing_a_takeover() {
     assert!(set_nx_px(&mut admin, "t:lock:m", "D", 5000));
     s.wait_for(Duration::from_secs(5), "a real takeover", |m| takeovers(m) == 1.0)
         .await;
+
+    // n was taken in the gap; the sampler's passes since the resubscribe saw B hold it, so
+    // when it expires and C takes it, that is a takeover too.
+    let passes = s
+        .metrics()
+        .await
+        .val("lockwatch_sample_passes_total", &[("target", "main")]);
+    s.wait_for(Duration::from_secs(5), "two more sample passes", |m| {
+        m.val("lockwatch_sample_passes_total", &[("target", "main")]) >= passes + 2.0
+    })
+    .await;
+    wait_gone(&mut admin, "t:lock:n").await;
+    assert!(set_nx_px(&mut admin, "t:lock:n", "C", 5000));
+    s.wait_for(Duration::from_secs(5), "a takeover known from the sampler", |m| {
+        takeovers(m) == 2.0
+    })
+    .await;
     s.stop().await;
 }
 

@@ -183,6 +183,8 @@ fn print_banner(redis: &RedisChild, addr: std::net::SocketAddr, config: &Path, l
   redis-server  127.0.0.1:{port}         try: redis-cli -p {port} --scan --pattern 'demo:*'
   config        {config}
   worker log    {log}
+  inspect       lockwatch inspect -c {config} --exporter http://{addr} --namespace workflow
+                lockwatch inspect -c {config} --exporter http://{addr} demo:approval:lock:0
 
 What to expect within a minute:
   lockwatch_up{{target=\"demo\"}} 1
@@ -190,6 +192,8 @@ What to expect within a minute:
   lockwatch_locks_renewal_overdue{{namespace=\"workflow\"}} > 0   now and then, while a worker stalls
   lockwatch_lock_handoffs_total                                 grows as locks change hands
   lockwatch_fence_token{{namespace=\"workflow\"}}                 climbs with every acquisition
+  lockwatch_lock_transitions_total{{kind=\"acquired\"}}            keyspace notifications, as they happen
+  lockwatch_lock_expiry_takeovers_total                         a stalled worker's lock expired and another took it
   'renewal failed' / 'release failed' lines in the worker log    the stale holders waking up
 
 Ctrl-C stops the workers and the exporter, kills redis-server and removes its directory.",

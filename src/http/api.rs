@@ -176,7 +176,7 @@ pub async fn history(
                 at: humantime::format_rfc3339_millis(at).to_string(),
                 at_ms: r.at_ms,
                 kind: r.kind.as_str(),
-                owner_hash: r.owner.map(|o| format!("{o:016x}")),
+                owner_hash: r.owner().map(|o| format!("{o:016x}")),
                 takeover: r.takeover,
             });
         }

@@ -21,11 +21,18 @@ pub struct Record {
     /// Wall-clock time, ms since the Unix epoch.
     pub at_ms: i64,
     pub kind: Kind,
-    /// Owner hash, when known (the same seeded hash as the sampler's `owner_hash`).
-    pub owner: Option<u64>,
+    /// Owner hash, 0 when unknown (see [`Record::owner`]).
+    owner: u64,
     /// This acquisition took over a lock that expired or was evicted under another owner.
     pub takeover: bool,
     seq: u64,
+}
+
+impl Record {
+    /// Owner hash, when known (the same seeded hash as the sampler's `owner_hash`).
+    pub fn owner(&self) -> Option<u64> {
+        (self.owner != 0).then_some(self.owner)
+    }
 }
 
 pub struct History {
@@ -64,11 +71,12 @@ impl History {
         let rec = Record {
             at_ms,
             kind,
-            owner,
+            owner: owner.map(super::tracker::known).unwrap_or(0),
             takeover: false,
             seq: self.seq,
         };
-        let list = self.keys.entry(h).or_default();
+        // Most keys have a record or two: start small rather than at the default of four.
+        let list = self.keys.entry(h).or_insert_with(|| VecDeque::with_capacity(2));
         if list.len() >= PER_KEY {
             list.pop_front();
         }
@@ -83,9 +91,9 @@ impl History {
     pub fn fill_owner(&mut self, key: &[u8], owner: u64) {
         let h = self.hasher.hash_one(key);
         if let Some(rec) = self.keys.get_mut(&h).and_then(|l| l.back_mut())
-            && rec.owner.is_none()
+            && rec.owner == 0
         {
-            rec.owner = Some(owner);
+            rec.owner = super::tracker::known(owner);
         }
     }
 
@@ -98,7 +106,7 @@ impl History {
             .and_then(|l| l.iter_mut().rev().find(|r| r.kind == Kind::Acquired))
         {
             rec.takeover = true;
-            rec.owner = Some(owner);
+            rec.owner = super::tracker::known(owner);
         }
     }
 
@@ -153,7 +161,7 @@ mod tests {
         assert_eq!(h.len(), 100);
         assert!(h.of(b"hot").is_empty(), "the oldest key's records went first");
         assert_eq!(h.of(b"k0").len(), 1);
-        assert_eq!(h.of(b"k99")[0].owner, Some(7));
+        assert_eq!(h.of(b"k99")[0].owner(), Some(7));
         h.push(b"k100", 5000, Kind::Acquired, None);
         assert!(h.of(b"k0").is_empty());
         assert_eq!(h.of(b"k1").len(), 1);
@@ -169,6 +177,12 @@ mod tests {
         let r = h.of(b"k");
         assert!(!r[0].takeover);
         assert!(r[2].takeover);
-        assert_eq!(r[2].owner, Some(2));
+        assert_eq!(r[2].owner(), Some(2));
+        assert_eq!(r[1].owner(), Some(1));
+    }
+
+    #[test]
+    fn records_stay_small() {
+        assert_eq!(std::mem::size_of::<Record>(), 32);
     }
 }

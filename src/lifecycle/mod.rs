@@ -27,9 +27,9 @@ use history::History;
 use notify::{Applied, NotifyError};
 use tracker::{End, Kind, Notice, Observer, Tracker};
 
-/// Lock keys the tracker keeps state for, at most (about 100 bytes each with the key).
+/// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 56-byte entry each).
 pub const MAX_TRACKED: usize = 1_000_000;
-/// History records kept, all keys together (48 bytes each).
+/// History records kept, all keys together (32 bytes each, 16 more in the eviction queue).
 pub const HISTORY_CAP: usize = 100_000;
 /// Notices handled in one go before the watcher looks at anything else.
 const BATCH: usize = 512;

@@ -2,14 +2,16 @@
 //! durations and expiry takeovers out. Pure: no Redis, no clock of its own, no metrics —
 //! the watcher feeds it notices and owner reads and turns what it reports into metrics.
 //!
-//! Per tracked key it keeps one [`Entry`] (56 bytes beside the key): the hold in progress,
+//! Per tracked key it keeps one [`Entry`] (56 bytes, plus an 8-byte key hash): the hold in progress,
 //! or, for one `ttl` after an expiry or eviction, a tombstone with the last owner, so a
 //! re-acquisition by another owner is recognised as a takeover. Released locks leave
 //! nothing behind.
 
 use std::collections::HashMap;
 
-use foldhash::fast::RandomState;
+use std::hash::BuildHasher;
+
+use foldhash::fast::{FixedState, RandomState};
 
 /// A keyspace notification that matters for locks, parsed from its event name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +162,10 @@ struct Entry {
 
 /// Lifecycle state of one target's lock keys.
 pub struct Tracker {
-    keys: HashMap<Box<[u8]>, Entry, RandomState>,
+    /// By a seeded 64-bit hash of the key: no key bytes are stored (two keys colliding
+    /// among a million tracked is a one-in-ten-million chance, and would mix two locks' state).
+    keys: HashMap<u64, Entry, FixedState>,
+    key_hasher: RandomState,
     /// Namespace TTLs in ms, by namespace index: how long a tombstone waits for a takeover.
     ttl_ms: Vec<i64>,
     /// Whether the namespace's locks are Redisson hashes.
@@ -176,6 +181,7 @@ impl Tracker {
     pub fn new(namespaces: &[(i64, bool)], max_keys: usize) -> Self {
         Tracker {
             keys: HashMap::default(),
+            key_hasher: RandomState::default(),
             ttl_ms: namespaces.iter().map(|n| n.0).collect(),
             hash_locks: namespaces.iter().map(|n| n.1).collect(),
             max_keys,
@@ -206,7 +212,8 @@ impl Tracker {
 
     /// The entry of `key`, inserted when new (then `true`), unless the table is full.
     fn slot(&mut self, key: &[u8], ns: usize) -> Option<(&mut Entry, bool)> {
-        let fresh = !self.keys.contains_key(key);
+        let id = self.key_hasher.hash_one(key);
+        let fresh = !self.keys.contains_key(&id);
         if fresh {
             if self.keys.len() >= self.max_keys {
                 self.untracked += 1;
@@ -220,9 +227,9 @@ impl Tracker {
                     at_ms: i64::MIN,
                 },
             };
-            self.keys.insert(key.into(), e);
+            self.keys.insert(id, e);
         }
-        self.keys.get_mut(key).map(|e| (e, fresh))
+        self.keys.get_mut(&id).map(|e| (e, fresh))
     }
 
     /// One notice for `key` in namespace `ns` at `now_ms`. `fallback_owner` is asked (only)
@@ -318,7 +325,7 @@ impl Tracker {
     }
 
     fn on_del(&mut self, ns: usize, key: &[u8], now_ms: i64, obs: &mut impl Observer) {
-        let Some(e) = self.keys.remove(key) else {
+        let Some(e) = self.keys.remove(&self.key_hasher.hash_one(key)) else {
             obs.transition(ns, key, Kind::Released, None);
             return;
         };
@@ -378,7 +385,7 @@ impl Tracker {
 
     /// The owner read for `generation` of `key` came back (`None`: gone or unreadable).
     pub fn owner_read(&mut self, key: &[u8], generation: u32, owner: Option<u64>, obs: &mut impl Observer) {
-        let Some(e) = self.keys.get_mut(key) else {
+        let Some(e) = self.keys.get_mut(&self.key_hasher.hash_one(key)) else {
             return;
         };
         if e.generation != generation {
