@@ -40,6 +40,8 @@ pub enum Command {
     CheckConfig(CheckConfigArgs),
     /// Inspect a lock key (type, owner, TTL, fence, recent lifecycle) or a namespace's locks.
     Inspect(InspectArgs),
+    /// Print, per log line, the lock event it maps to or why it was ignored.
+    Classify(ClassifyArgs),
     /// Self-contained demo: a private redis-server, simulated workers, the exporter.
     Demo(DemoArgs),
 }
@@ -113,6 +115,23 @@ pub struct InspectArgs {
     /// Locks listed for a namespace, closest to expiry first.
     #[arg(long, env = "LOCKWATCH_LIMIT", default_value_t = 50)]
     pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Log file to classify; `-` (the default) reads stdin.
+    #[arg(default_value = "-")]
+    pub file: PathBuf,
+    /// How to read lines: auto (per line), json, logfmt or text.
+    #[arg(
+        long = "log-format-of-input",
+        visible_alias = "as",
+        env = "LOCKWATCH_INPUT_FORMAT",
+        default_value = "auto"
+    )]
+    pub input_format: String,
 }
 
 #[derive(Debug, Args)]

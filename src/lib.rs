@@ -12,6 +12,7 @@ pub mod event;
 pub mod glob;
 pub mod http;
 pub mod inspect;
+pub mod intake;
 pub mod lifecycle;
 pub mod metrics;
 pub mod redis_child;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use lockwatch::cli::{Cli, Command, LogFormat};
 use lockwatch::config::{Config, ConfigError};
-use lockwatch::{check_config, demo, inspect, serve};
+use lockwatch::{check_config, demo, inspect, intake, serve};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -77,11 +77,44 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+        Command::Classify(args) => {
+            let config = Config::load(&args.config.config, &args.config.overrides(None))?;
+            let format = parse_log_format(&args.input_format)?;
+            let classifier = intake::Classifier::new(&config)?;
+            let mut out = std::io::stdout().lock();
+            let totals = if args.file.as_os_str() == "-" {
+                intake::print::run(&classifier, std::io::stdin().lock(), format, &mut out)?
+            } else {
+                let file =
+                    std::fs::File::open(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
+                intake::print::run(&classifier, std::io::BufReader::new(file), format, &mut out)?
+            };
+            eprintln!(
+                "{} lines: {} lock events, {} ignored, {} malformed",
+                totals.lines, totals.events, totals.ignored, totals.malformed
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo(args) => {
             demo::run(&args, serve::shutdown_on_signals()).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn parse_log_format(s: &str) -> Result<lockwatch::config::LogFormat, UsageError> {
+    use lockwatch::config::LogFormat;
+    Ok(match s {
+        "auto" => LogFormat::Auto,
+        "json" => LogFormat::Json,
+        "logfmt" => LogFormat::Logfmt,
+        "text" => LogFormat::Text,
+        other => {
+            return Err(UsageError(format!(
+                "--as `{other}`: expected auto, json, logfmt or text"
+            )));
+        }
+    })
 }
 
 /// A request that cannot be served as asked: exit 2, like a config error.

@@ -1,0 +1,248 @@
+//! Reading one log line's fields: a JSON object (slog, zap, logback, Python JSON loggers),
+//! logfmt (quoted values and escapes), or plain text — detected per line or forced.
+//!
+//! Only the fields classification needs are kept: message, error, lock key and namespace,
+//! read by their common names. Knows nothing of locks.
+
+use std::borrow::Cow;
+
+use crate::config::LogFormat;
+
+/// Field names, in order of preference.
+const MESSAGE: &[&str] = &["msg", "message", "event"];
+const ERROR: &[&str] = &["error", "err", "exception", "exc_info", "stack_trace", "error.message"];
+const KEY: &[&str] = &["key", "lock_key", "lock", "resource", "lock.key"];
+const NAMESPACE: &[&str] = &["namespace", "lock_namespace"];
+
+/// The fields of a line that matter for classification.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Fields<'a> {
+    /// The line's format as read.
+    pub format: Option<LogFormat>,
+    /// The message; for a text line, the whole line.
+    pub message: Cow<'a, str>,
+    pub error: Option<Cow<'a, str>>,
+    pub key: Option<Cow<'a, str>>,
+    pub namespace: Option<Cow<'a, str>>,
+}
+
+/// Why a line could not be read in the forced format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    NotJson,
+    NotLogfmt,
+}
+
+impl Malformed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Malformed::NotJson => "not a JSON object",
+            Malformed::NotLogfmt => "not logfmt (no key=value pair)",
+        }
+    }
+}
+
+/// Read `line` as `format` says (`Auto`: JSON object, else logfmt, else text).
+pub fn read(line: &str, format: LogFormat) -> Result<Fields<'_>, Malformed> {
+    let trimmed = line.trim();
+    match format {
+        LogFormat::Json => json(trimmed).ok_or(Malformed::NotJson),
+        LogFormat::Logfmt => logfmt(trimmed).ok_or(Malformed::NotLogfmt),
+        LogFormat::Text => Ok(text(trimmed)),
+        LogFormat::Auto => Ok(if trimmed.starts_with('{') {
+            json(trimmed).unwrap_or_else(|| text(trimmed))
+        } else if looks_like_logfmt(trimmed) {
+            logfmt(trimmed).unwrap_or_else(|| text(trimmed))
+        } else {
+            text(trimmed)
+        }),
+    }
+}
+
+/// Cheap structural check for lines that need no full parse: `{…}`.
+pub fn looks_like_json(line: &str) -> bool {
+    let t = line.trim();
+    t.starts_with('{') && t.ends_with('}')
+}
+
+fn text(line: &str) -> Fields<'_> {
+    Fields {
+        format: Some(LogFormat::Text),
+        message: Cow::Borrowed(line),
+        ..Fields::default()
+    }
+}
+
+fn json(line: &str) -> Option<Fields<'_>> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).ok()?;
+    let get = |names: &[&str]| -> Option<Cow<'static, str>> {
+        names.iter().find_map(|n| {
+            let v = match n.split_once('.') {
+                Some((outer, inner)) => map.get(outer)?.get(inner)?,
+                None => map.get(*n)?,
+            };
+            match v {
+                serde_json::Value::String(s) => Some(Cow::Owned(s.clone())),
+                serde_json::Value::Null => None,
+                other => Some(Cow::Owned(other.to_string())),
+            }
+        })
+    };
+    Some(Fields {
+        format: Some(LogFormat::Json),
+        message: get(MESSAGE).unwrap_or_default(),
+        error: get(ERROR),
+        key: get(KEY),
+        namespace: get(NAMESPACE),
+    })
+}
+
+/// Starts with `ident=`: the first word is a key with a value.
+fn looks_like_logfmt(line: &str) -> bool {
+    let word = line.split(' ').next().unwrap_or("");
+    match word.split_once('=') {
+        Some((k, _)) => {
+            !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'@'))
+        }
+        None => false,
+    }
+}
+
+/// logfmt pairs of `line`; `None` without a single `key=value`.
+pub fn logfmt_pairs(line: &str) -> Option<Vec<(&str, Cow<'_, str>)>> {
+    let b = line.as_bytes();
+    let mut i = 0;
+    let mut pairs = Vec::new();
+    while i < b.len() {
+        while i < b.len() && b[i] == b' ' {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && b[i] != b'=' && b[i] != b' ' {
+            i += 1;
+        }
+        let key = &line[start..i];
+        if i >= b.len() || b[i] == b' ' {
+            continue; // a bare word
+        }
+        i += 1; // '='
+        if i < b.len() && b[i] == b'"' {
+            i += 1;
+            let vstart = i;
+            let mut escaped = false;
+            let mut owned: Option<String> = None;
+            while i < b.len() {
+                match b[i] {
+                    b'\\' if i + 1 < b.len() => {
+                        let s = owned.get_or_insert_with(|| line[vstart..i].to_string());
+                        let c = b[i + 1];
+                        s.push(match c {
+                            b'n' => '\n',
+                            b't' => '\t',
+                            b'r' => '\r',
+                            other => other as char,
+                        });
+                        escaped = true;
+                        i += 2;
+                        continue;
+                    }
+                    b'"' => break,
+                    _ => {
+                        if let Some(s) = owned.as_mut() {
+                            // Copy the whole UTF-8 character.
+                            let ch_len = utf8_len(b[i]);
+                            s.push_str(&line[i..(i + ch_len).min(b.len())]);
+                            i += ch_len;
+                            continue;
+                        }
+                    }
+                }
+                i += 1;
+            }
+            let value = match owned {
+                Some(s) if escaped => Cow::Owned(s),
+                _ => Cow::Borrowed(&line[vstart..i.min(b.len())]),
+            };
+            i += 1; // closing quote (or past the end of a truncated value)
+            pairs.push((key, value));
+        } else {
+            let vstart = i;
+            while i < b.len() && b[i] != b' ' {
+                i += 1;
+            }
+            pairs.push((key, Cow::Borrowed(&line[vstart..i])));
+        }
+    }
+    (!pairs.is_empty()).then_some(pairs)
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
+fn logfmt(line: &str) -> Option<Fields<'_>> {
+    let pairs = logfmt_pairs(line)?;
+    let get = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| pairs.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()))
+    };
+    Some(Fields {
+        format: Some(LogFormat::Logfmt),
+        message: get(MESSAGE).unwrap_or_default(),
+        error: get(ERROR),
+        key: get(KEY),
+        namespace: get(NAMESPACE),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logfmt_with_quotes_and_escapes() {
+        let f = read(
+            r#"time=1 level=WARN msg="run lock \"x\" failed" error="lock not owned" key=a:b bare"#,
+            LogFormat::Auto,
+        )
+        .unwrap();
+        assert_eq!(f.format, Some(LogFormat::Logfmt));
+        assert_eq!(f.message, r#"run lock "x" failed"#);
+        assert_eq!(f.error.as_deref(), Some("lock not owned"));
+        assert_eq!(f.key.as_deref(), Some("a:b"));
+        let f = read(r#"msg="unterminated é and \"more"#, LogFormat::Logfmt).unwrap();
+        assert_eq!(f.message, r#"unterminated é and "more"#);
+    }
+
+    #[test]
+    fn json_fields_by_common_names() {
+        let f = read(
+            r#"{"message":"m","err":{"code":1},"lock_key":"k","lock_namespace":"ns"}"#,
+            LogFormat::Auto,
+        )
+        .unwrap();
+        assert_eq!(f.format, Some(LogFormat::Json));
+        assert_eq!(f.message, "m");
+        assert_eq!(f.error.as_deref(), Some(r#"{"code":1}"#));
+        assert_eq!(f.key.as_deref(), Some("k"));
+        assert_eq!(f.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn auto_falls_back_to_text_and_forced_formats_refuse() {
+        let cut = r#"{"msg":"reconciler lock release failed","error":"lock not owned""#;
+        assert_eq!(read(cut, LogFormat::Auto).unwrap().format, Some(LogFormat::Text));
+        assert_eq!(read(cut, LogFormat::Json), Err(Malformed::NotJson));
+        assert_eq!(read("plain words only", LogFormat::Logfmt), Err(Malformed::NotLogfmt));
+        let java = "2026-06-28 10:06:37.250 ERROR 4121 --- [main] c.e.PayoutJob : x=y";
+        assert_eq!(read(java, LogFormat::Auto).unwrap().format, Some(LogFormat::Text));
+    }
+}
