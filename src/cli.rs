@@ -126,7 +126,7 @@ pub struct ClassifyArgs {
     pub file: PathBuf,
     /// How to read lines: auto (per line), json, logfmt or text.
     #[arg(
-        long = "log-format-of-input",
+        long = "input-format",
         visible_alias = "as",
         env = "LOCKWATCH_INPUT_FORMAT",
         default_value = "auto"
