@@ -4,7 +4,6 @@
 //! Loading (and its errors) belongs to `config`; this module only reports.
 
 use std::io::Write;
-use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
@@ -191,11 +190,7 @@ async fn check_notifications(
 }
 
 async fn connect(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection> {
-    let client = redis::Client::open(t.connection.clone())?;
-    let cfg = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(5)));
-    let mut conn = client.get_multiplexed_async_connection_with_config(&cfg).await?;
+    let mut conn = crate::connect::once(t).await?;
     redis::cmd("PING").query_async::<()>(&mut conn).await?;
     Ok(conn)
 }

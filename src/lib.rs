@@ -6,6 +6,7 @@
 pub mod check_config;
 pub mod cli;
 pub mod config;
+pub mod connect;
 pub mod demo;
 pub mod duration;
 pub mod event;

@@ -152,7 +152,7 @@ impl Report {
     }
 }
 
-const TIMEOUT: Duration = Duration::from_secs(5);
+const TIMEOUT: Duration = crate::connect::TIMEOUT;
 
 pub async fn run(config: &Config, req: &Request) -> Result<Report, InspectError> {
     let target = pick_target(config, req.target.as_deref())?;
@@ -170,7 +170,7 @@ pub async fn run(config: &Config, req: &Request) -> Result<Report, InspectError>
         })?),
         None => None,
     };
-    let mut conn = within(target, connect(target)).await?;
+    let mut conn = within(target, crate::connect::once(target)).await?;
     match (&req.key, asked_ns) {
         (Some(key), ns) => {
             let ns = match ns {
@@ -231,14 +231,6 @@ fn pick_target<'a>(config: &'a Config, name: Option<&str>) -> Result<&'a TargetC
         None if config.targets.len() == 1 => Ok(&config.targets[0]),
         None => Err(InspectError::WhichTarget(config.targets.len())),
     }
-}
-
-async fn connect(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection> {
-    let client = redis::Client::open(t.connection.clone())?;
-    let cfg = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(TIMEOUT))
-        .set_response_timeout(Some(TIMEOUT));
-    client.get_multiplexed_async_connection_with_config(&cfg).await
 }
 
 fn ms(d: Duration) -> u64 {

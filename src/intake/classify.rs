@@ -250,13 +250,15 @@ impl Classifier {
         else {
             return Verdict::Ignored("about a lock, but no failure in it");
         };
-        let message = f.message.to_ascii_lowercase();
-        let op = first_op(&message).or_else(|| first_op(&t)).or(match outcome {
-            Outcome::NotOwned => Some(Op::Release),
-            Outcome::Busy => Some(Op::Acquire),
-            Outcome::StaleFence => Some(Op::Write),
-            _ => None,
-        });
+        // `t` begins with the message, lowercased (ASCII lowercasing keeps byte offsets).
+        let op = first_op(&t[..f.message.len()])
+            .or_else(|| first_op(&t))
+            .or(match outcome {
+                Outcome::NotOwned => Some(Op::Release),
+                Outcome::Busy => Some(Op::Acquire),
+                Outcome::StaleFence => Some(Op::Write),
+                _ => None,
+            });
         let Some(op) = op else {
             return Verdict::Ignored("a lock failure that names no operation (acquire, release, renew, write)");
         };

@@ -133,12 +133,6 @@ impl History {
             .map(|l| l.iter().copied().collect())
             .unwrap_or_default()
     }
-
-    /// Drop everything (tests and a reset of the target).
-    pub fn clear(&mut self) {
-        self.keys.clear();
-        self.order.clear();
-    }
 }
 
 #[cfg(test)]

@@ -274,6 +274,7 @@ impl Watcher {
         let (tx, mut rx) = mpsc::channel::<ReadResult>(READS_IN_FLIGHT * 2);
         let mut pending: Vec<ReadRequest> = Vec::new();
         let mut in_flight = 0usize;
+        let mut cap_warned = false;
         let mut sweep = tokio::time::interval(Duration::from_secs(1));
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.reset();
@@ -315,6 +316,10 @@ impl Watcher {
                 _ = sweep.tick() => {
                     tracker.sweep(self.now_ms());
                     self.tracked.set(tracker.len() as i64);
+                    if tracker.untracked > 0 && !std::mem::replace(&mut cap_warned, true) {
+                        tracing::warn!(target_name = %self.target.name, max = MAX_TRACKED,
+                            "lifecycle watcher holds state for its maximum of lock keys; transitions of further keys are counted without holds or takeovers");
+                    }
                 }
                 _ = ping.tick() => {
                     tokio::time::timeout(limit, sink.ping::<redis::Value>())
@@ -405,14 +410,7 @@ pub async fn preflight(target: &TargetConfig, namespaces: &[NamespaceConfig]) ->
     if target.notifications != Notifications::Require {
         return Ok(());
     }
-    let client = redis::Client::open(target.connection.clone()).map_err(|source| WatchError::Client {
-        target: target.name.clone(),
-        source,
-    })?;
-    let cfg = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(5)));
-    let mut conn = match client.get_multiplexed_async_connection_with_config(&cfg).await {
+    let mut conn = match crate::connect::once(target).await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(target_name = %target.name, error = %e,
