@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# `make bench`: one sample pass over 100,000 and 1,000,000 lock keys on a local
-# redis-server, the exporter's memory per tracked lock, and — on the same 100,000 keys in
-# the same run — the scrape time of prometheus-redis-exporter with --check-keys; then the
-# lifecycle watcher under a rising rate of acquire/renew/release cycles (its own
-# redis-server and exporter, benches/lifecycle_load.rs).
+# `make bench` (all sections) or `scripts/bench.sh SECTION…`:
+#   sampler    one sample pass over 100,000 and 1,000,000 lock keys on a local redis-server,
+#              the exporter's memory per tracked lock, and — on the same 100,000 keys in the
+#              same run — the scrape time of prometheus-redis-exporter with --check-keys;
+#   lifecycle  the lifecycle watcher under a rising rate of acquire/renew/release cycles
+#              (its own redis-server and exporter, benches/lifecycle_load.rs);
+#   intake     classification (criterion), then a generated log of 5,000,000 lines (1% lock
+#              events, mixed formats) through lockwatch and through Debian's mtail with an
+#              equivalent program, both pinned to one core, side by side with hyperfine;
+#              and `lockwatch serve` tailing the same file.
 # Results: bench-results/summary.md (and criterion's report under target/criterion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sections=("$@")
+[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake)
 out=bench-results
 mkdir -p "$out"
+: > "$out/summary.md"
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -17,6 +25,9 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 200); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1" >&2; return 1; }
 
+cargo build --release --locked --bin lockwatch >&2
+
+sampler() {
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" --daemonize no &
 pids+=($!)
@@ -28,8 +39,6 @@ load() { # db n
 echo "loading 100,000 keys (db 1) and 1,000,000 keys (db 2)…" >&2
 load 1 100000
 load 2 1000000
-
-cargo build --release --locked --bin lockwatch >&2
 
 # 1. Pass time: criterion, on the same server.
 LOCKWATCH_BENCH_REDIS_URL="redis://127.0.0.1:$rport/0" LOCKWATCH_BENCH_SIZES=100000,1000000 \
@@ -93,7 +102,8 @@ hyperfine --warmup 1 --runs 5 --export-json "$out/redis_exporter.json" \
 peer=$(python3 -c "import json; print(json.load(open('$out/redis_exporter.json'))['results'][0]['mean'])")
 ratio=$(python3 -c "print(round($peer/$pass100k, 1))")
 
-cat > "$out/summary.md" <<MD
+cat > "$out/sampler.md" <<MD
+### Sampler
 | measurement | value |
 |---|---|
 | lockwatch pass, 100,000 keys (criterion mean) | $(python3 -c "print(f'{$pass100k*1000:.0f} ms, {100000/$pass100k:,.0f} keys/s')") |
@@ -104,11 +114,111 @@ cat > "$out/summary.md" <<MD
 | prometheus-redis-exporter --check-keys scrape, 100,000 keys (hyperfine mean of 5) | $(python3 -c "print(f'{$peer:.2f} s')") ($checked keys exported) |
 | ratio, peer scrape ÷ lockwatch pass on the same 100,000 keys | ${ratio}× |
 MD
-cat "$out/summary.md"
-
-# 4. The lifecycle watcher under load (starts its own redis-server and lockwatch serve).
 kill "${pids[@]}" 2>/dev/null || true
 pids=()
+}
+
+# The lifecycle watcher under load (starts its own redis-server and lockwatch serve).
+lifecycle() {
 cargo bench --locked --bench lifecycle_load > "$out/lifecycle.md"
-{ echo; cat "$out/lifecycle.md"; } >> "$out/summary.md"
-cat "$out/lifecycle.md"
+}
+
+intake() {
+local lines=5000000 log="$work/app.log" progs="$work/mtail" cfg="$work/intake.toml"
+cargo bench --locked --bench classify -- --noplot >&2
+cargo build --release --locked --example gen_log >&2
+target/release/examples/gen_log "$log" "$lines"
+mkdir -p "$progs"
+cp bench/locks.mtail "$progs/"
+local size_mb
+size_mb=$(( $(stat -c %s "$log") / 1000000 ))
+cat > "$cfg" <<TOML
+[[target]]
+name = "bench"
+url = "redis://127.0.0.1:1/0"
+[[namespace]]
+name = "workflow"
+pattern = "cordum:wf:run:lock:*"
+ttl = "30s"
+log_phrases = ["run lock"]
+[[namespace]]
+name = "approval"
+pattern = "cordum:approval:lock:*"
+ttl = "10s"
+log_phrases = ["approval lock"]
+[[namespace]]
+name = "payout"
+pattern = "payout:batch:lock:*"
+ttl = "30s"
+log_phrases = ["payout"]
+TOML
+local mport
+mport=$(free_port)
+local lw="taskset -c 1 target/release/lockwatch classify --summary -c $cfg $log"
+local mt="taskset -c 1 mtail --one_shot --one_shot_format prometheus --progs $progs --logs $log --logtostderr --address 127.0.0.1 --port $mport"
+# Both must count the same events before their speed means anything.
+local a b
+a=$($lw 2>/dev/null | awk 'NR>1{print $1, $2, $3, $4}' | sort)
+b=$($mt 2>/dev/null | sed -n 's/^lockwatch_lock_events_total{namespace="\([a-z]*\)",op="\([a-z]*\)",outcome="\([a-z_]*\)".*} \([0-9]*\)$/\1 \2 \3 \4/p' | sort)
+if [ "$a" != "$b" ]; then
+  printf 'lockwatch and mtail disagree:\n%s\n---\n%s\n' "$a" "$b" >&2
+  exit 1
+fi
+hyperfine --warmup 1 --runs 5 --export-json "$out/intake.json" -n lockwatch "$lw" -n mtail "$mt" >&2
+local lw_s mt_s
+lw_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['results'][0]['mean'])")
+mt_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['results'][1]['mean'])")
+
+# lockwatch serve tailing the file from its start, pinned to one core: time until all
+# lines are counted (polling /metrics every 20 ms).
+local sport scfg
+sport=$(free_port)
+scfg="$work/serve.toml"
+{ echo "[server]"; echo "listen = \"127.0.0.1:$sport\""; cat "$cfg"; } > "$scfg"
+sed -i 's/^name = "bench"$/name = "bench"\nnotifications = "off"/' "$scfg"
+printf '[[logs]]\nname = "app"\npath = "%s"\nstart_at = "beginning"\n' "$log" >> "$scfg"
+taskset -c 1 target/release/lockwatch serve -c "$scfg" --log-level error &
+local spid=$!
+pids+=($spid)
+wait_port "$sport"
+local t0 t1 n=0
+t0=$(date +%s.%N)
+for _ in $(seq 3000); do
+  n=$(curl -sf "http://127.0.0.1:$sport/metrics" | awk '/^lockwatch_log_lines_total\{.*source="app"/{s+=$2} END{printf "%d", s}')
+  [ "$n" -ge "$lines" ] && break
+  sleep 0.02
+done
+t1=$(date +%s.%N)
+if [ "$n" -lt "$lines" ]; then
+  echo "lockwatch serve counted only $n of $lines lines" >&2
+  exit 1
+fi
+kill "$spid"; wait "$spid" 2>/dev/null || true
+local serve_s
+serve_s=$(python3 -c "print($t1-$t0)")
+python3 - "$lines" "$size_mb" "$lw_s" "$mt_s" "$serve_s" > "$out/intake.md" <<'PY'
+import json, sys
+lines, mb, lw, mt, serve = int(sys.argv[1]), int(sys.argv[2]), *map(float, sys.argv[3:6])
+def crit(name):
+    ns = json.load(open(f"target/criterion/classify/{name}/new/estimates.json"))["mean"]["point_estimate"]
+    return 10_000 / (ns / 1e9)
+print("### Event intake")
+print(f"Generated log: {lines:,} lines, {mb} MB, 1% lock events in JSON, logfmt and text; both tools pinned to one core (taskset -c 1) and counting the same events.")
+print()
+print("| measurement | value |")
+print("|---|---|")
+print(f"| classification alone, criterion, 1% events / ordinary only / events only | {crit('mix_1pct_events'):,.0f} / {crit('ordinary_only'):,.0f} / {crit('events_only'):,.0f} lines/s |")
+print(f"| lockwatch classify --summary (hyperfine mean of 5) | {lw:.2f} s, {lines/lw:,.0f} lines/s |")
+print(f"| mtail --one_shot, equivalent program (hyperfine mean of 5) | {mt:.2f} s, {lines/mt:,.0f} lines/s |")
+print(f"| ratio, mtail time ÷ lockwatch time | {mt/lw:.1f}× |")
+print(f"| lockwatch serve tailing the file from its start, until /metrics shows every line | {serve:.2f} s, {lines/serve:,.0f} lines/s |")
+PY
+}
+
+for s in "${sections[@]}"; do
+  case "$s" in
+    sampler|lifecycle|intake) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, lifecycle or intake" >&2; exit 2 ;;
+  esac
+done
+cat "$out/summary.md"

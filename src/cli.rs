@@ -132,6 +132,9 @@ pub struct ClassifyArgs {
         default_value = "auto"
     )]
     pub input_format: String,
+    /// Print only the count of each kind of lock event (and the line totals), not each line.
+    #[arg(long)]
+    pub summary: bool,
 }
 
 #[derive(Debug, Args)]

@@ -28,6 +28,10 @@ pub enum Outcome {
 
 impl Op {
     pub const ALL: [Op; 4] = [Op::Acquire, Op::Release, Op::Renew, Op::Write];
+    /// Position in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
     pub fn as_str(self) -> &'static str {
         match self {
             Op::Acquire => "acquire",
@@ -47,6 +51,10 @@ impl Outcome {
         Outcome::Error,
         Outcome::StaleFence,
     ];
+    /// Position in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -111,6 +119,12 @@ mod tests {
         }
         for o in Outcome::ALL {
             assert_eq!(o.as_str().parse::<Outcome>(), Ok(o));
+        }
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(op.index(), i);
+        }
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(o.index(), i);
         }
         let err = "steal".parse::<Op>().unwrap_err();
         assert_eq!(err.to_string(), "`steal` is not one of acquire, release, renew, write");

@@ -82,6 +82,24 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let format = parse_log_format(&args.input_format)?;
             let classifier = intake::Classifier::new(&config)?;
             let mut out = std::io::stdout().lock();
+            if args.summary {
+                let input: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
+                    Box::new(std::io::stdin().lock())
+                } else {
+                    Box::new(
+                        std::fs::File::open(&args.file)
+                            .with_context(|| format!("cannot read {}", args.file.display()))?,
+                    )
+                };
+                let tally = intake::print::tally(&classifier, input, format)?;
+                intake::print::summary(&classifier, &tally, &mut out)?;
+                let [matched, ignored, malformed] = tally.lines;
+                eprintln!(
+                    "{} lines: {matched} lock events, {ignored} ignored, {malformed} malformed",
+                    tally.total()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let totals = if args.file.as_os_str() == "-" {
                 intake::print::run(&classifier, std::io::stdin().lock(), format, &mut out)?
             } else {

@@ -8,7 +8,9 @@ use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::config::{Config, Notifications};
+use crate::config::{Config, Notifications, UNKNOWN_NAMESPACE};
+use crate::event::{Op, Outcome};
+use crate::intake::{LineResult, PUSH_SOURCE};
 use crate::lifecycle::tracker::{End, Kind};
 
 /// Remaining-TTL buckets (seconds): fine near expiry, where a stalled holder shows up.
@@ -64,6 +66,13 @@ pub struct Metrics {
     pub notifications_received_total: IntCounterVec,
     /// Label target: lock keys the watcher holds state for (holds and takeover tombstones).
     pub lifecycle_tracked_locks: IntGaugeVec,
+    // events from logs and pushes
+    /// Labels namespace, op, outcome.
+    pub lock_events_total: IntCounterVec,
+    /// Labels source, result: lines taken in from each `[[logs]]` source and from pushes.
+    pub log_lines_total: IntCounterVec,
+    /// Label source: files a `[[logs]]` source is reading (rotated ones being finished included).
+    pub log_files: IntGaugeVec,
     // lockwatch itself, label target
     pub up: IntGaugeVec,
     pub sample_duration_seconds: GaugeVec,
@@ -195,6 +204,27 @@ impl Metrics {
                 ),
                 t,
             )?,
+            lock_events_total: IntCounterVec::new(
+                opts(
+                    "lockwatch_lock_events_total",
+                    "Lock events reported by applications (classified log lines and pushed events).",
+                ),
+                &["namespace", "op", "outcome"],
+            )?,
+            log_lines_total: IntCounterVec::new(
+                opts(
+                    "lockwatch_log_lines_total",
+                    "Log lines taken in, by what they were: a lock event, ignored, or malformed.",
+                ),
+                &["source", "result"],
+            )?,
+            log_files: IntGaugeVec::new(
+                opts(
+                    "lockwatch_log_files",
+                    "Files a log source is reading, rotated files still being finished included.",
+                ),
+                &["source"],
+            )?,
             up: IntGaugeVec::new(
                 opts("lockwatch_up", "1 when the last sample pass of the target succeeded."),
                 t,
@@ -256,6 +286,9 @@ impl Metrics {
         r.register(Box::new(self.notifications_connected.clone()))?;
         r.register(Box::new(self.notifications_received_total.clone()))?;
         r.register(Box::new(self.lifecycle_tracked_locks.clone()))?;
+        r.register(Box::new(self.lock_events_total.clone()))?;
+        r.register(Box::new(self.log_lines_total.clone()))?;
+        r.register(Box::new(self.log_files.clone()))?;
         r.register(Box::new(self.up.clone()))?;
         r.register(Box::new(self.sample_duration_seconds.clone()))?;
         r.register(Box::new(self.sample_errors_total.clone()))?;
@@ -266,6 +299,28 @@ impl Metrics {
     }
 
     fn pre_export(&self, config: &Config) {
+        let namespaces = config
+            .namespaces
+            .iter()
+            .map(|n| n.name.as_str())
+            .chain([UNKNOWN_NAMESPACE]);
+        for ns in namespaces {
+            for op in Op::ALL {
+                for outcome in Outcome::ALL {
+                    self.lock_events_total
+                        .with_label_values(&[ns, op.as_str(), outcome.as_str()]);
+                }
+            }
+        }
+        let sources = config.logs.iter().map(|l| l.name.as_str()).chain([PUSH_SOURCE]);
+        for source in sources {
+            for result in LineResult::ALL {
+                self.log_lines_total.with_label_values(&[source, result.as_str()]);
+            }
+        }
+        for l in config.logs.iter().filter(|l| l.path != "-") {
+            self.log_files.with_label_values(&[l.name.as_str()]).set(0);
+        }
         for t in &config.targets {
             let target = t.name.as_str();
             self.up.with_label_values(&[target]).set(0);

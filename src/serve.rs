@@ -1,5 +1,5 @@
-//! `lockwatch serve`: wires the sampler and lifecycle watcher of each target to the HTTP
-//! server and runs them until shutdown.
+//! `lockwatch serve`: wires the sampler and lifecycle watcher of each target, the log
+//! sources and the event push to the HTTP server, and runs them until shutdown.
 //!
 //! `run` takes an already-bound listener and a cancellation token, so tests (and the demo)
 //! start the real exporter on port 0 and stop it when they are done.
@@ -11,7 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::config::Notifications;
+use crate::http::push::PushIntake;
 use crate::http::{self, AppState};
+use crate::intake::tail::Tailer;
+use crate::intake::{Classifier, ClassifierError, Counters, PUSH_SOURCE};
 use crate::lifecycle::{self, WatchError, Watcher};
 use crate::metrics::Metrics;
 use crate::sampler::{Sampler, SamplerError};
@@ -24,6 +27,12 @@ pub enum ServeError {
     Sampler(#[from] SamplerError),
     #[error(transparent)]
     Watch(#[from] WatchError),
+    #[error(transparent)]
+    Classifier(#[from] ClassifierError),
+    #[error("cannot use state.dir {dir}: {source}")]
+    StateDir { dir: String, source: std::io::Error },
+    #[error("cannot read stdin: {0}")]
+    Stdin(std::io::Error),
     #[error("HTTP server failed: {0}")]
     Http(#[from] std::io::Error),
 }
@@ -52,12 +61,35 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         }
     }
     let lifecycles: Arc<[_]> = watchers.iter().map(Watcher::state).collect();
-    if !config.logs.is_empty() || !config.rules.is_empty() {
-        tracing::warn!(
-            "[[logs]] and [[rule]] are validated but not read yet by this version: no log lines are taken in"
-        );
+    if let Some(dir) = &config.state_dir {
+        std::fs::create_dir_all(dir).map_err(|source| ServeError::StateDir {
+            dir: dir.display().to_string(),
+            source,
+        })?;
     }
+    let classifier = Arc::new(Classifier::new(&config)?);
+    let namespaces: Vec<String> = config.namespaces.iter().map(|n| n.name.clone()).collect();
     let mut tasks = tokio::task::JoinSet::new();
+    for source in &config.logs {
+        if source.path == "-" {
+            let counters = Counters::new(&metrics, &namespaces, &source.name);
+            let stdin = std::io::BufReader::new(std::io::stdin());
+            crate::intake::stdin::spawn(source.name.clone(), stdin, source.format, classifier.clone(), counters)
+                .map_err(ServeError::Stdin)?;
+        } else {
+            let tailer = Tailer::new(
+                source,
+                classifier.clone(),
+                &metrics,
+                &namespaces,
+                config.state_dir.as_deref(),
+            );
+            let shutdown = shutdown.clone();
+            tasks.spawn(async move {
+                tailer.run(shutdown).await;
+            });
+        }
+    }
     for (sampler, target) in samplers.into_iter().zip(&config.targets) {
         tracing::info!(target_name = %target.name, url = %target.display_url,
             interval = %crate::duration::format(target.sample_interval), namespaces = config.namespaces.len(), "sampling");
@@ -68,11 +100,17 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     }
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving /metrics");
+    let push = Arc::new(PushIntake {
+        counters: Counters::new(&metrics, &namespaces, PUSH_SOURCE),
+        classifier,
+        token: config.server.push_token.clone(),
+    });
     let state = AppState {
         config: Arc::new(config),
         metrics,
         targets,
         lifecycles,
+        push,
     };
     let server = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let result = server.await;

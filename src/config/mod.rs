@@ -643,10 +643,28 @@ impl Cx<'_> {
             if l.path.get_ref().trim().is_empty() {
                 return Err(self.err(Some(&l.path.span()), k("path"), "empty path"));
             }
+            if name == crate::intake::PUSH_SOURCE {
+                return Err(self.err(
+                    Some(&l.name.span()),
+                    k("name"),
+                    "`push` is the source name of POST /api/v1/events; choose another",
+                ));
+            }
             let path = if l.path.get_ref() == "-" {
+                if out.iter().any(|o| o.path == "-") {
+                    return Err(self.err(
+                        Some(&l.path.span()),
+                        k("path"),
+                        "only one [[logs]] can read stdin (`-`)",
+                    ));
+                }
                 "-".to_string()
             } else {
-                base.join(l.path.get_ref()).display().to_string()
+                let p = base.join(l.path.get_ref()).display().to_string();
+                if let Err(e) = glob::Pattern::new(&p) {
+                    return Err(self.err(Some(&l.path.span()), k("path"), format!("not a valid glob: {e}")));
+                }
+                p
             };
             let format = match l.format.as_ref().map(|f| f.get_ref().as_str()) {
                 None | Some("auto") => LogFormat::Auto,

@@ -233,3 +233,16 @@ fn redact_url_hides_passwords_only() {
         "redis+unix:///run/redis.sock?db=1&pass=***"
     );
 }
+
+#[test]
+fn logs_sources_are_checked() {
+    let logs = |body: &str| err(&format!("{TARGET}[[logs]]\n{body}"));
+    let e = logs("name = \"push\"\npath = \"/var/log/*.log\"\n");
+    assert!(e.contains("logs[0].name") && e.contains("POST /api/v1/events"), "{e}");
+    let e = logs("name = \"a\"\npath = \"/var/log/[.log\"\n");
+    assert!(e.contains("logs[0].path") && e.contains("not a valid glob"), "{e}");
+    let e = err(&format!(
+        "{TARGET}[[logs]]\nname = \"a\"\npath = \"-\"\n[[logs]]\nname = \"b\"\npath = \"-\"\n"
+    ));
+    assert!(e.contains("logs[1].path") && e.contains("only one"), "{e}");
+}

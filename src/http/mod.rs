@@ -1,10 +1,12 @@
-//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, the status page `/` and the JSON API.
+//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, the status page `/`, the JSON API
+//! and the event push.
 //!
 //! Handlers only read what the collectors published; none of them talks to Redis, so any
 //! scrape rate costs Redis nothing. `router` is built from shared state so tests can call
 //! it without a socket.
 
 mod api;
+pub mod push;
 mod status_page;
 
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::config::Config;
 use crate::lifecycle::LifecycleState;
@@ -28,6 +30,8 @@ pub struct AppState {
     pub targets: Arc<[Arc<TargetState>]>,
     /// Lifecycle watchers, of the targets whose notifications are not off.
     pub lifecycles: Arc<[Arc<LifecycleState>]>,
+    /// `POST /api/v1/events`.
+    pub push: Arc<push::PushIntake>,
 }
 
 /// An error a handler answers with: a status and one sentence naming the problem.
@@ -53,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/api/v1/locks", get(api::locks))
         .route("/api/v1/locks/history", get(api::history))
+        .route("/api/v1/events", post(push::events))
         .fallback(not_found)
         .with_state(state)
 }
@@ -93,7 +98,7 @@ async fn not_found(uri: axum::http::Uri) -> HttpError {
     HttpError(
         StatusCode::NOT_FOUND,
         format!(
-            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks or /api/v1/locks/history?key=K",
+            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks, /api/v1/locks/history?key=K or POST /api/v1/events",
             uri.path()
         ),
     )

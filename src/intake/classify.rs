@@ -197,6 +197,21 @@ impl Classifier {
         })
     }
 
+    /// How many namespaces are configured.
+    pub fn namespace_count(&self) -> usize {
+        self.namespaces.len()
+    }
+
+    /// The configured namespace of this name.
+    pub fn namespace_index(&self, name: &str) -> Option<usize> {
+        self.namespaces.iter().position(|n| n.name == name)
+    }
+
+    /// The namespace whose pattern matches the lock key `key`.
+    pub fn namespace_of_key(&self, key: &str) -> Option<usize> {
+        self.namespaces.iter().position(|n| n.pattern.matches(key.as_bytes()))
+    }
+
     /// The namespace name of an event (`unknown` for `None`).
     pub fn namespace_name(&self, ns: Option<usize>) -> &str {
         ns.and_then(|i| self.namespaces.get(i))
@@ -274,9 +289,9 @@ impl Classifier {
     fn namespace_of(&self, f: &Fields<'_>, lowered: &str) -> Option<usize> {
         if let Some(ns) = &f.namespace {
             // Only configured names become labels; anything else is `unknown`.
-            return self.namespaces.iter().position(|n| n.name == *ns);
+            return self.namespace_index(ns);
         }
-        let by_key = |k: &str| self.namespaces.iter().position(|n| n.pattern.matches(k.as_bytes()));
+        let by_key = |k: &str| self.namespace_of_key(k);
         if let Some(i) = f.key.as_deref().and_then(by_key) {
             return Some(i);
         }

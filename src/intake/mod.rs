@@ -1,14 +1,25 @@
-//! The event intake: lock events from application log lines (and, later, pushes).
+//! The event intake: lock events from application log lines (files and stdin) and from
+//! pushes to `POST /api/v1/events`.
 //!
 //! `fields` reads a line (JSON, logfmt or text); `classify` turns it into a lock event
-//! `{namespace, op, outcome}` or says why not. Tailing files and the HTTP push build on these.
+//! `{namespace, op, outcome}` or says why not; `count` adds verdicts up into the metrics.
+//! `tail` follows `[[logs]]` files, `stdin` reads a pipe, `push` reads pushed event objects.
 
 pub mod classify;
+pub mod count;
 pub mod fields;
 pub mod lines;
 pub mod print;
+pub mod push;
+pub mod stdin;
+pub mod tail;
 
 pub use classify::{Classifier, ClassifierError, Verdict};
+pub use count::{Counters, LineResult, Tally};
 
 /// Lines longer than this are counted as malformed and skipped to the next newline.
 pub const MAX_LINE: usize = 64 * 1024;
+
+/// The `source` label of lines and events pushed to `POST /api/v1/events`; no `[[logs]]`
+/// may take this name.
+pub const PUSH_SOURCE: &str = "push";

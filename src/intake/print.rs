@@ -1,9 +1,11 @@
 //! `lockwatch classify [FILE|-]`: per line, the lock event it maps to or why it was
-//! ignored — for writing `[[rule]]`s and checking them against real logs.
+//! ignored — for writing `[[rule]]`s and checking them against real logs; with
+//! `--summary`, only the event counts, read the way a tailed file is read.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 
-use super::lines::{Line, Lines};
+use super::count::Tally;
+use super::lines::{Line, Lines, Splitter};
 use super::{Classifier, MAX_LINE, Verdict};
 use crate::config::LogFormat;
 
@@ -60,4 +62,34 @@ pub fn run(
         }
     }
     Ok(t)
+}
+
+/// Classify all of `input` in 1 MiB reads, as the file tailer does, and count.
+pub fn tally(classifier: &Classifier, mut input: impl Read, format: LogFormat) -> std::io::Result<Tally> {
+    let mut tally = Tally::new(classifier.namespace_count());
+    let mut splitter = Splitter::default();
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut filled = 0;
+    loop {
+        let n = input.read(&mut buf[filled..])?;
+        filled += n;
+        let used = splitter.feed(&buf[..filled], MAX_LINE, n == 0, |line| match line {
+            Line::Text(b) => tally.line(&classifier.classify(b, format)),
+            Line::TooLong(_) => tally.too_long(),
+        });
+        buf.copy_within(used..filled, 0);
+        filled -= used;
+        if n == 0 {
+            return Ok(tally);
+        }
+    }
+}
+
+/// Write a tally as `namespace<TAB>op<TAB>outcome<TAB>count`, one row per event kind seen.
+pub fn summary(classifier: &Classifier, tally: &Tally, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(out, "namespace\top\toutcome\tcount")?;
+    for (ns, op, outcome, n) in tally.events() {
+        writeln!(out, "{}\t{op}\t{outcome}\t{n}", classifier.namespace_name(ns))?;
+    }
+    Ok(())
 }

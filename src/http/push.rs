@@ -1,0 +1,149 @@
+//! `POST /api/v1/events`: lock events pushed by applications (NDJSON event objects) or raw
+//! log lines (`text/plain`), counted under `source="push"`.
+//!
+//! Checks, in order: the bearer token when `push_token_file` is set (401), the content
+//! type (415), the size (413, read no further than `MAX_BODY`), then the body (400 naming
+//! the first bad line; nothing of a rejected batch is counted).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use super::{AppState, HttpError};
+use crate::config::Secret;
+use crate::intake::push::{self as parse, MAX_BODY};
+use crate::intake::{Classifier, Counters};
+
+/// What the push endpoint needs.
+pub struct PushIntake {
+    pub classifier: Arc<Classifier>,
+    pub counters: Counters,
+    pub token: Option<Secret>,
+}
+
+enum Kind {
+    Events,
+    Text,
+}
+
+pub async fn events(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
+    let push = &s.push;
+    if let Some(token) = &push.token
+        && !authorized(&headers, token)
+    {
+        return Ok((
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "missing or wrong bearer token: send Authorization: Bearer <the token in push_token_file>\n",
+        )
+            .into_response());
+    }
+    let kind = content_kind(&headers)?;
+    let body = read_limited(&headers, body).await?;
+    let reply = match kind {
+        Kind::Events => {
+            let mut batch = parse::events(&body, &push.classifier).map_err(|e| {
+                HttpError(
+                    StatusCode::BAD_REQUEST,
+                    format!("{e}; nothing in this body was counted"),
+                )
+            })?;
+            let accepted = batch.tally.total();
+            push.counters.flush(&mut batch.tally);
+            json!({ "accepted": accepted, "unknown_namespace": batch.unknown_namespace })
+        }
+        Kind::Text => {
+            let mut tally = parse::text(&body, &push.classifier);
+            let [matched, ignored, malformed] = tally.lines;
+            push.counters.flush(&mut tally);
+            json!({ "lines": matched + ignored + malformed, "matched": matched, "ignored": ignored, "malformed": malformed })
+        }
+    };
+    Ok(Json(reply).into_response())
+}
+
+fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    constant_time_eq(given.trim().as_bytes(), token.expose().as_bytes())
+}
+
+/// Compares without stopping at the first difference, so timing does not reveal a prefix.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn content_kind(headers: &HeaderMap) -> Result<Kind, HttpError> {
+    let unsupported = |what: String| {
+        HttpError(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("{what}: send application/x-ndjson (one event object per line) or text/plain (log lines)"),
+        )
+    };
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Err(unsupported("no Content-Type".into()));
+    };
+    let essence = value
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "application/x-ndjson" | "application/ndjson" | "application/jsonl" | "application/json" => Ok(Kind::Events),
+        "text/plain" => Ok(Kind::Text),
+        other => Err(unsupported(format!("Content-Type `{other}` is not taken"))),
+    }
+}
+
+/// The body, refused with 413 as soon as it is known to exceed `MAX_BODY`.
+async fn read_limited(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, HttpError> {
+    let too_large = || {
+        HttpError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("body over {} KiB: split it into smaller batches", MAX_BODY / 1024),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let mut out = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| HttpError(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))?;
+        if out.len() + chunk.len() > MAX_BODY {
+            return Err(too_large());
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"secret"));
+    }
+}

@@ -1,0 +1,243 @@
+//! One file being tailed: its identity (device and inode, plus a fingerprint of its first
+//! bytes), the offset up to which its lines were counted, and reading what was appended.
+//!
+//! The offset always sits just after a newline (or inside an over-long line being skipped),
+//! so saving it can never split a line between two runs.
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use crate::intake::MAX_LINE;
+use crate::intake::lines::{Line, Splitter};
+
+/// Bytes at the start of a file that identify it beside its inode.
+pub const FINGERPRINT_MAX: u32 = 1024;
+
+/// Device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    pub fn of(meta: &Metadata) -> Self {
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+}
+
+/// CRC-32 of the first `len` bytes (at most `FINGERPRINT_MAX`): tells a reused inode, or a
+/// file rewritten in place, from the file whose offset was kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub len: u32,
+    pub crc: u32,
+}
+
+impl Fingerprint {
+    /// The fingerprint of `file`, `size` bytes long.
+    pub fn read(file: &File, size: u64) -> io::Result<Self> {
+        let len = size.min(u64::from(FINGERPRINT_MAX)) as u32;
+        Ok(Fingerprint {
+            len,
+            crc: crc_of_first(file, len)?,
+        })
+    }
+
+    /// Whether `file` (now `size` bytes) still begins with the fingerprinted bytes.
+    pub fn matches(&self, file: &File, size: u64) -> io::Result<bool> {
+        if size < u64::from(self.len) {
+            return Ok(false);
+        }
+        Ok(crc_of_first(file, self.len)? == self.crc)
+    }
+}
+
+fn crc_of_first(file: &File, len: u32) -> io::Result<u32> {
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, 0)?;
+    Ok(crc32fast::hash(&buf))
+}
+
+/// What `Tracked::read` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadReport {
+    /// Bytes consumed (counted lines, or skipped bytes of an over-long line).
+    pub consumed: u64,
+    /// The budget ran out before the end of the file.
+    pub more: bool,
+    /// The file was truncated or rewritten in place: reading started again at 0.
+    pub restarted: Option<&'static str>,
+}
+
+/// A file being read.
+pub struct Tracked {
+    file: File,
+    /// Where the file was last seen.
+    pub path: PathBuf,
+    pub id: FileId,
+    pub fingerprint: Fingerprint,
+    /// Bytes up to here are counted.
+    pub offset: u64,
+    pub splitter: Splitter,
+    /// Set when the file stopped being at a path the glob matches (renamed away or deleted):
+    /// it is read to its end, then closed once it has not grown for a while.
+    pub rotated: Option<Instant>,
+    last_growth: Instant,
+    seen: (u64, Option<SystemTime>),
+}
+
+impl Tracked {
+    /// Open `path` at `offset` (`None`: after its last complete line, for `start_at = end`).
+    pub fn open(path: &Path, offset: Option<u64>, splitter: Splitter) -> io::Result<Self> {
+        let file = File::open(path)?;
+        let meta = file.metadata()?;
+        let size = meta.len();
+        let (offset, splitter) = match offset {
+            Some(o) if o <= size => (o, splitter),
+            Some(_) => (0, Splitter::default()),
+            None => end_of_last_line(&file, size)?,
+        };
+        Ok(Tracked {
+            fingerprint: Fingerprint::read(&file, size)?,
+            path: path.to_path_buf(),
+            id: FileId::of(&meta),
+            offset,
+            splitter,
+            rotated: None,
+            last_growth: Instant::now(),
+            seen: (u64::MAX, None),
+            file,
+        })
+    }
+
+    /// Whether a rotated file is done: read up to its end (an unfinished last line aside)
+    /// and quiet for `wait`. The caller reads it once more with `eof` and closes it.
+    pub fn finished(&self, wait: std::time::Duration) -> bool {
+        self.rotated.is_some() && self.last_growth.elapsed() >= wait && self.seen.0 != u64::MAX
+    }
+
+    /// Read what was appended since the last call, at most about `budget` bytes, into `buf`,
+    /// handing each line to `on_line`. With `eof`, a last line without a newline counts too
+    /// (for a rotated file being closed).
+    pub fn read(
+        &mut self,
+        buf: &mut [u8],
+        budget: u64,
+        eof: bool,
+        mut on_line: impl FnMut(Line<'_>),
+    ) -> io::Result<ReadReport> {
+        let meta = self.file.metadata()?;
+        let size = meta.len();
+        let mtime = meta.modified().ok();
+        let mut report = ReadReport::default();
+        if (size, mtime) == self.seen && !eof {
+            return Ok(report);
+        }
+        if size > self.seen.0 || self.seen.0 == u64::MAX {
+            self.last_growth = Instant::now();
+        }
+        if size < self.offset {
+            report.restarted = Some("truncated");
+        } else if self.offset > 0 && !self.fingerprint.matches(&self.file, size)? {
+            report.restarted = Some("rewritten (its first bytes changed)");
+        }
+        if report.restarted.is_some() {
+            self.offset = 0;
+            self.splitter = Splitter::default();
+            self.fingerprint = Fingerprint::read(&self.file, size)?;
+        }
+        while self.offset < size {
+            if report.consumed >= budget {
+                report.more = true;
+                break;
+            }
+            let want = (size - self.offset).min(buf.len() as u64) as usize;
+            let n = self.file.read_at(&mut buf[..want], self.offset)?;
+            if n == 0 {
+                break;
+            }
+            let last = eof && self.offset + n as u64 >= size;
+            let used = self.splitter.feed(&buf[..n], MAX_LINE, last, &mut on_line) as u64;
+            self.offset += used;
+            report.consumed += used;
+            if used == 0 {
+                break; // an unfinished last line: wait for its newline
+            }
+        }
+        // Only fully read states are remembered, so a budget cut is resumed next time.
+        self.seen = if report.more { (u64::MAX, None) } else { (size, mtime) };
+        if self.fingerprint.len < FINGERPRINT_MAX && size > u64::from(self.fingerprint.len) {
+            self.fingerprint = Fingerprint::read(&self.file, size)?;
+        }
+        Ok(report)
+    }
+}
+
+/// For `start_at = end`: the offset just after the last newline, so reading starts with the
+/// next whole line. Without a newline in the last `MAX_LINE` bytes: the one line being
+/// written (start at 0), or, in a longer file, the middle of an over-long line (skip it).
+fn end_of_last_line(file: &File, size: u64) -> io::Result<(u64, Splitter)> {
+    let window = size.min(MAX_LINE as u64 + 1);
+    let mut buf = vec![0u8; window as usize];
+    file.read_exact_at(&mut buf, size - window)?;
+    Ok(match memchr::memrchr(b'\n', &buf) {
+        Some(i) => (size - window + i as u64 + 1, Splitter::default()),
+        None if size == window && size <= MAX_LINE as u64 => (0, Splitter::default()),
+        None => (size, Splitter { skipping: true }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::io::Write;
+
+    use super::*;
+
+    fn lines(t: &mut Tracked, eof: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        t.read(&mut buf, u64::MAX, eof, |l| {
+            if let Line::Text(b) = l {
+                out.push(String::from_utf8_lossy(b).into_owned());
+            }
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn start_at_end_skips_to_the_last_newline_and_partial_lines_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.log");
+        let mut f = File::create(&p).unwrap();
+        f.write_all(b"old 1\nold 2\nhalf").unwrap();
+        let mut t = Tracked::open(&p, None, Splitter::default()).unwrap();
+        assert_eq!(t.offset, 12);
+        assert_eq!(lines(&mut t, false), Vec::<String>::new());
+        f.write_all(b" done\nnew\npart").unwrap();
+        assert_eq!(lines(&mut t, false), vec!["half done", "new"]);
+        f.write_all(b"ial").unwrap();
+        assert_eq!(lines(&mut t, true), vec!["partial"]);
+    }
+
+    #[test]
+    fn truncation_and_rewrites_start_again_at_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.log");
+        std::fs::write(&p, "one\ntwo\n").unwrap();
+        let mut t = Tracked::open(&p, Some(0), Splitter::default()).unwrap();
+        assert_eq!(lines(&mut t, false), vec!["one", "two"]);
+        std::fs::write(&p, "x\n").unwrap(); // shorter: truncated
+        assert_eq!(lines(&mut t, false), vec!["x"]);
+        std::fs::write(&p, "different\nand longer\n").unwrap(); // longer, other first bytes
+        assert_eq!(lines(&mut t, false), vec!["different", "and longer"]);
+    }
+}

@@ -1,0 +1,388 @@
+//! Tailing the files of one `[[logs]]` source: the glob is rescanned on every poll, each
+//! file is followed by identity (device + inode + fingerprint), and offsets are saved so a
+//! restart neither loses nor repeats lines.
+//!
+//! Rotation: a file renamed away or deleted is read to its end and closed once it has been
+//! quiet for `ROTATE_WAIT`, while the new file at the path is read from its start;
+//! truncation (copytruncate) or an in-place rewrite starts again at 0. Offsets are saved
+//! every `SAVE_EVERY` and at shutdown, so a crash replays at most the lines read in the
+//! last `SAVE_EVERY`. File reads are blocking and run on tokio's blocking pool.
+
+mod file;
+mod offsets;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prometheus::IntGauge;
+use tokio_util::sync::CancellationToken;
+
+use self::file::{FileId, Fingerprint, Tracked};
+pub use self::offsets::{OffsetsError, Saved, SavedFile, Store};
+use super::count::{Counters, Tally};
+use super::lines::{Line, Splitter};
+use super::{Classifier, Verdict};
+use crate::config::{LogConfig, StartAt};
+use crate::metrics::Metrics;
+
+/// How often files are checked for new lines (and the glob for new files).
+pub const POLL_EVERY: Duration = Duration::from_millis(250);
+/// How often offsets are saved while running; the bound on replay after a crash.
+pub const SAVE_EVERY: Duration = Duration::from_secs(1);
+/// How long a rotated file must stay quiet before it is closed.
+pub const ROTATE_WAIT: Duration = Duration::from_secs(5);
+/// Files one source follows at most; more are warned about and left unread.
+pub const MAX_FILES: usize = 1024;
+/// Bytes read per file per poll before the others get a turn.
+const READ_BUDGET: u64 = 32 * 1024 * 1024;
+const BUF_SIZE: usize = 1024 * 1024;
+
+/// Lines and events one source took in since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceTotals {
+    pub lines: u64,
+    pub matched: u64,
+    pub ignored: u64,
+    pub malformed: u64,
+}
+
+/// Follows the files of one source.
+pub struct Tailer {
+    source: LogConfig,
+    classifier: Arc<Classifier>,
+    counters: Counters,
+    files_gauge: IntGauge,
+    tally: Tally,
+    totals: SourceTotals,
+    files: Vec<Tracked>,
+    store: Option<Store>,
+    /// Saved entries not matched to a file yet (only during the first scan).
+    saved: Vec<SavedFile>,
+    /// Whether saved state existed: then files without an offset are new since, read whole.
+    resumed: bool,
+    first_scan: bool,
+    warned: std::collections::HashSet<PathBuf>,
+    buf: Vec<u8>,
+    dirty: bool,
+    last_save: Instant,
+}
+
+impl Tailer {
+    /// A tailer for `source`, resuming from `state_dir` when set.
+    pub fn new(
+        source: &LogConfig,
+        classifier: Arc<Classifier>,
+        metrics: &Metrics,
+        namespaces: &[String],
+        state_dir: Option<&Path>,
+    ) -> Self {
+        let store = state_dir.map(|d| Store::new(d, &source.name));
+        let saved = match store.as_ref().map(Store::load) {
+            Some(Ok(Some(s))) => Some(s.files),
+            Some(Ok(None)) | None => None,
+            Some(Err(e)) => {
+                let aside = store.as_ref().map(Store::set_aside);
+                tracing::error!(source = %source.name, error = %e, set_aside = ?aside,
+                    "saved offsets cannot be used; files are read as on a first start (start_at)");
+                None
+            }
+        };
+        let counters = Counters::new(metrics, namespaces, &source.name);
+        Tailer {
+            tally: counters.tally(),
+            counters,
+            files_gauge: metrics.log_files.with_label_values(&[source.name.as_str()]),
+            classifier,
+            totals: SourceTotals::default(),
+            files: Vec::new(),
+            store,
+            resumed: saved.is_some(),
+            saved: saved.unwrap_or_default(),
+            first_scan: true,
+            warned: Default::default(),
+            buf: vec![0; BUF_SIZE],
+            dirty: false,
+            last_save: Instant::now(),
+            source: source.clone(),
+        }
+    }
+
+    /// Poll until `shutdown`, then save offsets.
+    pub async fn run(mut self, shutdown: CancellationToken) -> SourceTotals {
+        tracing::info!(source = %self.source.name, path = %self.source.path, resumed = self.resumed, "reading logs");
+        loop {
+            let polled = tokio::task::spawn_blocking(move || {
+                let more = self.poll();
+                (self, more)
+            })
+            .await;
+            let more;
+            (self, more) = match polled {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::error!(error = %e, "a log reader failed; its source is no longer read");
+                    return SourceTotals::default();
+                }
+            };
+            if shutdown.is_cancelled() {
+                break;
+            }
+            if !more {
+                tokio::select! {
+                    _ = tokio::time::sleep(POLL_EVERY) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+        }
+        match tokio::task::spawn_blocking(move || self.stop()).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %e, "saving log offsets failed");
+                SourceTotals::default()
+            }
+        }
+    }
+
+    /// Save offsets and report the totals.
+    pub fn stop(mut self) -> SourceTotals {
+        self.save();
+        let t = self.totals;
+        tracing::info!(source = %self.source.name, lines = t.lines, matched = t.matched, ignored = t.ignored,
+            malformed = t.malformed, offsets_saved = self.store.is_some(), "stopped reading logs");
+        t
+    }
+
+    pub fn totals(&self) -> SourceTotals {
+        self.totals
+    }
+
+    /// One round: rescan the glob, read every file, close finished rotated ones, save
+    /// offsets when due. Returns whether some file has more to read right away.
+    pub fn poll(&mut self) -> bool {
+        self.rescan();
+        let mut more = false;
+        // Rotated files first: finish the old file, then read the new one.
+        let mut order: Vec<usize> = (0..self.files.len()).collect();
+        order.sort_by_key(|i| self.files[*i].rotated.is_none());
+        for i in order {
+            more |= self.read(i, false);
+        }
+        let mut i = 0;
+        while i < self.files.len() {
+            if self.files[i].finished(ROTATE_WAIT) {
+                self.read(i, true);
+                let t = self.files.swap_remove(i);
+                tracing::info!(source = %self.source.name, file = %t.path.display(), "rotated file finished and closed");
+                self.dirty = true;
+            } else {
+                i += 1;
+            }
+        }
+        self.counters.flush(&mut self.tally);
+        self.files_gauge.set(self.files.len() as i64);
+        if self.dirty && self.last_save.elapsed() >= SAVE_EVERY {
+            self.save();
+        }
+        more
+    }
+
+    /// Read file `i`; returns whether its budget ran out.
+    fn read(&mut self, i: usize, eof: bool) -> bool {
+        let (classifier, format) = (&self.classifier, self.source.format);
+        let (tally, totals) = (&mut self.tally, &mut self.totals);
+        let t = &mut self.files[i];
+        let result = t.read(&mut self.buf, READ_BUDGET, eof, |line| {
+            let verdict = match line {
+                Line::Text(b) => classifier.classify(b, format),
+                Line::TooLong(_) => Verdict::Malformed("line too long"),
+            };
+            tally.line(&verdict);
+            totals.lines += 1;
+            match verdict {
+                Verdict::Event { .. } => totals.matched += 1,
+                Verdict::Ignored(_) => totals.ignored += 1,
+                Verdict::Malformed(_) => totals.malformed += 1,
+            }
+        });
+        match result {
+            Ok(r) => {
+                if let Some(why) = r.restarted {
+                    tracing::info!(source = %self.source.name, file = %t.path.display(), why, "reading the file again from its start");
+                }
+                self.dirty |= r.consumed > 0 || r.restarted.is_some();
+                r.more
+            }
+            Err(e) => {
+                tracing::warn!(source = %self.source.name, file = %t.path.display(), error = %e, "cannot read; the file is dropped and picked up again if it is still there");
+                self.files.swap_remove(i);
+                self.dirty = true;
+                false
+            }
+        }
+    }
+
+    /// Match the glob's files against the followed ones: new identities are opened, followed
+    /// files no longer found are marked rotated.
+    fn rescan(&mut self) {
+        let found = self.scan();
+        for t in &mut self.files {
+            match found.iter().find(|(_, id)| *id == t.id) {
+                Some((path, _)) => {
+                    t.path.clone_from(path);
+                    t.rotated = None;
+                }
+                None if t.rotated.is_none() => {
+                    t.rotated = Some(Instant::now());
+                    tracing::info!(source = %self.source.name, file = %t.path.display(),
+                        "file renamed away or deleted: reading it to its end");
+                }
+                None => {}
+            }
+        }
+        for (path, id) in found {
+            if self.files.iter().any(|t| t.id == id) {
+                continue;
+            }
+            if self.files.len() >= MAX_FILES {
+                self.warn_once(
+                    &path,
+                    format_args!("more than {MAX_FILES} files match; this one is not read"),
+                );
+                continue;
+            }
+            match self.open_new(&path) {
+                Ok(t) => {
+                    self.warned.remove(&path);
+                    self.files.push(t);
+                    self.dirty = true;
+                }
+                Err(e) => self.warn_once(&path, format_args!("cannot open: {e}")),
+            }
+        }
+        if self.first_scan {
+            self.first_scan = false;
+            self.find_renamed_while_stopped();
+        }
+    }
+
+    /// The regular files the glob matches now, one path per identity.
+    fn scan(&mut self) -> Vec<(PathBuf, FileId)> {
+        let mut found: Vec<(PathBuf, FileId)> = Vec::new();
+        let paths = match glob::glob(&self.source.path) {
+            Ok(p) => p,
+            Err(e) => {
+                // The config checked the pattern; this cannot happen for a loaded config.
+                tracing::error!(source = %self.source.name, error = %e, "bad glob");
+                return found;
+            }
+        };
+        for entry in paths {
+            let Ok(path) = entry else { continue };
+            let Ok(meta) = std::fs::metadata(&path) else { continue };
+            let id = FileId::of(&meta);
+            if meta.is_file() && !found.iter().any(|(_, i)| *i == id) {
+                found.push((path, id));
+            }
+        }
+        found
+    }
+
+    /// Open a file seen for the first time: at its saved offset when its identity was saved,
+    /// else per `start_at` on a first start, else (new since the last run, or since start)
+    /// from the beginning.
+    fn open_new(&mut self, path: &Path) -> std::io::Result<Tracked> {
+        let probe = std::fs::File::open(path)?;
+        let meta = probe.metadata()?;
+        let id = FileId::of(&meta);
+        let saved = self.take_saved(id, &probe, meta.len())?;
+        let (offset, splitter) = match saved {
+            Some(s) => (Some(s.offset), Splitter { skipping: s.skipping }),
+            None if self.first_scan && !self.resumed && self.source.start_at == StartAt::End => {
+                (None, Splitter::default())
+            }
+            None => (Some(0), Splitter::default()),
+        };
+        let t = Tracked::open(path, offset, splitter)?;
+        tracing::debug!(source = %self.source.name, file = %path.display(), offset = t.offset, "following");
+        Ok(t)
+    }
+
+    /// The saved entry of the file `id`, if its first bytes still match.
+    fn take_saved(&mut self, id: FileId, file: &std::fs::File, size: u64) -> std::io::Result<Option<SavedFile>> {
+        let Some(i) = self.saved.iter().position(|s| s.dev == id.dev && s.ino == id.ino) else {
+            return Ok(None);
+        };
+        let s = self.saved.swap_remove(i);
+        let fp = Fingerprint {
+            len: s.fingerprint_len,
+            crc: s.fingerprint_crc32,
+        };
+        if fp.matches(file, size)? {
+            Ok(Some(s))
+        } else {
+            tracing::info!(source = %self.source.name, file = %s.path.display(),
+                "the saved inode now holds another file (its first bytes differ): reading it from the start");
+            Ok(None)
+        }
+    }
+
+    /// Saved files the glob no longer matches were rotated while lockwatch was stopped:
+    /// look for them by identity beside their old path and finish them.
+    fn find_renamed_while_stopped(&mut self) {
+        for s in std::mem::take(&mut self.saved) {
+            let Some(dir) = s.path.parent() else { continue };
+            let Ok(entries) = std::fs::read_dir(dir) else { continue };
+            for entry in entries.flatten().take(10_000) {
+                let path = entry.path();
+                let Ok(meta) = std::fs::metadata(&path) else { continue };
+                if FileId::of(&meta) != (FileId { dev: s.dev, ino: s.ino }) {
+                    continue;
+                }
+                let fp = Fingerprint {
+                    len: s.fingerprint_len,
+                    crc: s.fingerprint_crc32,
+                };
+                let same = std::fs::File::open(&path).and_then(|f| fp.matches(&f, meta.len()));
+                if let Ok(true) = same
+                    && let Ok(mut t) = Tracked::open(&path, Some(s.offset), Splitter { skipping: s.skipping })
+                {
+                    tracing::info!(source = %self.source.name, file = %path.display(), was = %s.path.display(),
+                        "finishing a file rotated while lockwatch was stopped");
+                    t.rotated = Some(Instant::now());
+                    self.files.push(t);
+                }
+                break;
+            }
+        }
+    }
+
+    fn warn_once(&mut self, path: &Path, what: std::fmt::Arguments<'_>) {
+        if self.warned.insert(path.to_path_buf()) {
+            tracing::warn!(source = %self.source.name, file = %path.display(), "{what}");
+        }
+    }
+
+    /// Save the offsets of every followed file now.
+    fn save(&mut self) {
+        let Some(store) = &self.store else { return };
+        let files = self
+            .files
+            .iter()
+            .map(|t| SavedFile {
+                path: t.path.clone(),
+                dev: t.id.dev,
+                ino: t.id.ino,
+                fingerprint_len: t.fingerprint.len,
+                fingerprint_crc32: t.fingerprint.crc,
+                offset: t.offset,
+                skipping: t.splitter.skipping,
+            })
+            .collect();
+        match store.save(&self.source.name, files) {
+            Ok(()) => self.dirty = false,
+            Err(e) => tracing::warn!(error = %e, "offsets not saved; retrying"),
+        }
+        self.last_save = Instant::now();
+    }
+}

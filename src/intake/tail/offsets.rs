@@ -1,0 +1,148 @@
+//! Saved read offsets of one log source in `state.dir`, so a restart resumes where the last
+//! run stopped. Written atomically: a temporary file, fsync, rename, fsync of the directory.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The file format's version; a file of another version is not read.
+const VERSION: u32 = 1;
+
+/// A source's saved state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Saved {
+    pub version: u32,
+    pub source: String,
+    pub files: Vec<SavedFile>,
+}
+
+/// One file's identity and offset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedFile {
+    pub path: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+    pub fingerprint_len: u32,
+    pub fingerprint_crc32: u32,
+    pub offset: u64,
+    /// Inside an over-long line: skip to its newline first.
+    #[serde(default)]
+    pub skipping: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OffsetsError {
+    #[error("cannot read saved offsets {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("saved offsets {path} are unreadable ({reason})")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("cannot save offsets to {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Where a source's offsets live.
+#[derive(Debug, Clone)]
+pub struct Store {
+    path: PathBuf,
+}
+
+impl Store {
+    /// The store of `source` in `dir`: `dir/logs-<source>.offsets.json`.
+    pub fn new(dir: &Path, source: &str) -> Self {
+        Store {
+            path: dir.join(format!("logs-{source}.offsets.json")),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The saved state; `None` when nothing was saved yet.
+    pub fn load(&self) -> Result<Option<Saved>, OffsetsError> {
+        let text = match std::fs::read(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(OffsetsError::Read {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        let corrupt = |reason: String| OffsetsError::Corrupt {
+            path: self.path.clone(),
+            reason,
+        };
+        let saved: Saved = serde_json::from_slice(&text).map_err(|e| corrupt(e.to_string()))?;
+        if saved.version != VERSION {
+            return Err(corrupt(format!(
+                "version {} where {VERSION} is expected",
+                saved.version
+            )));
+        }
+        Ok(Some(saved))
+    }
+
+    /// Move an unreadable file aside (kept for a look) so the next save starts clean.
+    pub fn set_aside(&self) -> std::io::Result<PathBuf> {
+        let aside = self.path.with_extension("json.unreadable");
+        std::fs::rename(&self.path, &aside)?;
+        Ok(aside)
+    }
+
+    /// Replace the saved state atomically.
+    pub fn save(&self, source: &str, files: Vec<SavedFile>) -> Result<(), OffsetsError> {
+        let saved = Saved {
+            version: VERSION,
+            source: source.to_string(),
+            files,
+        };
+        let err = |source| OffsetsError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let body = serde_json::to_vec_pretty(&saved).map_err(|e| err(std::io::Error::other(e)))?;
+        let tmp = self.path.with_extension("json.tmp");
+        let mut f = File::create(&tmp).map_err(err)?;
+        f.write_all(&body).map_err(err)?;
+        f.sync_all().map_err(err)?;
+        drop(f);
+        std::fs::rename(&tmp, &self.path).map_err(err)?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn round_trip_and_unreadable_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path(), "app");
+        assert_eq!(store.load().unwrap(), None);
+        let file = SavedFile {
+            path: "/var/log/a.log".into(),
+            dev: 1,
+            ino: 2,
+            fingerprint_len: 3,
+            fingerprint_crc32: 4,
+            offset: 5,
+            skipping: false,
+        };
+        store.save("app", vec![file.clone()]).unwrap();
+        assert_eq!(store.load().unwrap().unwrap().files, vec![file]);
+        std::fs::write(store.path(), b"{\"version\":1,").unwrap();
+        assert!(matches!(store.load(), Err(OffsetsError::Corrupt { .. })));
+        let aside = store.set_aside().unwrap();
+        assert!(aside.exists());
+        assert_eq!(store.load().unwrap(), None);
+    }
+}
