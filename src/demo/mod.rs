@@ -68,6 +68,11 @@ ttl = "9s"
 renew_every = "3s"
 max_hold = "60s"
 log_phrases = ["reconciler lock"]
+
+[[logs]]
+name = "workers"                       # the simulated workers' log (logfmt), beside this file
+path = "app.log"
+start_at = "beginning"
 "#;
 
 pub async fn run(args: &DemoArgs, shutdown: CancellationToken) -> Result<(), DemoError> {
@@ -194,7 +199,8 @@ What to expect within a minute:
   lockwatch_fence_token{{namespace=\"workflow\"}}                 climbs with every acquisition
   lockwatch_lock_transitions_total{{kind=\"acquired\"}}            keyspace notifications, as they happen
   lockwatch_lock_expiry_takeovers_total                         a stalled worker's lock expired and another took it
-  'renewal failed' / 'release failed' lines in the worker log    the stale holders waking up
+  'renewal failed' / 'release failed' lines in the worker log    the stale holders waking up,
+  lockwatch_lock_events_total{{outcome=\"not_owned\"}}             counted from that log by the event intake
 
 Ctrl-C stops the workers and the exporter, kills redis-server and removes its directory.",
         config = config.display(),
