@@ -42,6 +42,8 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Print, per log line, the lock event it maps to or why it was ignored.
     Classify(ClassifyArgs),
+    /// Render the alert and recording rules with this config's thresholds.
+    Rules(RulesArgs),
     /// Self-contained demo: a private redis-server, simulated workers, the exporter.
     Demo(DemoArgs),
 }
@@ -135,6 +137,16 @@ pub struct ClassifyArgs {
     /// Print only the count of each kind of lock event (and the line totals), not each line.
     #[arg(long)]
     pub summary: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Write lockwatch-recording.rules.yml and lockwatch-alerts.rules.yml here instead of
+    /// printing both groups as one file.
+    #[arg(long, env = "LOCKWATCH_RULES_OUT")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

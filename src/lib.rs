@@ -17,5 +17,6 @@ pub mod intake;
 pub mod lifecycle;
 pub mod metrics;
 pub mod redis_child;
+pub mod rules;
 pub mod sampler;
 pub mod serve;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use lockwatch::cli::{Cli, Command, LogFormat};
 use lockwatch::config::{Config, ConfigError};
-use lockwatch::{check_config, demo, inspect, intake, serve};
+use lockwatch::{check_config, demo, inspect, intake, rules, serve};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -113,6 +113,28 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Rules(args) => {
+            let config = Config::load(&args.config.config, &args.config.overrides(None))?;
+            let files = rules::render(&config);
+            match &args.out {
+                Some(dir) => {
+                    files
+                        .write(dir)
+                        .with_context(|| format!("cannot write rule files to {}", dir.display()))?;
+                    eprintln!(
+                        "wrote {} and {} in {}",
+                        rules::RECORDING_FILE,
+                        rules::ALERTS_FILE,
+                        dir.display()
+                    );
+                }
+                None => {
+                    use std::io::Write;
+                    std::io::stdout().lock().write_all(files.combined.as_bytes())?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo(args) => {
             demo::run(&args, serve::shutdown_on_signals()).await?;
             Ok(ExitCode::SUCCESS)
@@ -145,8 +167,11 @@ fn init_tracing(format: LogFormat, level: &str) {
         eprintln!("lockwatch: bad --log-level `{level}` ({e}); using info");
         tracing_subscriber::EnvFilter::new("info")
     });
+    // Colours only for a person at a terminal: never in files, pipes or journald.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

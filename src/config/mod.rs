@@ -5,7 +5,10 @@
 //! globs, names, thresholds, secrets readable) or one `ConfigError` naming the key and line.
 //! It does not touch Redis; `check-config --connect` does that.
 
+mod alerts;
 mod raw;
+
+pub use alerts::{AlertsConfig, Thresholds};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -79,6 +82,7 @@ pub struct Config {
     pub logs: Vec<LogConfig>,
     pub rules: Vec<RuleConfig>,
     pub state_dir: Option<PathBuf>,
+    pub alerts: AlertsConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -146,6 +150,8 @@ pub struct NamespaceConfig {
     pub value: ValueKind,
     pub fence_pattern: Option<Glob>,
     pub log_phrases: Vec<String>,
+    /// Alert thresholds: `[alerts]` with this namespace's `[namespace.alerts]` on top.
+    pub alerts: Thresholds,
 }
 
 impl NamespaceConfig {
@@ -304,7 +310,8 @@ impl Cx<'_> {
     fn validate(&self, raw: RawConfig, base: &Path, ov: &Overrides) -> Result<Config, ConfigError> {
         let server = self.server(raw.server.unwrap_or_default(), base, ov)?;
         let targets = self.targets(raw.target, base, ov)?;
-        let namespaces = self.namespaces(raw.namespace)?;
+        let alerts = self.alerts(raw.alerts)?;
+        let namespaces = self.namespaces(raw.namespace, alerts.defaults)?;
         let logs = self.logs(raw.logs, base)?;
         let rules = self.rules(raw.rule, &namespaces)?;
         let state_dir = raw.state.and_then(|s| s.dir).map(|d| base.join(d.get_ref()));
@@ -316,6 +323,7 @@ impl Cx<'_> {
             logs,
             rules,
             state_dir,
+            alerts,
         })
     }
 
@@ -478,7 +486,7 @@ impl Cx<'_> {
         })
     }
 
-    fn namespaces(&self, raw: Vec<RawNamespace>) -> Result<Vec<NamespaceConfig>, ConfigError> {
+    fn namespaces(&self, raw: Vec<RawNamespace>, defaults: Thresholds) -> Result<Vec<NamespaceConfig>, ConfigError> {
         let mut out: Vec<NamespaceConfig> = Vec::with_capacity(raw.len());
         for (i, n) in raw.into_iter().enumerate() {
             let k = |field: &str| format!("namespace[{i}].{field}");
@@ -587,6 +595,7 @@ impl Cx<'_> {
                 value,
                 fence_pattern,
                 log_phrases,
+                alerts: self.thresholds(&n.alerts, defaults, &k("alerts"))?,
             };
             self.check_overlaps(&ns, i, &n, &out)?;
             out.push(ns);

@@ -21,6 +21,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub rule: Vec<RawRule>,
     pub state: Option<RawState>,
+    pub alerts: Option<RawAlerts>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -57,6 +58,8 @@ pub struct RawNamespace {
     pub fence_pattern: Option<S<String>>,
     #[serde(default)]
     pub log_phrases: Vec<S<String>>,
+    #[serde(default)]
+    pub alerts: RawThresholds,
 }
 
 #[derive(Debug, Deserialize)]
@@ -82,4 +85,26 @@ pub struct RawRule {
 #[serde(deny_unknown_fields)]
 pub struct RawState {
     pub dir: Option<S<String>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawAlerts {
+    pub job: Option<S<String>>,
+    pub runbook_base_url: Option<S<String>>,
+    pub dashboard_base_url: Option<S<String>>,
+    // The defaults of `RawThresholds`, spelled out: spans do not survive `flatten`.
+    pub not_owned_budget: Option<S<f64>>,
+    pub renew_failure_budget: Option<S<f64>>,
+    pub min_bad_events: Option<S<i64>>,
+    pub min_takeovers: Option<S<i64>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawThresholds {
+    pub not_owned_budget: Option<S<f64>>,
+    pub renew_failure_budget: Option<S<f64>>,
+    pub min_bad_events: Option<S<i64>>,
+    pub min_takeovers: Option<S<i64>>,
 }

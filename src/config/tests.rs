@@ -246,3 +246,44 @@ fn logs_sources_are_checked() {
     ));
     assert!(e.contains("logs[1].path") && e.contains("only one"), "{e}");
 }
+
+#[test]
+fn alert_thresholds_default_and_override_per_namespace() {
+    let cfg = load(&format!(
+        "{TARGET}[alerts]\nmin_bad_events = 3\nrunbook_base_url = \"https://wiki.example.org/rb/\"\n\
+         [[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"5s\"\n[namespace.alerts]\nnot_owned_budget = 0.05\n\
+         [[namespace]]\nname = \"b\"\npattern = \"b:*\"\nttl = \"5s\"\n"
+    ))
+    .unwrap();
+    assert_eq!(cfg.alerts.runbook_base_url, "https://wiki.example.org/rb");
+    assert_eq!(cfg.alerts.defaults.min_bad_events, 3);
+    assert_eq!(cfg.namespaces[0].alerts.not_owned_budget, 0.05);
+    assert_eq!(cfg.namespaces[0].alerts.min_bad_events, 3);
+    assert_eq!(cfg.namespaces[1].alerts, cfg.alerts.defaults);
+    assert_eq!(load(TARGET).unwrap().alerts, AlertsConfig::default());
+}
+
+#[test]
+fn bad_alert_settings_name_key_and_line() {
+    let e = err(&format!("{TARGET}[alerts]\nnot_owned_budget = 1.5\n"));
+    assert!(
+        e.contains("line 5") && e.contains("alerts.not_owned_budget") && e.contains("between 0 and 1"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"5s\"\n[namespace.alerts]\nmin_takeovers = 0\n"
+    ));
+    assert!(
+        e.contains("namespace[0].alerts.min_takeovers") && e.contains("at least 1"),
+        "{e}"
+    );
+    let e = err(&format!("{TARGET}[alerts]\ndashboard_base_url = \"grafana:3000\"\n"));
+    assert!(
+        e.contains("alerts.dashboard_base_url") && e.contains("http(s) URL"),
+        "{e}"
+    );
+    let e = err(&format!("{TARGET}[alerts]\njob = \"a b\"\n"));
+    assert!(e.contains("alerts.job"), "{e}");
+    let e = err(&format!("{TARGET}[alerts]\nmin_bad_event = 3\n"));
+    assert!(e.contains("min_bad_event"), "{e}");
+}

@@ -330,6 +330,7 @@ mod tests {
             value: ValueKind::Token,
             fence_pattern: None,
             log_phrases: vec![],
+            alerts: Default::default(),
         }
     }
 

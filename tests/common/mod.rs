@@ -209,3 +209,41 @@ pub fn require_binary(name: &str, package: &str) -> std::path::PathBuf {
     }
     panic!("{name} not found: install it with `sudo apt-get install {package}` (or run `make test`, which does)");
 }
+
+/// Metric names a PromQL expression selects, or the parser's complaint.
+pub fn promql_metric_names(expr: &str) -> Result<Vec<String>, String> {
+    use promql_parser::parser::Expr;
+    use promql_parser::util::{ExprVisitor, walk_expr};
+    struct Names(Vec<String>);
+    impl ExprVisitor for Names {
+        type Error = String;
+        fn pre_visit(&mut self, e: &Expr) -> Result<bool, String> {
+            let vs = match e {
+                Expr::VectorSelector(vs) => Some(vs),
+                Expr::MatrixSelector(ms) => Some(&ms.vs),
+                _ => None,
+            };
+            if let Some(name) = vs.and_then(|vs| vs.name.clone()) {
+                self.0.push(name);
+            }
+            Ok(true)
+        }
+    }
+    let parsed = promql_parser::parser::parse(expr)?;
+    let mut names = Names(Vec::new());
+    walk_expr(&mut names, &parsed)?;
+    Ok(names.0)
+}
+
+impl Metrics {
+    /// Every metric name exported, histogram and summary series included
+    /// (`x_bucket`, `x_sum`, `x_count`).
+    pub fn names(&self) -> std::collections::BTreeSet<String> {
+        self.0
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .map(str::to_string)
+            .collect()
+    }
+}

@@ -1,0 +1,561 @@
+//! `lockwatch rules`: renders the Prometheus recording and alerting rules with the
+//! config's thresholds (`[alerts]`, `[namespace.alerts]`) and link bases. The shipped
+//! `alerts/` files are this output for a config without `[alerts]`; a test keeps them equal.
+//!
+//! Ratios follow the design: successes come from keyspace notifications (transitions, per
+//! target), failures from logs and pushes (events, per lockwatch instance); the events of
+//! an instance are joined onto each of its targets. A ratio with nothing under it is absent,
+//! never NaN. Per-namespace thresholds become extra rules of the same alert name, and the
+//! default rule excludes those namespaces.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::config::{AlertsConfig, Config, Thresholds};
+
+/// File names inside `--out DIR` (and `alerts/`).
+pub const RECORDING_FILE: &str = "lockwatch-recording.rules.yml";
+pub const ALERTS_FILE: &str = "lockwatch-alerts.rules.yml";
+
+/// Ratio windows: the fast alert pair reads 1h and 5m, the slow pair 6h and 30m.
+const WINDOWS: [&str; 4] = ["5m", "30m", "1h", "6h"];
+
+/// The rendered rule files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleFiles {
+    pub recording: String,
+    pub alerts: String,
+    /// Both groups in one file, for stdout.
+    pub combined: String,
+}
+
+impl RuleFiles {
+    /// Write both files into `dir` (created if missing).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join(RECORDING_FILE), &self.recording)?;
+        std::fs::write(dir.join(ALERTS_FILE), &self.alerts)
+    }
+}
+
+pub fn render(config: &Config) -> RuleFiles {
+    let (rec, alert) = (recording(), alerts(config));
+    RuleFiles {
+        recording: format!("{HEADER}{RECORDING_NOTE}groups:\n{rec}"),
+        alerts: format!("{HEADER}{ALERTS_NOTE}groups:\n{alert}"),
+        combined: format!("{HEADER}{RECORDING_NOTE}{ALERTS_NOTE}groups:\n{rec}{alert}"),
+    }
+}
+
+const RECORDING_NOTE: &str = "# Recording rules: ratios per target and namespace over the windows the alerts read.
+# Failures (events) come from logs and pushes and carry no target; they are joined onto each
+# target of the same lockwatch instance. `> 0` on the denominator leaves a ratio absent, not
+# NaN, when nothing happened.
+";
+
+const ALERTS_NOTE: &str = "# Alerts: every one has severity, summary, description, runbook_url and dashboard_url.
+# The ratio alerts fire on sustained ratios (two windows each, a minimum number of
+# failures), never on one event.
+";
+
+const HEADER: &str =
+    "# Rendered by `lockwatch rules`; edit the config's [alerts] and render again rather than this file.\n";
+
+/// One ratio family: its recorded names and the event selector of its failures.
+struct Ratio {
+    /// `not_owned` / `renew_failure`
+    name: &'static str,
+    /// Selector of the failing events in `lockwatch_lock_events_total`.
+    events: &'static str,
+    /// Recorded name of the successes, and the transition kinds they count.
+    successes: &'static str,
+    kinds: &'static str,
+}
+
+const NOT_OWNED: Ratio = Ratio {
+    name: "not_owned",
+    events: r#"op=~"release|renew", outcome="not_owned""#,
+    successes: "releases_renewals",
+    kinds: r#"kind=~"released|renewed""#,
+};
+
+const RENEW_FAILURE: Ratio = Ratio {
+    name: "renew_failure",
+    events: r#"op="renew", outcome!="ok""#,
+    successes: "renewals",
+    kinds: r#"kind="renewed""#,
+};
+
+impl Ratio {
+    fn events_rate(&self, w: &str) -> String {
+        format!("instance_namespace:lockwatch_lock_{}_events:rate{w}", self.name)
+    }
+    fn successes_rate(&self, w: &str) -> String {
+        format!("target_namespace:lockwatch_lock_{}:rate{w}", self.successes)
+    }
+    fn ratio(&self, w: &str) -> String {
+        format!("target_namespace:lockwatch_lock_{}:ratio_rate{w}", self.name)
+    }
+}
+
+/// The recording group.
+fn recording() -> String {
+    let mut out = String::from("  - name: lockwatch-recording\n    rules:\n");
+    for r in [&NOT_OWNED, &RENEW_FAILURE] {
+        for w in WINDOWS {
+            let (ev, ok, ratio) = (r.events_rate(w), r.successes_rate(w), r.ratio(w));
+            rule(
+                &mut out,
+                "record",
+                &ev,
+                &format!(
+                    "sum by (job, instance, namespace) (rate(lockwatch_lock_events_total{{{}}}[{w}]))",
+                    r.events
+                ),
+            );
+            rule(
+                &mut out,
+                "record",
+                &ok,
+                &format!(
+                    "sum by (job, instance, target, namespace) (rate(lockwatch_lock_transitions_total{{{}}}[{w}]))",
+                    r.kinds
+                ),
+            );
+            rule(
+                &mut out,
+                "record",
+                &ratio,
+                &format!(
+                    "(0 * {ok} + on (job, instance, namespace) group_left {ev})\n/\n(({ok} + on (job, instance, namespace) group_left {ev}) > 0)"
+                ),
+            );
+        }
+    }
+    out
+}
+
+fn rule(out: &mut String, kind: &str, name: &str, expr: &str) {
+    let _ = writeln!(out, "      - {kind}: {name}\n        expr: |");
+    for line in expr.lines() {
+        let _ = writeln!(out, "          {line}");
+    }
+}
+
+/// Which dashboard an alert links to.
+enum Dashboard {
+    /// The namespace dashboard, with the target variable when the alert has a target.
+    Namespace {
+        target: bool,
+    },
+    Overview,
+}
+
+struct Alert<'a> {
+    name: &'a str,
+    expr: String,
+    for_: &'a str,
+    severity: &'a str,
+    window: Option<&'a str>,
+    summary: &'a str,
+    description: String,
+    dashboard: Dashboard,
+}
+
+/// `LockNotOwnedRatioHigh` → `lock-not-owned-ratio-high`, the runbook's file stem.
+pub fn runbook_slug(alert: &str) -> String {
+    let mut s = String::new();
+    let chars: Vec<char> = alert.chars().collect();
+    for (i, c) in chars.iter().enumerate() {
+        let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+        let prev_lower = i > 0 && chars[i - 1].is_lowercase();
+        if c.is_uppercase() && i > 0 && (prev_lower || next_lower) {
+            s.push('-');
+        }
+        s.extend(c.to_lowercase());
+    }
+    s
+}
+
+fn push_alert(out: &mut String, a: &Alert<'_>, cfg: &AlertsConfig) {
+    let _ = writeln!(out, "      - alert: {}\n        expr: |", a.name);
+    for line in a.expr.lines() {
+        let _ = writeln!(out, "          {line}");
+    }
+    let _ = writeln!(out, "        for: {}", a.for_);
+    let _ = writeln!(out, "        labels:\n          severity: {}", a.severity);
+    if let Some(w) = a.window {
+        let _ = writeln!(out, "          window: {w}");
+    }
+    let dashboard = match a.dashboard {
+        Dashboard::Namespace { target } => format!(
+            "{}/d/lockwatch-namespace/lockwatch-namespace?var-namespace={{{{ $labels.namespace }}}}{}",
+            cfg.dashboard_base_url,
+            if target { "&var-target={{ $labels.target }}" } else { "" }
+        ),
+        Dashboard::Overview => format!("{}/d/lockwatch-overview/lockwatch-overview", cfg.dashboard_base_url),
+    };
+    let _ = writeln!(out, "        annotations:");
+    let _ = writeln!(out, "          summary: {}", quote(a.summary));
+    let _ = writeln!(out, "          description: {}", quote(&a.description));
+    let _ = writeln!(
+        out,
+        "          runbook_url: {}",
+        quote(&format!("{}/{}.md", cfg.runbook_base_url, runbook_slug(a.name)))
+    );
+    let _ = writeln!(out, "          dashboard_url: {}", quote(&dashboard));
+}
+
+/// A YAML single-quoted scalar.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The namespaces of one threshold value: `(selector, value)`, the default first. The
+/// default's selector excludes every namespace with a value of its own.
+fn variants<T: PartialEq + Copy>(config: &Config, get: impl Fn(&Thresholds) -> T) -> Vec<(String, T)> {
+    let default = get(&config.alerts.defaults);
+    let mut own: Vec<(Vec<&str>, T)> = Vec::new();
+    for ns in &config.namespaces {
+        let v = get(&ns.alerts);
+        if v == default {
+            continue;
+        }
+        match own.iter_mut().find(|(_, x)| *x == v) {
+            Some((names, _)) => names.push(&ns.name),
+            None => own.push((vec![&ns.name], v)),
+        }
+    }
+    let alternation = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| n.replace('.', "\\."))
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    let mut out = Vec::with_capacity(own.len() + 1);
+    let excluded: Vec<&str> = own.iter().flat_map(|(n, _)| n.iter().copied()).collect();
+    out.push((
+        if excluded.is_empty() {
+            String::new()
+        } else {
+            format!("namespace!~`{}`", alternation(&excluded))
+        },
+        default,
+    ));
+    for (names, v) in own {
+        let sel = if names.len() == 1 {
+            format!("namespace=\"{}\"", names[0])
+        } else {
+            format!("namespace=~`{}`", alternation(&names))
+        };
+        out.push((sel, v));
+    }
+    out
+}
+
+/// One expression from per-namespace branches: the only branch as it is, several joined
+/// by `or` (their namespaces never overlap).
+fn either(branches: Vec<String>) -> String {
+    if branches.len() == 1 {
+        return branches.into_iter().next().unwrap_or_default();
+    }
+    branches
+        .iter()
+        .map(|b| format!("(\n{}\n)", indent(b)))
+        .collect::<Vec<_>>()
+        .join("\nor\n")
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}
+
+/// Thresholds per selector, for descriptions: `5; 10 (namespace="payout")`.
+fn listed<T>(variants: &[(String, T)], show: impl Fn(&T) -> String) -> String {
+    variants
+        .iter()
+        .map(|(sel, v)| {
+            if sel.is_empty() {
+                show(v)
+            } else {
+                format!("{} ({sel})", show(v))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn braces(sel: &str) -> String {
+    if sel.is_empty() {
+        String::new()
+    } else {
+        format!("{{{sel}}}")
+    }
+}
+
+/// The three rules of a ratio alert: fast pair, slow pair, fallback. `variants` are the
+/// namespace selectors with their (budget, minimum failures).
+fn ratio_alerts(
+    out: &mut String,
+    cfg: &AlertsConfig,
+    r: &Ratio,
+    name: &str,
+    what: &str,
+    variants: &[(String, (f64, u32))],
+) {
+    let thresholds = listed(variants, |(budget, min)| format!("{budget}, at least {min} failures"));
+    for (long, short, factor, secs, for_, severity, window) in [
+        ("1h", "5m", 14.4, 3600, "2m", "critical", "fast"),
+        ("6h", "30m", 6.0, 21600, "15m", "warning", "slow"),
+    ] {
+        let branches = variants
+            .iter()
+            .map(|(sel, (budget, min))| {
+                let s = braces(sel);
+                format!(
+                    "{ratio_long}{s} > ({factor} * {budget})\nand\n{ratio_short}{s} > ({factor} * {budget})\nand on (job, instance, namespace)\n{events}{s} * {secs} >= {min}",
+                    ratio_long = r.ratio(long),
+                    ratio_short = r.ratio(short),
+                    events = r.events_rate(long),
+                )
+            })
+            .collect();
+        push_alert(
+            out,
+            &Alert {
+                name,
+                expr: either(branches),
+                for_,
+                severity,
+                window: Some(window),
+                summary: &format!("{what} in namespace {{{{ $labels.namespace }}}}"),
+                description: format!(
+                    "{{{{ $value | humanizePercentage }}}} of {denominator} in namespace {{{{ $labels.namespace }}}} on target {{{{ $labels.target }}}} failed over the last {long} (and over the last {short}), above {factor} × the budget (budget {thresholds}, in {long}). Holders are outliving their TTL and losing their locks while they work.",
+                    denominator = if r.name == "not_owned" {
+                        "releases and renewals"
+                    } else {
+                        "renewals"
+                    },
+                ),
+                dashboard: Dashboard::Namespace { target: true },
+            },
+            cfg,
+        );
+    }
+    let branches = variants
+        .iter()
+        .map(|(sel, (_, min))| {
+            let s = braces(sel);
+            format!(
+                "{events_1h}{s} * 3600 >= {min}\nand\n{events_5m}{s} > 0\nunless on (job, instance, namespace)\n{successes}",
+                events_1h = r.events_rate("1h"),
+                events_5m = r.events_rate("5m"),
+                successes = r.successes_rate("1h"),
+            )
+        })
+        .collect();
+    let mins = listed(variants, |(_, min)| min.to_string());
+    push_alert(
+        out,
+        &Alert {
+            name,
+            expr: either(branches),
+            for_: "15m",
+            severity: "warning",
+            window: Some("fallback"),
+            summary: &format!("{what} in namespace {{{{ $labels.namespace }}}} (no ratio: no transitions seen)"),
+            description: format!(
+                "{{{{ $value | humanize }}}} failures in the last hour in namespace {{{{ $labels.namespace }}}} (lockwatch {{{{ $labels.instance }}}}), still occurring after 15 minutes. lockwatch sees no lock transitions for this namespace (keyspace notifications off for its targets), so no ratio can be computed; this fires on a sustained rate of at least {mins} an hour instead."
+            ),
+            dashboard: Dashboard::Namespace { target: false },
+        },
+        cfg,
+    );
+}
+
+/// The alerting group.
+fn alerts(config: &Config) -> String {
+    let cfg = &config.alerts;
+    let mut out = String::from("  - name: lockwatch-alerts\n    rules:\n");
+    let o = &mut out;
+    ratio_alerts(
+        o,
+        cfg,
+        &NOT_OWNED,
+        "LockNotOwnedRatioHigh",
+        "Sustained \"lock not owned\" failures",
+        &variants(config, |t| (t.not_owned_budget, t.min_bad_events)),
+    );
+    ratio_alerts(
+        o,
+        cfg,
+        &RENEW_FAILURE,
+        "LockRenewFailuresSustained",
+        "Sustained lock renewal failures",
+        &variants(config, |t| (t.renew_failure_budget, t.min_bad_events)),
+    );
+    {
+        let takeovers = variants(config, |t| t.min_takeovers);
+        let branches = takeovers
+            .iter()
+            .map(|(sel, min)| {
+                format!(
+                    "sum by (job, instance, target, namespace) (increase(lockwatch_lock_expiry_takeovers_total{}[15m])) >= {min}",
+                    braces(sel)
+                )
+            })
+            .collect();
+        let mins = listed(&takeovers, |min| min.to_string());
+        push_alert(
+            o,
+            &Alert {
+                name: "LockExpiryTakeovers",
+                expr: either(branches),
+                for_: "1m",
+                severity: "critical",
+                window: None,
+                summary: "Expired locks taken over by other owners in namespace {{ $labels.namespace }}",
+                description: format!(
+                    "{{{{ $value | humanize }}}} locks of namespace {{{{ $labels.namespace }}}} on target {{{{ $labels.target }}}} expired while held and were taken by another owner within one TTL in the last 15 minutes (threshold {mins}). Their first holders may still be working: two holders at once."
+                ),
+                dashboard: Dashboard::Namespace { target: true },
+            },
+            cfg,
+        );
+    }
+    let gauge_alerts: [(&str, &str, &str, &str, &str, &str); 3] = [
+        (
+            "LockRenewalOverdue",
+            "max by (job, instance, target, namespace) (max_over_time(lockwatch_locks_renewal_overdue[2m])) > 0",
+            "1m",
+            "warning",
+            "A lock holder missed its renewal in namespace {{ $labels.namespace }}",
+            "{{ $value }} holders of namespace {{ $labels.namespace }} on target {{ $labels.target }} let their lock's remaining TTL fall below ttl - renew_every - grace within the last 2 minutes: they missed a renewal and are stalled (GC pause, CPU throttling, SIGSTOP, network delay) or stopped renewing. Their locks expire next.",
+        ),
+        (
+            "LockWithoutTTL",
+            "max by (job, instance, target, namespace) (lockwatch_locks_without_ttl) > 0",
+            "5m",
+            "warning",
+            "Locks without an expiry in namespace {{ $labels.namespace }}",
+            "{{ $value }} lock keys of namespace {{ $labels.namespace }} on target {{ $labels.target }} have no TTL (PTTL -1). If their holders die they are never freed.",
+        ),
+        (
+            "LockHeldTooLong",
+            "max by (job, instance, target, namespace) (lockwatch_locks_held_too_long) > 0",
+            "5m",
+            "warning",
+            "Locks held longer than max_hold in namespace {{ $labels.namespace }}",
+            "{{ $value }} locks of namespace {{ $labels.namespace }} on target {{ $labels.target }} have been held by the same owner longer than the namespace's max_hold: a stuck job, or a renewal loop that outlived its work.",
+        ),
+    ];
+    for (name, expr, for_, severity, summary, description) in gauge_alerts {
+        push_alert(
+            o,
+            &Alert {
+                name,
+                expr: expr.to_string(),
+                for_,
+                severity,
+                window: None,
+                summary,
+                description: description.to_string(),
+                dashboard: Dashboard::Namespace { target: true },
+            },
+            cfg,
+        );
+    }
+    let counter_alerts: [(&str, &str, &str, &str); 2] = [
+        (
+            "LockEvicted",
+            r#"lockwatch_lock_transitions_total{kind="evicted"}"#,
+            "Held locks evicted by Redis in namespace {{ $labels.namespace }}",
+            "{{ $value | humanize }} held locks of namespace {{ $labels.namespace }} on target {{ $labels.target }} were evicted by the maxmemory policy in the last 15 minutes. Another worker can take an evicted lock at once while its holder still works.",
+        ),
+        (
+            "LockFenceTokenRegression",
+            "lockwatch_fence_regressions_total",
+            "A fencing counter went backwards in namespace {{ $labels.namespace }}",
+            "A fencing counter of namespace {{ $labels.namespace }} on target {{ $labels.target }} went backwards or vanished {{ $value | humanize }} times in the last 15 minutes (a failover that lost writes, a flush, a counter with a TTL). Fencing tokens may be issued twice and stale writes accepted.",
+        ),
+    ];
+    for (name, series, summary, description) in counter_alerts {
+        push_alert(
+            o,
+            &Alert {
+                name,
+                expr: format!("sum by (job, instance, target, namespace) (increase({series}[15m])) > 0"),
+                for_: "0m",
+                severity: "critical",
+                window: None,
+                summary,
+                description: description.to_string(),
+                dashboard: Dashboard::Namespace { target: true },
+            },
+            cfg,
+        );
+    }
+    let job = &cfg.job;
+    let meta: [(&str, String, &str, &str, String); 4] = [
+        (
+            "LockwatchDown",
+            format!("up{{job=\"{job}\"}} == 0\nor\nabsent(up{{job=\"{job}\"}})"),
+            "5m",
+            "lockwatch is down or not scraped",
+            format!(
+                "Prometheus has not scraped lockwatch (job {job}, instance {{{{ $labels.instance }}}}) for 5 minutes. No lock alert can fire while it is gone."
+            ),
+        ),
+        (
+            "LockwatchSampleFailing",
+            "max by (job, instance, target) (lockwatch_up) == 0\nor on (job, instance, target)\n(\n  sum by (job, instance, target) (rate(lockwatch_sample_errors_total[15m]))\n  /\n  (sum by (job, instance, target) (rate(lockwatch_sample_passes_total[15m])) > 0)\n) > 0.25".into(),
+            "5m",
+            "lockwatch cannot sample target {{ $labels.target }}",
+            "lockwatch's sample passes of target {{ $labels.target }} have failed for 5 minutes, or more than a quarter of them over 15 minutes (Redis down or unreachable, authentication or ACL, timeouts). Lock gauges are stale. Value: {{ $value }} (0 when the last pass failed, else the share of failed passes).".into(),
+        ),
+        (
+            "LockwatchSampleTruncated",
+            "sum by (job, instance, target) (rate(lockwatch_sample_truncated_total[15m]))\n/\n(sum by (job, instance, target) (rate(lockwatch_sample_passes_total[15m])) > 0)\n> 0.5".into(),
+            "15m",
+            "lockwatch passes of target {{ $labels.target }} are cut by sample_budget",
+            "{{ $value | humanizePercentage }} of the sample passes of target {{ $labels.target }} were cut short by sample_budget over the last 15 minutes: the keyspace takes longer to walk than the budget allows, and lock gauges update only once a full walk completes.".into(),
+        ),
+        (
+            "LockwatchNotificationsDisconnected",
+            "lockwatch_notifications_connected == 0".into(),
+            "5m",
+            "lockwatch is not subscribed to keyspace notifications of target {{ $labels.target }}",
+            "lockwatch has not been subscribed to the keyspace notifications of target {{ $labels.target }} for 5 minutes: lock transitions, expiry takeovers and the successes under the failure ratios are not counted.".into(),
+        ),
+    ];
+    for (name, expr, for_, summary, description) in meta {
+        push_alert(
+            o,
+            &Alert {
+                name,
+                expr,
+                for_,
+                severity: "warning",
+                window: None,
+                summary,
+                description,
+                dashboard: Dashboard::Overview,
+            },
+            cfg,
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runbook_slugs() {
+        assert_eq!(runbook_slug("LockNotOwnedRatioHigh"), "lock-not-owned-ratio-high");
+        assert_eq!(runbook_slug("LockWithoutTTL"), "lock-without-ttl");
+        assert_eq!(runbook_slug("LockwatchDown"), "lockwatch-down");
+    }
+}
