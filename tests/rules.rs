@@ -273,25 +273,7 @@ fn every_alert_links_a_runbook_with_the_required_sections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_a_rule_reads_is_exported_by_lockwatch() {
-    // A config that exports every family: notifications on, a fence pattern, a log source.
-    let r = common::redis(&["--notify-keyspace-events", "KEA"]);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = common::config(
-        &r,
-        &format!(
-            "[[target]]\nname = \"main\"\nurl = \"{{url}}\"\nsample_interval = \"200ms\"\n\
-             [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\nrenew_every = \"10s\"\nmax_hold = \"1m\"\nfence_pattern = \"wf:fence:*\"\n\
-             [[logs]]\nname = \"app\"\npath = \"{}/*.log\"\n",
-            dir.path().display()
-        ),
-    );
-    let s = common::Served::start(cfg).await;
-    s.wait_for(std::time::Duration::from_secs(10), "a pass", |m| {
-        m.get("lockwatch_sample_passes_total", &[]).unwrap_or(0.0) >= 1.0
-    })
-    .await;
-    let exported = s.metrics().await.names();
-    s.stop().await;
+    let exported = common::exported_metric_names().await;
     let (recording, recorded) = read_rules(&shipped().join(RECORDING_FILE));
     let (alerting, _) = read_rules(&shipped().join(ALERTS_FILE));
     let mut checked = 0;

@@ -1,5 +1,6 @@
 //! `GET /`: a small HTML status page for when Grafana is not at hand — targets, their
-//! health, and per namespace the held / overdue / without-TTL counts of the last pass.
+//! health, per namespace the held / overdue / without-TTL counts of the last pass, the lock
+//! failures reported by logs and pushes, and what each log source read.
 
 use std::fmt::Write;
 use std::time::SystemTime;
@@ -8,7 +9,10 @@ use axum::extract::State;
 use axum::response::Html;
 
 use super::AppState;
+use crate::config::UNKNOWN_NAMESPACE;
 use crate::duration;
+use crate::event::{Op, Outcome};
+use crate::intake::{LineResult, PUSH_SOURCE};
 
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -116,6 +120,75 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
         }
         h.push_str("</table>\n");
     }
+    events_section(&mut h, &s);
     h.push_str("</body></html>\n");
     Html(h)
+}
+
+/// Lock failures reported by logs and pushes, per namespace, and what each log source read.
+fn events_section(h: &mut String, s: &AppState) {
+    let m = &s.metrics;
+    let count = |ns: &str, op: Op, outcome: Outcome| {
+        m.lock_events_total
+            .with_label_values(&[ns, op.as_str(), outcome.as_str()])
+            .get()
+    };
+    h.push_str(
+        "<h2 id=\"events\">lock failures from logs and pushes</h2>\n<table><tr><th>namespace</th><th>not owned (release, renew)</th><th>renewal failed</th><th>acquire busy / timeout</th><th>stale fence</th></tr>\n",
+    );
+    let names = s
+        .config
+        .namespaces
+        .iter()
+        .map(|n| n.name.as_str())
+        .chain([UNKNOWN_NAMESPACE]);
+    for ns in names {
+        let not_owned = count(ns, Op::Release, Outcome::NotOwned) + count(ns, Op::Renew, Outcome::NotOwned);
+        let renew_failed: u64 = Outcome::ALL
+            .iter()
+            .filter(|o| **o != Outcome::Ok)
+            .map(|o| count(ns, Op::Renew, *o))
+            .sum();
+        let acquire = count(ns, Op::Acquire, Outcome::Busy) + count(ns, Op::Acquire, Outcome::Timeout);
+        let stale: u64 = Op::ALL.iter().map(|op| count(ns, *op, Outcome::StaleFence)).sum();
+        let cell = |n: u64| {
+            if n > 0 {
+                format!(r#"<td class="bad">{n}</td>"#)
+            } else {
+                format!("<td>{n}</td>")
+            }
+        };
+        let _ = writeln!(
+            h,
+            r#"<tr data-events="{name}"><td>{name}</td>{}{}<td>{acquire}</td>{}</tr>"#,
+            cell(not_owned),
+            cell(renew_failed),
+            cell(stale),
+            name = esc(ns),
+        );
+    }
+    h.push_str("</table>\n<table><tr><th>log source</th><th>files</th><th>lock events</th><th>ignored</th><th>malformed</th></tr>\n");
+    let sources = s
+        .config
+        .logs
+        .iter()
+        .map(|l| (l.name.as_str(), l.path != "-"))
+        .chain([(PUSH_SOURCE, false)]);
+    for (source, files) in sources {
+        let lines = |r: LineResult| m.log_lines_total.with_label_values(&[source, r.as_str()]).get();
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(source),
+            if files {
+                m.log_files.with_label_values(&[source]).get().to_string()
+            } else {
+                "–".to_string()
+            },
+            lines(LineResult::Matched),
+            lines(LineResult::Ignored),
+            lines(LineResult::Malformed),
+        );
+    }
+    h.push_str("</table>\n");
 }

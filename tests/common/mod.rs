@@ -247,3 +247,83 @@ impl Metrics {
             .collect()
     }
 }
+
+/// A panel query of a shipped dashboard.
+#[derive(Debug, Clone)]
+pub struct PanelQuery {
+    pub dashboard: String,
+    pub panel: String,
+    pub expr: String,
+}
+
+/// Every panel query of `dashboards/*.json` (rows' nested panels included).
+pub fn dashboard_queries() -> Vec<PanelQuery> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
+    let mut out = Vec::new();
+    for name in ["lockwatch-overview.json", "lockwatch-namespace.json"] {
+        let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap())
+            .unwrap_or_else(|e| panic!("dashboards/{name}: {e}"));
+        for p in all_panels(&d) {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                if let Some(expr) = t["expr"].as_str() {
+                    out.push(PanelQuery {
+                        dashboard: name.to_string(),
+                        panel: p["title"].as_str().unwrap_or("?").to_string(),
+                        expr: expr.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The panels of a dashboard, those nested in collapsed rows included.
+pub fn all_panels(d: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().into_iter().flatten() {
+        out.push(p.clone());
+        for inner in p["panels"].as_array().into_iter().flatten() {
+            out.push(inner.clone());
+        }
+    }
+    out
+}
+
+/// A dashboard query with Grafana's variables filled in: `namespace` for `$namespace`,
+/// any job, instance and target, 15 s rate windows (Prometheus scrapes every second in
+/// the tests), 10 minutes for `$__range`.
+pub fn fill_variables(expr: &str, namespace: &str) -> String {
+    expr.replace("${datasource}", "")
+        .replace("$__rate_interval", "15s")
+        .replace("$__range", "10m")
+        .replace("$__interval", "5s")
+        .replace("$job", ".+")
+        .replace("$instance", ".+")
+        .replace("$target", ".+")
+        .replace("$namespace", namespace)
+}
+
+/// Metric names on a live `/metrics` of `lockwatch serve` with every family exported:
+/// keyspace notifications on, a fence pattern, a log source.
+pub async fn exported_metric_names() -> std::collections::BTreeSet<String> {
+    let r = redis(&["--notify-keyspace-events", "KEA"]);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        &r,
+        &format!(
+            "[[target]]\nname = \"main\"\nurl = \"{{url}}\"\nsample_interval = \"200ms\"\n\
+             [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\nrenew_every = \"10s\"\nmax_hold = \"1m\"\nfence_pattern = \"wf:fence:*\"\n\
+             [[logs]]\nname = \"app\"\npath = \"{}/*.log\"\n",
+            dir.path().display()
+        ),
+    );
+    let s = Served::start(cfg).await;
+    s.wait_for(Duration::from_secs(10), "a pass", |m| {
+        m.get("lockwatch_sample_passes_total", &[]).unwrap_or(0.0) >= 1.0
+    })
+    .await;
+    let names = s.metrics().await.names();
+    s.stop().await;
+    names
+}

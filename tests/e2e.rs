@@ -1,0 +1,351 @@
+//! End to end on real servers: redis-server, `lockwatch serve`, a lock workload whose
+//! holders stall past the TTL and log "lock not owned", and the Debian `prometheus`
+//! scraping lockwatch every second with the shipped rules. Every panel query of both
+//! dashboards must return data, no rule may fail to evaluate, and the fast alerts must reach
+//! pending or firing. Then the status page `/` in headless Chromium, with a screenshot kept
+//! in `target/test-artifacts/`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Served;
+use redis::AsyncCommands;
+use tokio_util::sync::CancellationToken;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+const RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+const RENEW: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+/// A Prometheus server on a free port, killed on drop.
+struct Prometheus {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_prometheus(scrape: std::net::SocketAddr) -> Prometheus {
+    let bin = common::require_binary("prometheus", "prometheus");
+    let dir = tempfile::tempdir().unwrap();
+    let port = lockwatch::redis_child::free_port().unwrap();
+    let alerts = Path::new(ROOT).join("alerts");
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\n\
+         scrape_configs:\n  - job_name: lockwatch\n    static_configs:\n      - targets: ['{scrape}']\n",
+        alerts.join("lockwatch-recording.rules.yml").display(),
+        alerts.join("lockwatch-alerts.rules.yml").display(),
+    );
+    std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+    let child = Command::new(bin)
+        .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
+        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
+        .spawn()
+        .unwrap();
+    Prometheus {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        _dir: dir,
+    }
+}
+
+async fn get_json(url: &str, query: &[(&str, &str)]) -> serde_json::Value {
+    let resp = reqwest::Client::new().get(url).query(query).send().await.unwrap();
+    let status = resp.status();
+    let body = resp.text().await.unwrap();
+    assert!(status.is_success(), "{url} {query:?}: {status}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// `SET key owner NX PX 1500`; refused silently when held.
+async fn acquire(c: &mut redis::aio::ConnectionManager, key: &str, owner: impl redis::ToRedisArgs + Send + Sync) {
+    let _: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(owner)
+        .arg("NX")
+        .arg("PX")
+        .arg(1500)
+        .query_async(c)
+        .await
+        .unwrap();
+}
+
+/// Stalled holders, in a loop: A takes a lock and stops renewing (overdue, then expired), B
+/// takes it over, A's release and renewal are refused and logged; healthy holders renew and
+/// release so the ratios have successes under them.
+async fn workload(url: String, log: PathBuf, stop: CancellationToken) {
+    let client = redis::Client::open(url).unwrap();
+    let mut c = redis::aio::ConnectionManager::new(client).await.unwrap();
+    let (release, renew) = (redis::Script::new(RELEASE), redis::Script::new(RENEW));
+    let mut i = 0u64;
+    while !stop.is_cancelled() {
+        i += 1;
+        let key = format!("payout:lock:{i}");
+        let fence: i64 = c.incr("payout:fence:batch", 1).await.unwrap();
+        acquire(&mut c, &key, format!("A-{i}-{fence}")).await;
+        // A healthy holder on another key: renew and release.
+        let ok_key = format!("payout:lock:ok{i}");
+        acquire(&mut c, &ok_key, "H").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _: i64 = renew
+            .key(&ok_key)
+            .arg("H")
+            .arg(1500)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        let _: i64 = release.key(&ok_key).arg("H").invoke_async(&mut c).await.unwrap();
+        // A stalls past its TTL; B takes the expired lock.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        acquire(&mut c, &key, format!("B-{i}")).await;
+        let renewed: i64 = renew
+            .key(&key)
+            .arg(format!("A-{i}-{fence}"))
+            .arg(1500)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        let released: i64 = release
+            .key(&key)
+            .arg(format!("A-{i}-{fence}"))
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&log)
+            .unwrap();
+        if renewed == 0 {
+            writeln!(
+                f,
+                "level=warn msg=\"payout lock renewal failed\" key={key} error=\"lock not owned\""
+            )
+            .unwrap();
+        }
+        if released == 0 {
+            writeln!(
+                f,
+                "level=error msg=\"payout lock release failed\" key={key} error=\"lock not owned\""
+            )
+            .unwrap();
+        }
+        writeln!(f, "level=info msg=\"batch step done\" step={i}").unwrap();
+        let _: i64 = release
+            .key(&key)
+            .arg(format!("B-{i}"))
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+    }
+}
+
+fn config_text(log_dir: &Path) -> String {
+    format!(
+        "[[target]]\nname = \"main\"\nurl = \"{{url}}\"\nsample_interval = \"250ms\"\n\
+         [[namespace]]\nname = \"payout\"\npattern = \"payout:lock:*\"\nttl = \"1500ms\"\nrenew_every = \"500ms\"\n\
+         max_hold = \"1m\"\nfence_pattern = \"payout:fence:*\"\nlog_phrases = [\"payout lock\"]\n\
+         [[logs]]\nname = \"app\"\npath = \"{}/*.log\"\nstart_at = \"beginning\"\n",
+        log_dir.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_panel() {
+    let r = common::redis(&["--notify-keyspace-events", "KEA"]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::start(common::config(&r, &config_text(dir.path()))).await;
+    let stop = CancellationToken::new();
+    let load = tokio::spawn(workload(r.url(), dir.path().join("app.log"), stop.clone()));
+    let prom = start_prometheus(s.addr);
+
+    // The fast alerts reach pending or firing.
+    let started = Instant::now();
+    let mut states = std::collections::BTreeMap::new();
+    while started.elapsed() < Duration::from_secs(120) {
+        if let Ok(resp) = reqwest::get(format!("{}/api/v1/alerts", prom.url)).await
+            && let Ok(v) = resp.json::<serde_json::Value>().await
+        {
+            for a in v["data"]["alerts"].as_array().into_iter().flatten() {
+                states.insert(
+                    a["labels"]["alertname"].as_str().unwrap_or("").to_string(),
+                    a["state"].as_str().unwrap_or("").to_string(),
+                );
+            }
+        }
+        if states.contains_key("LockRenewalOverdue") && states.contains_key("LockExpiryTakeovers") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!("alerts after {:?}: {states:?}", started.elapsed());
+    for a in ["LockRenewalOverdue", "LockExpiryTakeovers"] {
+        let st = states.get(a).map(String::as_str);
+        assert!(
+            matches!(st, Some("pending" | "firing")),
+            "{a} is {st:?}; all: {states:?}"
+        );
+    }
+
+    // Every rule evaluates without error.
+    let rules = get_json(&format!("{}/api/v1/rules", prom.url), &[]).await;
+    let mut evaluated = 0;
+    for g in rules["data"]["groups"].as_array().unwrap() {
+        for rule in g["rules"].as_array().unwrap() {
+            let name = rule["name"].as_str().unwrap_or("?");
+            assert_eq!(rule["health"], "ok", "{name}: {}", rule["lastError"]);
+            assert!(
+                rule["lastError"].as_str().unwrap_or("").is_empty(),
+                "{name}: {}",
+                rule["lastError"]
+            );
+            evaluated += 1;
+        }
+    }
+    assert_eq!(evaluated, 40, "{rules}");
+
+    // Every panel query of both dashboards returns data.
+    let queries = common::dashboard_queries();
+    let mut empty = Vec::new();
+    for q in &queries {
+        let expr = common::fill_variables(&q.expr, "payout");
+        let v = get_json(&format!("{}/api/v1/query", prom.url), &[("query", &expr)]).await;
+        if v["data"]["result"].as_array().is_none_or(Vec::is_empty) {
+            empty.push(format!("{} / {}: {expr}", q.dashboard, q.panel));
+        }
+    }
+    assert!(empty.is_empty(), "queries without data:\n{}", empty.join("\n"));
+    eprintln!("{} panel queries answered, {evaluated} rules healthy", queries.len());
+
+    stop.cancel();
+    load.await.unwrap();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_renders_in_headless_chromium() {
+    let chromium = ["chromium", "chromium-browser"]
+        .iter()
+        .find_map(|b| {
+            ["/usr/bin", "/usr/local/bin"]
+                .iter()
+                .map(|d| Path::new(d).join(b))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "chromium not found: install it with `sudo apt-get install chromium` (or run `make test`, which does)"
+            )
+        });
+    let r = common::redis(&["--notify-keyspace-events", "KEA"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = common::conn(&r);
+    for i in 0..3 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("payout:lock:{i}"))
+            .arg("owner")
+            .arg("PX")
+            .arg(600_000)
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = redis::cmd("SET")
+        .arg("payout:lock:forever")
+        .arg("owner")
+        .query(&mut c)
+        .unwrap();
+    let s = Served::start(common::config(&r, &config_text(dir.path()))).await;
+    s.wait_for(Duration::from_secs(10), "the locks", |m| {
+        m.get("lockwatch_locks_held", &[("namespace", "payout")]) == Some(4.0)
+    })
+    .await;
+    let pushed = reqwest::Client::new()
+        .post(format!("http://{}/api/v1/events", s.addr))
+        .header("content-type", "application/x-ndjson")
+        .body(
+            "{\"namespace\":\"payout\",\"op\":\"release\",\"outcome\":\"not_owned\"}\n\
+             {\"namespace\":\"payout\",\"op\":\"renew\",\"outcome\":\"not_owned\"}\n",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pushed.status().as_u16(), 200);
+    let url = format!("http://{}/", s.addr);
+    let artifacts = Path::new(ROOT).join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    let profile = dir.path().join("chromium");
+    let run = move |args: &[&str]| {
+        let out = Command::new(&chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let url2 = url.clone();
+    let dom = tokio::task::spawn_blocking(move || {
+        let dom = run(&["--dump-dom", &url2]);
+        run(&[
+            "--window-size=1280,900",
+            &format!("--screenshot={}", shot.display()),
+            &url2,
+        ]);
+        dom
+    })
+    .await
+    .unwrap();
+    // The rendered page names the target and namespace, and its row shows the counts.
+    assert!(dom.contains("target main"), "{dom}");
+    let cells = |marker: &str| -> Vec<String> {
+        let row = dom
+            .split("<tr")
+            .find(|r| r.contains(marker))
+            .unwrap_or_else(|| panic!("no {marker} in:\n{dom}"));
+        row.split("<td")
+            .skip(1)
+            .map(|c| {
+                c.split_once('>')
+                    .map_or("", |(_, rest)| rest)
+                    .split('<')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(
+        &cells(r#"data-namespace="payout""#)[..4],
+        ["payout", "4", "0", "1"],
+        "held, overdue, without TTL"
+    );
+    // Lock failures pushed to the exporter: 2 not-owned, one of them a renewal.
+    assert_eq!(cells(r#"data-events="payout""#), ["payout", "2", "1", "0", "0"]);
+    let png = std::fs::read(artifacts.join("status-page.png")).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "screenshot of {} bytes",
+        png.len()
+    );
+    s.stop().await;
+}
