@@ -163,16 +163,24 @@ impl Tailer {
         self.rescan();
         let mut more = false;
         // Rotated files first: finish the old file, then read the new one.
-        let mut order: Vec<usize> = (0..self.files.len()).collect();
-        order.sort_by_key(|i| self.files[*i].rotated.is_none());
-        for i in order {
-            more |= self.read(i, false);
+        self.files.sort_by_key(|t| t.rotated.is_none());
+        let mut failed = Vec::new();
+        for i in 0..self.files.len() {
+            match self.read(i, false) {
+                Ok(m) => more |= m,
+                Err(()) => failed.push(i),
+            }
+        }
+        // Descending, so each removal leaves the indices still to remove in place.
+        for i in failed.into_iter().rev() {
+            self.files.remove(i);
+            self.dirty = true;
         }
         let mut i = 0;
         while i < self.files.len() {
             if self.files[i].finished(ROTATE_WAIT) {
-                self.read(i, true);
-                let t = self.files.swap_remove(i);
+                let _ = self.read(i, true); // a failure is logged; the file is closed either way
+                let t = self.files.remove(i);
                 tracing::info!(source = %self.source.name, file = %t.path.display(), "rotated file finished and closed");
                 self.dirty = true;
             } else {
@@ -187,8 +195,9 @@ impl Tailer {
         more
     }
 
-    /// Read file `i`; returns whether its budget ran out.
-    fn read(&mut self, i: usize, eof: bool) -> bool {
+    /// Read file `i`: whether its budget ran out, or `Err` (logged) when it cannot be read
+    /// and should be dropped (it is picked up again if it is still there).
+    fn read(&mut self, i: usize, eof: bool) -> Result<bool, ()> {
         let (classifier, format) = (&self.classifier, self.source.format);
         let (tally, totals) = (&mut self.tally, &mut self.totals);
         let t = &mut self.files[i];
@@ -211,13 +220,11 @@ impl Tailer {
                     tracing::info!(source = %self.source.name, file = %t.path.display(), why, "reading the file again from its start");
                 }
                 self.dirty |= r.consumed > 0 || r.restarted.is_some();
-                r.more
+                Ok(r.more)
             }
             Err(e) => {
                 tracing::warn!(source = %self.source.name, file = %t.path.display(), error = %e, "cannot read; the file is dropped and picked up again if it is still there");
-                self.files.swap_remove(i);
-                self.dirty = true;
-                false
+                Err(())
             }
         }
     }
