@@ -44,6 +44,12 @@ pub enum Command {
     Classify(ClassifyArgs),
     /// Render the alert and recording rules with this config's thresholds.
     Rules(RulesArgs),
+    /// Guided staging rehearsal of the stale-holder incident (TTL expiry, stale release,
+    /// renew failure, stale fenced write) with a real paused worker.
+    Drill(DrillArgs),
+    /// Worker A of a drill (started by `lockwatch drill`).
+    #[command(hide = true)]
+    DrillWorker(DrillWorkerArgs),
     /// Self-contained demo: a private redis-server, simulated workers, the exporter.
     Demo(DemoArgs),
 }
@@ -147,6 +153,70 @@ pub struct RulesArgs {
     /// printing both groups as one file.
     #[arg(long, env = "LOCKWATCH_RULES_OUT")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DrillArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The configured namespace whose pattern, fence_pattern and ttl the drill uses.
+    #[arg(long, env = "LOCKWATCH_DRILL_NAMESPACE", default_value = "drill")]
+    pub namespace: String,
+    /// Which target, when the config has several.
+    #[arg(long, env = "LOCKWATCH_TARGET")]
+    pub target: Option<String>,
+    /// A running lockwatch exporter: its counters must move by the expected amounts.
+    #[arg(long, env = "LOCKWATCH_EXPORTER")]
+    pub exporter: Option<String>,
+    /// Prometheus: report the state of the lock alerts.
+    #[arg(long, env = "LOCKWATCH_PROMETHEUS")]
+    pub prometheus: Option<String>,
+    /// Explain each step and wait for Enter before running it.
+    #[arg(long, conflicts_with = "yes")]
+    pub interactive: bool,
+    /// Run straight through without asking.
+    #[arg(long)]
+    pub yes: bool,
+    /// Output format of the report on stdout.
+    #[arg(long, value_enum, default_value_t = DrillFormat::Text)]
+    pub format: DrillFormat,
+    /// Also write the report as markdown (a drill record) to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// The application's release script (KEYS[1] lock, ARGV[1] token; 1 = released).
+    #[arg(long)]
+    pub release_script: Option<PathBuf>,
+    /// The application's renew script (KEYS[1] lock, ARGV[1] token, ARGV[2] ttl ms; 1 = renewed).
+    #[arg(long)]
+    pub renew_script: Option<PathBuf>,
+    /// Repeat stale-holder cycles this long (e.g. 15m), to rehearse the sustained-ratio alert.
+    #[arg(long, requires = "rate")]
+    pub sustain: Option<String>,
+    /// Cycles per minute in --sustain mode.
+    #[arg(long, requires = "sustain")]
+    pub rate: Option<u32>,
+    /// Run against a target marked environment = "production".
+    #[arg(long)]
+    pub allow_production: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DrillFormat {
+    Text,
+    Json,
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct DrillWorkerArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[arg(long)]
+    pub target: String,
+    #[arg(long)]
+    pub namespace: String,
+    #[arg(long)]
+    pub exporter: Option<String>,
 }
 
 #[derive(Debug, Args)]

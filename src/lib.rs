@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod connect;
 pub mod demo;
+pub mod drill;
 pub mod duration;
 pub mod event;
 pub mod glob;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use lockwatch::cli::{Cli, Command, LogFormat};
 use lockwatch::config::{Config, ConfigError};
-use lockwatch::{check_config, demo, inspect, intake, rules, serve};
+use lockwatch::{check_config, demo, drill, inspect, intake, rules, serve};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -135,11 +135,71 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Drill(args) => run_drill(args).await,
+        Command::DrillWorker(args) => {
+            let config = Config::load(&args.config.config, &args.config.overrides(None))?;
+            drill::worker_main(&config, &args.target, args.namespace, args.exporter).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo(args) => {
             demo::run(&args, serve::shutdown_on_signals()).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn run_drill(args: lockwatch::cli::DrillArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let config = Config::load(&args.config.config, &args.config.overrides(None))?;
+    let sustain = match &args.sustain {
+        None => None,
+        Some(s) => Some(lockwatch::duration::parse(s).map_err(|e| UsageError(format!("--sustain `{s}`: {e}")))?),
+    };
+    if !args.yes && !args.interactive {
+        if !std::io::stdin().is_terminal() {
+            return Err(UsageError("pass --yes to run the drill without a terminal, or --interactive".into()).into());
+        }
+        eprint!("run the drill against the config's target? [y/N] ");
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !answer.trim().eq_ignore_ascii_case("y") {
+            eprintln!("not run");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let opts = drill::Options {
+        config_path: args.config.config.clone(),
+        namespace: args.namespace.clone(),
+        target: args.target.clone(),
+        exporter: args.exporter.clone(),
+        prometheus: args.prometheus.clone(),
+        interactive: args.interactive,
+        release_script: args.release_script.clone(),
+        renew_script: args.renew_script.clone(),
+        sustain,
+        rate: args.rate.unwrap_or(6),
+        allow_production: args.allow_production,
+        live_progress: std::io::stderr().is_terminal(),
+    };
+    let mut say = std::io::stderr();
+    let report = drill::run(&config, &opts, &mut say).await.map_err(|e| match e {
+        drill::DrillError::Usage(m) => anyhow::Error::new(UsageError(m)),
+        other => anyhow::Error::new(other),
+    })?;
+    let rendered = match args.format {
+        lockwatch::cli::DrillFormat::Text => report.text(),
+        lockwatch::cli::DrillFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        lockwatch::cli::DrillFormat::Markdown => report.markdown(),
+    };
+    print!("{rendered}");
+    if let Some(path) = &args.report {
+        std::fs::write(path, report.markdown()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn parse_log_format(s: &str) -> Result<lockwatch::config::LogFormat, UsageError> {

@@ -1,0 +1,309 @@
+//! Worker A of the drill: a real child process (`lockwatch drill-worker`, hidden) that the
+//! drill drives over stdin/stdout, one JSON request and one JSON reply per line, and pauses
+//! with SIGSTOP. It runs the lock operations with the scripts it is given and reports its
+//! own failures to the exporter as lock events, the way an application would.
+
+use std::process::Stdio;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use redis::aio::MultiplexedConnection;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+/// What the drill asks a worker to do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// `INCR fence` for a token, then `SET key token NX PX ttl`.
+    Acquire {
+        key: String,
+        fence_key: String,
+        owner: String,
+        ttl_ms: u64,
+    },
+    Renew {
+        key: String,
+        token: String,
+        ttl_ms: u64,
+    },
+    Release {
+        key: String,
+        token: String,
+    },
+    /// A compare-token write to the fenced resource.
+    Write {
+        resource: String,
+        fence: i64,
+        value: String,
+    },
+}
+
+/// A worker's answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    /// Redis accepted the operation.
+    pub ok: bool,
+    /// For an acquisition: the token set (`owner:fence`) and its fencing number.
+    pub token: Option<String>,
+    pub fence: Option<i64>,
+    /// A Redis or I/O error, when the operation could not be run at all.
+    pub error: Option<String>,
+    /// The lock event reported to the exporter, if any (`op/outcome`).
+    pub reported: Option<String>,
+}
+
+/// The Lua the worker runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Scripts {
+    pub release: String,
+    pub renew: String,
+}
+
+/// Compare-and-set on the resource: a write carries its fencing token and is refused when
+/// the resource has seen a higher one.
+pub const FENCED_WRITE: &str = r#"
+local seen = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+if tonumber(ARGV[1]) < seen then return 0 end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+return 1
+"#;
+
+/// Run one operation on `c`.
+pub async fn perform(c: &mut MultiplexedConnection, scripts: &Scripts, req: &Request) -> redis::RedisResult<Reply> {
+    Ok(match req {
+        Request::Acquire {
+            key,
+            fence_key,
+            owner,
+            ttl_ms,
+        } => {
+            let fence: i64 = redis::cmd("INCR").arg(fence_key).query_async(c).await?;
+            let token = format!("{owner}:{fence}");
+            let set: Option<String> = redis::cmd("SET")
+                .arg(key)
+                .arg(&token)
+                .arg("NX")
+                .arg("PX")
+                .arg(*ttl_ms)
+                .query_async(c)
+                .await?;
+            Reply {
+                ok: set.is_some(),
+                token: Some(token),
+                fence: Some(fence),
+                ..Reply::default()
+            }
+        }
+        Request::Renew { key, token, ttl_ms } => {
+            let v: redis::Value = redis::Script::new(&scripts.renew)
+                .key(key)
+                .arg(token)
+                .arg(*ttl_ms)
+                .invoke_async(c)
+                .await?;
+            Reply {
+                ok: truthy(&v),
+                ..Reply::default()
+            }
+        }
+        Request::Release { key, token } => {
+            let v: redis::Value = redis::Script::new(&scripts.release)
+                .key(key)
+                .arg(token)
+                .invoke_async(c)
+                .await?;
+            Reply {
+                ok: truthy(&v),
+                ..Reply::default()
+            }
+        }
+        Request::Write { resource, fence, value } => {
+            let v: redis::Value = redis::Script::new(FENCED_WRITE)
+                .key(resource)
+                .arg(*fence)
+                .arg(value)
+                .invoke_async(c)
+                .await?;
+            Reply {
+                ok: truthy(&v),
+                ..Reply::default()
+            }
+        }
+    })
+}
+
+/// How an application's script says yes: a positive number, `OK`, or true.
+fn truthy(v: &redis::Value) -> bool {
+    match v {
+        redis::Value::Int(n) => *n > 0,
+        redis::Value::Okay => true,
+        redis::Value::SimpleString(s) => s.eq_ignore_ascii_case("ok"),
+        redis::Value::BulkString(b) => b.eq_ignore_ascii_case(b"ok") || b == b"1",
+        redis::Value::Boolean(b) => *b,
+        _ => false,
+    }
+}
+
+/// The lock event a refused operation reports: `(op, outcome)`.
+pub fn failure_event(req: &Request) -> Option<(&'static str, &'static str)> {
+    match req {
+        Request::Acquire { .. } => Some(("acquire", "busy")),
+        Request::Renew { .. } => Some(("renew", "not_owned")),
+        Request::Release { .. } => Some(("release", "not_owned")),
+        Request::Write { .. } => Some(("write", "stale_fence")),
+    }
+}
+
+/// The child side: the scripts on the first line of stdin, then requests until stdin
+/// closes, each answered on stdout.
+pub async fn serve(
+    mut conn: MultiplexedConnection,
+    namespace: String,
+    exporter: Option<String>,
+) -> std::io::Result<()> {
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let first = lines
+        .next_line()
+        .await?
+        .ok_or_else(|| std::io::Error::other("no scripts on stdin"))?;
+    let scripts: Scripts = serde_json::from_str(&first).map_err(std::io::Error::other)?;
+    let mut out = tokio::io::stdout();
+    let http = reqwest::Client::new();
+    while let Some(line) = lines.next_line().await? {
+        let reply = match serde_json::from_str::<Request>(&line) {
+            Err(e) => Reply {
+                error: Some(format!("bad request: {e}")),
+                ..Reply::default()
+            },
+            Ok(req) => match perform(&mut conn, &scripts, &req).await {
+                Err(e) => Reply {
+                    error: Some(e.to_string()),
+                    ..Reply::default()
+                },
+                Ok(mut r) => {
+                    if !r.ok
+                        && let (Some(url), Some((op, outcome))) = (&exporter, failure_event(&req))
+                    {
+                        let key = match &req {
+                            Request::Acquire { key, .. }
+                            | Request::Renew { key, .. }
+                            | Request::Release { key, .. } => Some(key.as_str()),
+                            Request::Write { .. } => None,
+                        };
+                        let event =
+                            serde_json::json!({"namespace": namespace, "op": op, "outcome": outcome, "key": key});
+                        let sent = http
+                            .post(format!("{}/api/v1/events", url.trim_end_matches('/')))
+                            .header("content-type", "application/x-ndjson")
+                            .body(format!("{event}\n"))
+                            .send()
+                            .await;
+                        r.reported = match sent {
+                            Ok(resp) if resp.status().is_success() => Some(format!("{op}/{outcome}")),
+                            Ok(resp) => Some(format!("{op}/{outcome} refused: {}", resp.status())),
+                            Err(e) => Some(format!("{op}/{outcome} not sent: {e}")),
+                        };
+                    }
+                    r
+                }
+            },
+        };
+        let mut text = serde_json::to_string(&reply).unwrap_or_else(|_| "{}".into());
+        text.push('\n');
+        out.write_all(text.as_bytes()).await?;
+        out.flush().await?;
+    }
+    Ok(())
+}
+
+/// The parent's handle on worker A.
+pub struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: tokio::io::Lines<BufReader<ChildStdout>>,
+    pub pid: i32,
+    stopped: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("cannot start worker A ({0})")]
+    Spawn(std::io::Error),
+    #[error("worker A stopped answering ({0})")]
+    Io(#[from] std::io::Error),
+    #[error("worker A sent a bad reply: {0}")]
+    Reply(String),
+    #[error("cannot signal worker A: {0}")]
+    Signal(nix::Error),
+}
+
+impl Worker {
+    /// Start `lockwatch drill-worker` with `args`, scripts on its stdin's first line.
+    pub async fn spawn(args: &[String], scripts: &Scripts) -> Result<Worker, WorkerError> {
+        let exe = std::env::current_exe().map_err(WorkerError::Spawn)?;
+        let mut child = tokio::process::Command::new(exe)
+            .arg("drill-worker")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(WorkerError::Spawn)?;
+        let (Some(mut stdin), Some(stdout), Some(pid)) = (child.stdin.take(), child.stdout.take(), child.id()) else {
+            return Err(WorkerError::Spawn(std::io::Error::other("no pipes")));
+        };
+        let mut first = serde_json::to_string(scripts).map_err(|e| WorkerError::Reply(e.to_string()))?;
+        first.push('\n');
+        stdin.write_all(first.as_bytes()).await?;
+        Ok(Worker {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout).lines(),
+            pid: pid as i32,
+            stopped: false,
+        })
+    }
+
+    pub async fn call(&mut self, req: &Request) -> Result<Reply, WorkerError> {
+        let mut line = serde_json::to_string(req).map_err(|e| WorkerError::Reply(e.to_string()))?;
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await?;
+        self.stdin.flush().await?;
+        let reply = self
+            .stdout
+            .next_line()
+            .await?
+            .ok_or_else(|| WorkerError::Reply("worker A exited".into()))?;
+        serde_json::from_str(&reply).map_err(|e| WorkerError::Reply(format!("{e}: {reply}")))
+    }
+
+    fn signal(&self, s: Signal) -> Result<(), WorkerError> {
+        kill(Pid::from_raw(self.pid), s).map_err(WorkerError::Signal)
+    }
+
+    /// SIGSTOP: the process is frozen, as by a long GC pause.
+    pub fn pause(&mut self) -> Result<(), WorkerError> {
+        self.signal(Signal::SIGSTOP)?;
+        self.stopped = true;
+        Ok(())
+    }
+
+    /// SIGCONT.
+    pub fn resume(&mut self) -> Result<(), WorkerError> {
+        self.signal(Signal::SIGCONT)?;
+        self.stopped = false;
+        Ok(())
+    }
+
+    /// Continue (if stopped) and end the process; wait for it.
+    pub async fn end(mut self) -> std::io::Result<()> {
+        if self.stopped {
+            let _ = self.signal(Signal::SIGCONT);
+        }
+        let _ = self.child.start_kill();
+        self.child.wait().await.map(|_| ())
+    }
+}

@@ -1,0 +1,289 @@
+//! `lockwatch drill` against a real redis-server with `lockwatch serve` running: the
+//! stale-holder scenario passes and the exporter's counters move by exactly the expected
+//! amounts; an unsafe release script fails the drill naming the step; SIGINT during the pause
+//! leaves no run key and no stopped process; production is refused; `--interactive` is
+//! driven through stdin; JSON and markdown reports; sustained cycles.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Served;
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
+
+fn write_config(dir: &Path, url: &str, extra_target: &str, ttl: &str) -> std::path::PathBuf {
+    let path = dir.join("lockwatch.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[target]]\nname = \"staging\"\nurl = \"{url}\"\nsample_interval = \"250ms\"\n{extra_target}\n\
+             [[namespace]]\nname = \"drill\"\npattern = \"drill:lock:*\"\nfence_pattern = \"drill:fence:*\"\nttl = \"{ttl}\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn drill(config: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("drill")
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Keys the drill may have left behind.
+fn leftovers(r: &lockwatch::redis_child::RedisChild) -> Vec<String> {
+    let mut c = common::conn(r);
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("drill:*").query(&mut c).unwrap();
+    let more: Vec<String> = redis::cmd("KEYS").arg("lockwatch-drill:*").query(&mut c).unwrap();
+    keys.extend(more);
+    keys
+}
+
+fn event(m: &common::Metrics, op: &str, outcome: &str) -> f64 {
+    m.val(
+        "lockwatch_lock_events_total",
+        &[("namespace", "drill"), ("op", op), ("outcome", outcome)],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drill_passes_and_the_exporter_counts_exactly_what_happened() {
+    let r = common::redis(&["--notify-keyspace-events", "KEA"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &r.url(), "", "1s");
+    let s = Served::start(lockwatch::config::Config::load(&config, &Default::default()).unwrap()).await;
+    s.wait_for(Duration::from_secs(5), "subscribed", |m| {
+        m.get("lockwatch_notifications_connected", &[]) == Some(1.0)
+    })
+    .await;
+    let exporter = format!("http://{}", s.addr);
+    let cfg = config.clone();
+    let out = tokio::task::spawn_blocking(move || drill(&cfg, &["--yes", "--exporter", &exporter, "--format", "json"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["result"].as_str().unwrap().starts_with("passed"), "{report}");
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 9);
+    assert!(steps.iter().all(|s| s["ok"] == true), "{report}");
+    assert_eq!(report["counters"].as_array().unwrap().len(), 6, "{report}");
+    // The exporter's own view, independently of the drill's check.
+    let m = s.metrics().await;
+    assert_eq!(event(&m, "renew", "not_owned"), 1.0);
+    assert_eq!(event(&m, "release", "not_owned"), 1.0);
+    assert_eq!(event(&m, "write", "stale_fence"), 1.0);
+    assert_eq!(event(&m, "acquire", "busy"), 0.0);
+    let t = [("target", "staging"), ("namespace", "drill")];
+    assert_eq!(m.val("lockwatch_lock_expiry_takeovers_total", &t), 1.0);
+    let kind = |k| {
+        m.val(
+            "lockwatch_lock_transitions_total",
+            &[("target", "staging"), ("namespace", "drill"), ("kind", k)],
+        )
+    };
+    assert_eq!((kind("acquired"), kind("expired"), kind("released")), (2.0, 1.0, 1.0));
+    assert!(leftovers(&r).is_empty(), "{:?}", leftovers(&r));
+    s.stop().await;
+}
+
+#[test]
+fn an_unsafe_release_script_fails_the_drill_and_names_the_step() {
+    let r = common::redis(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &r.url(), "", "1s");
+    let script = dir.path().join("release.lua");
+    std::fs::write(&script, "return redis.call('del', KEYS[1])\n").unwrap();
+    let record = dir.path().join("drill.md");
+    let out = drill(
+        &config,
+        &[
+            "--yes",
+            "--release-script",
+            script.to_str().unwrap(),
+            "--report",
+            record.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("FAILED") && stdout.contains("step 7 (A tries to release)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("step 9 (B's lock and write are intact)"), "{stdout}");
+    assert!(text(&out.stderr).contains("plain DEL"), "{}", text(&out.stderr));
+    let md = std::fs::read_to_string(&record).unwrap();
+    for want in [
+        "# Drill record",
+        "## Timeline",
+        "## Deviations",
+        "plain DEL",
+        "## Rollback",
+        "✗ deviation",
+    ] {
+        assert!(md.contains(want), "no {want} in:\n{md}");
+    }
+    assert!(leftovers(&r).is_empty(), "{:?}", leftovers(&r));
+    // The safe scripts, passed explicitly, pass (an unsafe renew fails step 6).
+    let renew = dir.path().join("renew.lua");
+    std::fs::write(&renew, "return redis.call('pexpire', KEYS[1], ARGV[2])\n").unwrap();
+    let out = drill(&config, &["--yes", "--renew-script", renew.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("step 6 (A wakes and tries to renew)"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn sigint_during_the_pause_rolls_back() {
+    let r = common::redis(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &r.url(), "", "20s");
+    let mut child = Command::new(BIN)
+        .args(["drill", "--yes", "-c", config.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let started = Instant::now();
+    let pid = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "drill ended before the pause");
+        if let Some(rest) = line.trim().strip_prefix("A paused (pid ") {
+            break rest.split(')').next().unwrap().parse::<i32>().unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10));
+    };
+    // Worker A is stopped (state T) and its lock is held.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    assert!(state.contains(") T "), "{state}");
+    assert!(!leftovers(&r).is_empty());
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(1), "{rest}");
+    assert!(
+        rest.contains("interrupted") && rest.contains("rollback: worker A"),
+        "{rest}"
+    );
+    assert!(leftovers(&r).is_empty(), "{:?}", leftovers(&r));
+    // No stopped process left behind: the worker is gone (or a zombie being reaped).
+    let gone = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "));
+    assert!(gone, "worker A still exists");
+}
+
+#[test]
+fn production_is_refused_and_usage_errors_exit_2() {
+    let r = common::redis(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &r.url(), "environment = \"production\"", "1s");
+    let out = drill(&config, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("production") && text(&out.stderr).contains("--allow-production"));
+    assert!(leftovers(&r).is_empty());
+    let out = drill(&config, &["--yes", "--allow-production", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = drill(&config, &["--yes", "--allow-production", "--namespace", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no namespace `nope`"));
+    // Without a terminal and without --yes or --interactive.
+    let out = drill(&config, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--yes"));
+}
+
+#[test]
+fn interactive_mode_waits_for_enter_before_each_step() {
+    let r = common::redis(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &r.url(), "", "1s");
+    let mut child = Command::new(BIN)
+        .args([
+            "drill",
+            "--interactive",
+            "-c",
+            config.to_str().unwrap(),
+            "--format",
+            "markdown",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut prompts = 0;
+    let mut transcript = String::new();
+    let mut buf = Vec::new();
+    // Answer each prompt only when it appears.
+    loop {
+        buf.clear();
+        let n = err.read_until(b' ', &mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        transcript.push_str(&String::from_utf8_lossy(&buf));
+        if transcript.ends_with("press Enter to run it… ") {
+            prompts += 1;
+            stdin.write_all(b"\n").unwrap();
+            stdin.flush().unwrap();
+            transcript.push_str("<enter>");
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{transcript}");
+    assert_eq!(prompts, 5, "{transcript}");
+    assert!(transcript.contains("next: A is frozen with SIGSTOP"), "{transcript}");
+    let md = text(&out.stdout);
+    assert!(md.starts_with("# Drill record") && md.contains("| 9 |"), "{md}");
+}
+
+#[test]
+fn sustained_mode_repeats_cycles() {
+    let r = common::redis(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &r.url(), "", "500ms");
+    let out = drill(
+        &config,
+        &["--yes", "--sustain", "3s", "--rate", "60", "--format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cycles = report["cycles"]["cycles"].as_u64().unwrap();
+    assert!((2..=4).contains(&cycles), "{report}");
+    assert!(leftovers(&r).is_empty(), "{:?}", leftovers(&r));
+}
