@@ -349,3 +349,69 @@ async fn status_page_renders_in_headless_chromium() {
     );
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sustained_drill_takes_the_ratio_alert_to_pending() {
+    let r = common::redis(&["--notify-keyspace-events", "KEA"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lockwatch.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[target]]\nname = \"staging\"\nurl = \"{}\"\nsample_interval = \"250ms\"\n\
+             [[namespace]]\nname = \"drill\"\npattern = \"drill:lock:*\"\nfence_pattern = \"drill:fence:*\"\nttl = \"500ms\"\n",
+            r.url()
+        ),
+    )
+    .unwrap();
+    let s = Served::start(lockwatch::config::Config::load(&config, &Default::default()).unwrap()).await;
+    let prom = start_prometheus(s.addr);
+    let started = Instant::now();
+    while !reqwest::get(format!("{}/-/ready", prom.url))
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "prometheus did not get ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (exporter, prometheus) = (format!("http://{}", s.addr), prom.url.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+            .args([
+                "drill",
+                "--yes",
+                "--format",
+                "json",
+                "--sustain",
+                "30s",
+                "--rate",
+                "40",
+                "-c",
+            ])
+            .arg(&config)
+            .args(["--exporter", &exporter, "--prometheus", &prometheus])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cycles = &report["cycles"];
+    eprintln!("sustained drill: {cycles}");
+    assert!(cycles["cycles"].as_u64().unwrap() >= 10, "{report}");
+    assert!(
+        cycles["pending_after_s"].as_f64().is_some(),
+        "the ratio alert never went pending: {report}"
+    );
+    let alerts = report["alerts"].as_array().unwrap();
+    assert!(
+        alerts.iter().any(|a| a[0] == "LockNotOwnedRatioHigh"),
+        "alert states reported: {alerts:?}"
+    );
+    s.stop().await;
+}

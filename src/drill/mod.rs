@@ -28,8 +28,9 @@ pub const SAFE_RELEASE: &str =
 pub const SAFE_RENEW: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
-/// Margin past the TTL before the expiry is checked.
-const EXPIRY_MARGIN: Duration = Duration::from_millis(600);
+/// How long past the TTL the drill waits for Redis to expire the key. B acquires as soon
+/// as the key is gone, so the takeover falls inside the namespace's TTL window.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -619,24 +620,23 @@ async fn stale_holder(
         .await;
     }
     worker(ctx)?.pause()?;
-    let until = Instant::now() + ctx.ns.ttl + EXPIRY_MARGIN;
+    let until = Instant::now() + ctx.ns.ttl;
     if narrate && !ctx.opts.live_progress {
         let pid = worker(ctx)?.pid;
         let _ = writeln!(
             say,
-            "    A paused (pid {pid}) for {:.1}s: the TTL and a margin",
-            (ctx.ns.ttl + EXPIRY_MARGIN).as_secs_f64()
+            "    A paused (pid {pid}): the lock expires in {:.1}s",
+            ctx.ns.ttl.as_secs_f64()
         );
     }
     while Instant::now() < until {
         if narrate && ctx.opts.live_progress {
             let left = until.saturating_duration_since(Instant::now());
-            let expires_in = left.saturating_sub(EXPIRY_MARGIN);
             let _ = write!(
                 say,
                 "\r    A paused (pid {}): the lock expires in {:>5.1}s ",
                 worker(ctx)?.pid,
-                expires_in.as_secs_f64()
+                left.as_secs_f64()
             );
             let _ = say.flush();
         }
@@ -645,11 +645,19 @@ async fn stale_holder(
     if narrate && ctx.opts.live_progress {
         let _ = writeln!(say);
     }
-    let pttl: i64 = redis::cmd("PTTL")
-        .arg(&keys.lock)
-        .query_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
+    // Redis expires a key at its deadline or a little after: wait for it to be gone.
+    let give_up = Instant::now() + EXPIRY_MARGIN;
+    let pttl = loop {
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&keys.lock)
+            .query_async(&mut ctx.conn)
+            .await
+            .map_err(|e| WorkerError::Reply(e.to_string()))?;
+        if pttl == -2 || Instant::now() > give_up {
+            break pttl;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     let mut s = ctx.new_step("A is paused past the TTL; the key expires");
     s.ok = pttl == -2;
     s.happened = if s.ok {
