@@ -65,6 +65,10 @@ async fn the_drill_passes_and_the_exporter_counts_exactly_what_happened() {
     let r = common::redis(&["--notify-keyspace-events", "KEA"]);
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &r.url(), "", "1s");
+    // The exporter takes pushes only with the token; worker A sends the config's.
+    std::fs::write(dir.path().join("push-token"), "drill-s3cret\n").unwrap();
+    let body = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("[server]\npush_token_file = \"push-token\"\n{body}")).unwrap();
     let s = Served::start(lockwatch::config::Config::load(&config, &Default::default()).unwrap()).await;
     s.wait_for(Duration::from_secs(5), "subscribed", |m| {
         m.get("lockwatch_notifications_connected", &[]) == Some(1.0)
@@ -182,7 +186,7 @@ fn sigint_during_the_pause_rolls_back() {
     };
     // Worker A is stopped (state T) and its lock is held.
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    assert!(state.contains(") T "), "{state}");
+    assert!(state.contains(") T "), "worker A is not stopped: {state}");
     assert!(!leftovers(&r).is_empty());
     assert!(
         Command::new("kill")

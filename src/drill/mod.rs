@@ -619,7 +619,7 @@ async fn stale_holder(
         )
         .await;
     }
-    worker(ctx)?.pause()?;
+    worker(ctx)?.pause().await?;
     let until = Instant::now() + ctx.ns.ttl;
     if narrate && !ctx.opts.live_progress {
         let pid = worker(ctx)?.pid;
@@ -946,5 +946,6 @@ pub async fn worker_main(
         .find(|t| t.name == target)
         .ok_or_else(|| std::io::Error::other(format!("no target {target}")))?;
     let conn = crate::connect::once(t).await.map_err(std::io::Error::other)?;
-    worker::serve(conn, namespace, exporter).await
+    let token = config.server.push_token.as_ref().map(|t| t.expose().to_string());
+    worker::serve(conn, namespace, exporter, token).await
 }

@@ -157,11 +157,13 @@ pub fn failure_event(req: &Request) -> Option<(&'static str, &'static str)> {
 }
 
 /// The child side: the scripts on the first line of stdin, then requests until stdin
-/// closes, each answered on stdout.
+/// closes, each answered on stdout. Refusals are pushed to `exporter`, with the config's
+/// push token when it has one.
 pub async fn serve(
     mut conn: MultiplexedConnection,
     namespace: String,
     exporter: Option<String>,
+    push_token: Option<String>,
 ) -> std::io::Result<()> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let first = lines
@@ -194,12 +196,14 @@ pub async fn serve(
                         };
                         let event =
                             serde_json::json!({"namespace": namespace, "op": op, "outcome": outcome, "key": key});
-                        let sent = http
+                        let mut post = http
                             .post(format!("{}/api/v1/events", url.trim_end_matches('/')))
                             .header("content-type", "application/x-ndjson")
-                            .body(format!("{event}\n"))
-                            .send()
-                            .await;
+                            .body(format!("{event}\n"));
+                        if let Some(t) = &push_token {
+                            post = post.bearer_auth(t);
+                        }
+                        let sent = post.send().await;
                         r.reported = match sent {
                             Ok(resp) if resp.status().is_success() => Some(format!("{op}/{outcome}")),
                             Ok(resp) => Some(format!("{op}/{outcome} refused: {}", resp.status())),
@@ -284,10 +288,25 @@ impl Worker {
         kill(Pid::from_raw(self.pid), s).map_err(WorkerError::Signal)
     }
 
-    /// SIGSTOP: the process is frozen, as by a long GC pause.
-    pub fn pause(&mut self) -> Result<(), WorkerError> {
+    /// SIGSTOP: the process is frozen, as by a long GC pause. Returns once the kernel
+    /// shows it stopped (where `/proc` says so; at most a second).
+    pub async fn pause(&mut self) -> Result<(), WorkerError> {
         self.signal(Signal::SIGSTOP)?;
         self.stopped = true;
+        let stat = format!("/proc/{}/stat", self.pid);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while std::time::Instant::now() < deadline {
+            match std::fs::read_to_string(&stat) {
+                Ok(s)
+                    if s.rsplit_once(')')
+                        .is_some_and(|(_, rest)| rest.trim_start().starts_with('T')) =>
+                {
+                    break;
+                }
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+                Err(_) => break,
+            }
+        }
         Ok(())
     }
 
