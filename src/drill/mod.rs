@@ -597,8 +597,7 @@ async fn stale_holder(
         .arg("PX")
         .arg(ttl_ms)
         .query_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
+        .await?;
     let mut s = ctx.new_step("B is refused while A holds");
     s.ok = refused.is_none();
     s.happened = if s.ok {
@@ -648,11 +647,7 @@ async fn stale_holder(
     // Redis expires a key at its deadline or a little after: wait for it to be gone.
     let give_up = Instant::now() + EXPIRY_MARGIN;
     let pttl = loop {
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(&keys.lock)
-            .query_async(&mut ctx.conn)
-            .await
-            .map_err(|e| WorkerError::Reply(e.to_string()))?;
+        let pttl: i64 = redis::cmd("PTTL").arg(&keys.lock).query_async(&mut ctx.conn).await?;
         if pttl == -2 || Instant::now() > give_up {
             break pttl;
         }
@@ -675,11 +670,7 @@ async fn stale_holder(
     if narrate {
         ctx.gate(say, "B takes the expired lock with a new fencing token").await;
     }
-    let fence_b: i64 = redis::cmd("INCR")
-        .arg(&keys.fence)
-        .query_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
+    let fence_b: i64 = redis::cmd("INCR").arg(&keys.fence).query_async(&mut ctx.conn).await?;
     let token_b = format!("B-{}:{fence_b}", ctx.run_id);
     let got: Option<String> = redis::cmd("SET")
         .arg(&keys.lock)
@@ -688,8 +679,7 @@ async fn stale_holder(
         .arg("PX")
         .arg(ttl_ms * 4)
         .query_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
+        .await?;
     let mut s = ctx.new_step("B acquires with a higher token");
     s.ok = got.is_some() && fence_b > fence_a;
     s.happened = format!(
@@ -709,8 +699,7 @@ async fn stale_holder(
         .arg(fence_b)
         .arg(&b_value)
         .invoke_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
+        .await?;
     let mut s = ctx.new_step("B writes to the fenced resource");
     s.ok = wrote == 1;
     s.happened = format!(
@@ -774,22 +763,13 @@ async fn stale_holder(
     .await?;
     record!(s);
 
-    let holder: Option<String> = redis::cmd("GET")
-        .arg(&keys.lock)
-        .query_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
-    let pttl: i64 = redis::cmd("PTTL")
-        .arg(&keys.lock)
-        .query_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
+    let holder: Option<String> = redis::cmd("GET").arg(&keys.lock).query_async(&mut ctx.conn).await?;
+    let pttl: i64 = redis::cmd("PTTL").arg(&keys.lock).query_async(&mut ctx.conn).await?;
     let value: Option<String> = redis::cmd("HGET")
         .arg(&keys.resource)
         .arg("value")
         .query_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
+        .await?;
     let mut s = ctx.new_step("B's lock and write are intact");
     s.ok = holder.as_deref() == Some(token_b.as_str()) && pttl > 0 && value.as_deref() == Some(b_value.as_str());
     s.happened = format!(
@@ -817,8 +797,7 @@ async fn stale_holder(
         .key(&keys.lock)
         .arg(&token_b)
         .invoke_async(&mut ctx.conn)
-        .await
-        .map_err(|e| WorkerError::Reply(e.to_string()))?;
+        .await?;
     Ok(())
 }
 

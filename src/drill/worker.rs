@@ -241,6 +241,9 @@ pub enum WorkerError {
     Reply(String),
     #[error("cannot signal worker A: {0}")]
     Signal(nix::Error),
+    /// A Redis command of the drill itself (B's side, checks) failed.
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
 }
 
 impl Worker {

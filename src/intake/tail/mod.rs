@@ -187,6 +187,11 @@ impl Tailer {
                 i += 1;
             }
         }
+        let [matched, ignored, malformed] = self.tally.lines;
+        self.totals.matched += matched;
+        self.totals.ignored += ignored;
+        self.totals.malformed += malformed;
+        self.totals.lines += matched + ignored + malformed;
         self.counters.flush(&mut self.tally);
         self.files_gauge.set(self.files.len() as i64);
         if self.dirty && self.last_save.elapsed() >= SAVE_EVERY {
@@ -199,7 +204,7 @@ impl Tailer {
     /// and should be dropped (it is picked up again if it is still there).
     fn read(&mut self, i: usize, eof: bool) -> Result<bool, ()> {
         let (classifier, format) = (&self.classifier, self.source.format);
-        let (tally, totals) = (&mut self.tally, &mut self.totals);
+        let tally = &mut self.tally;
         let t = &mut self.files[i];
         let result = t.read(&mut self.buf, READ_BUDGET, eof, |line| {
             let verdict = match line {
@@ -207,12 +212,6 @@ impl Tailer {
                 Line::TooLong(_) => Verdict::Malformed("line too long"),
             };
             tally.line(&verdict);
-            totals.lines += 1;
-            match verdict {
-                Verdict::Event { .. } => totals.matched += 1,
-                Verdict::Ignored(_) => totals.ignored += 1,
-                Verdict::Malformed(_) => totals.malformed += 1,
-            }
         });
         match result {
             Ok(r) => {
