@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lockwatch::redis_child::RedisChild;
+use lockwatch::access::child::RedisChild;
 
 const RENEW: &str =
     r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end"#;
@@ -36,7 +36,7 @@ impl Drop for Exporter {
 }
 
 fn start_exporter(redis_url: &str, dir: &std::path::Path) -> Exporter {
-    let port = lockwatch::redis_child::free_port().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
     let cfg = dir.join("bench.toml");
     std::fs::write(
         &cfg,

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use lockwatch::access::child::RedisChild;
 use lockwatch::config::{Config, Overrides};
 use lockwatch::metrics::Metrics;
-use lockwatch::redis_child::RedisChild;
 use lockwatch::sampler::Sampler;
 
 fn sizes() -> Vec<u64> {

@@ -7,9 +7,9 @@ use std::io::Write;
 
 use redis::aio::MultiplexedConnection;
 
-use crate::config::{Config, Notifications, TargetConfig, ValueKind};
+use crate::access::{notify, probe};
+use crate::config::{Config, Notifications, TargetConfig};
 use crate::duration::format as dur;
-use crate::lifecycle::notify;
 
 /// Print the summary (and connection checks); `Ok(false)` when a check found a problem.
 pub async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::Result<bool> {
@@ -76,39 +76,12 @@ async fn check_target(config: &Config, t: &TargetConfig, out: &mut impl Write) -
             return Ok(false);
         }
     };
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut conn)
-        .await
-        .unwrap_or_default();
-    let version = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap_or("unknown")
-        .trim()
-        .to_string();
+    let version = probe::server_version(&mut conn).await;
     writeln!(out, "✓ target {}: reachable, Redis {version}", t.name)?;
     let mut healthy = check_notifications(t, config, &mut conn, out).await?;
     for n in &config.namespaces {
-        let probe = String::from_utf8_lossy(&n.pattern.overlap(&n.pattern).unwrap_or_default()).into_owned();
-        let mut denied = Vec::new();
-        let scan: redis::RedisResult<redis::Value> = redis::cmd("SCAN")
-            .arg(0)
-            .arg("MATCH")
-            .arg(n.pattern.as_str())
-            .arg("COUNT")
-            .arg(1)
-            .query_async(&mut conn)
-            .await;
-        denied.extend(scan.err().map(|e| format!("SCAN ({e})")));
-        let read = match n.value {
-            ValueKind::Redisson => "HGETALL",
-            _ => "MGET",
-        };
-        let r: redis::RedisResult<redis::Value> = redis::cmd(read).arg(&probe).query_async(&mut conn).await;
-        denied.extend(r.err().map(|e| format!("{read} ({e})")));
-        let r: redis::RedisResult<redis::Value> = redis::cmd("PTTL").arg(&probe).query_async(&mut conn).await;
-        denied.extend(r.err().map(|e| format!("PTTL ({e})")));
+        let probe_key = String::from_utf8_lossy(&n.pattern.overlap(&n.pattern).unwrap_or_default()).into_owned();
+        let (read, denied) = probe::refused_for_namespace(&mut conn, n.pattern.as_str(), &probe_key, &n.value).await;
         if denied.is_empty() {
             writeln!(
                 out,
@@ -190,7 +163,7 @@ async fn check_notifications(
 }
 
 async fn connect(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection> {
-    let mut conn = crate::connect::once(t).await?;
-    redis::cmd("PING").query_async::<()>(&mut conn).await?;
+    let mut conn = crate::access::connect::once(t).await?;
+    probe::ping(&mut conn).await?;
     Ok(conn)
 }

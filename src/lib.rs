@@ -3,21 +3,21 @@
 //! The library holds every working part; the `lockwatch` binary only parses arguments,
 //! sets up logging and dispatches. See ARCHITECTURE.md for how the parts fit.
 
+pub mod access;
 pub mod check_config;
 pub mod cli;
 pub mod config;
-pub mod connect;
 pub mod demo;
 pub mod drill;
 pub mod duration;
-pub mod event;
+pub mod exposition;
 pub mod glob;
 pub mod http;
 pub mod inspect;
 pub mod intake;
 pub mod lifecycle;
 pub mod metrics;
-pub mod redis_child;
 pub mod rules;
 pub mod sampler;
 pub mod serve;
+pub mod vocab;

@@ -8,10 +8,10 @@ use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::config::{Config, Notifications, UNKNOWN_NAMESPACE};
-use crate::event::{Op, Outcome};
-use crate::intake::{LineResult, PUSH_SOURCE};
-use crate::lifecycle::tracker::{End, Kind};
+use crate::config::{Config, Notifications};
+use crate::vocab::{HoldEnd, Transition};
+use crate::vocab::{LineResult, PUSH_SOURCE, UNKNOWN_NAMESPACE, Unreadable};
+use crate::vocab::{Op, Outcome};
 
 /// Remaining-TTL buckets (seconds): fine near expiry, where a stalled holder shows up.
 const TTL_BUCKETS: &[f64] = &[
@@ -22,25 +22,6 @@ const TTL_BUCKETS: &[f64] = &[
 const HOLD_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
 ];
-
-/// Why a key in a lock namespace could not be read as a lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unreadable {
-    /// The key's Redis type does not fit the namespace's `value` (a hash where a string is expected…).
-    WrongType,
-    /// The type fits but the owner cannot be read from it (JSON without the field…).
-    BadValue,
-}
-
-impl Unreadable {
-    pub const ALL: [Unreadable; 2] = [Unreadable::WrongType, Unreadable::BadValue];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Unreadable::WrongType => "wrong_type",
-            Unreadable::BadValue => "bad_value",
-        }
-    }
-}
 
 /// All metric families, registered in one registry.
 pub struct Metrics {
@@ -349,12 +330,12 @@ impl Metrics {
                     self.fence_regressions_total.with_label_values(&l);
                 }
                 if watched {
-                    for kind in Kind::ALL {
+                    for kind in Transition::ALL {
                         self.lock_transitions_total
                             .with_label_values(&[target, ns.name.as_str(), kind.as_str()]);
                     }
                     self.lock_expiry_takeovers_total.with_label_values(&l);
-                    for end in End::ALL {
+                    for end in HoldEnd::ALL {
                         self.lock_hold_duration_seconds
                             .with_label_values(&[target, ns.name.as_str(), end.as_str()]);
                     }

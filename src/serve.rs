@@ -14,10 +14,11 @@ use crate::config::Notifications;
 use crate::http::push::PushIntake;
 use crate::http::{self, AppState};
 use crate::intake::tail::Tailer;
-use crate::intake::{Classifier, ClassifierError, Counters, PUSH_SOURCE};
+use crate::intake::{Classifier, ClassifierError, Counters};
 use crate::lifecycle::{self, WatchError, Watcher};
 use crate::metrics::Metrics;
 use crate::sampler::{Sampler, SamplerError};
+use crate::vocab::PUSH_SOURCE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

@@ -197,7 +197,7 @@ fn check_config_connect_reports_notifications_and_permissions() {
         "password redacted in the URL: {stdout}"
     );
 
-    let port = lockwatch::redis_child::free_port().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
     let down = write(
         dir.path(),
         "down.toml",
@@ -212,7 +212,7 @@ fn check_config_connect_reports_notifications_and_permissions() {
 fn serve_stops_gracefully_on_sigterm() {
     let r = common::redis(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let port = lockwatch::redis_child::free_port().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
     let path = write(
         dir.path(),
         "c.toml",

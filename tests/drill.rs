@@ -45,7 +45,7 @@ fn text(b: &[u8]) -> String {
 }
 
 /// Keys the drill may have left behind.
-fn leftovers(r: &lockwatch::redis_child::RedisChild) -> Vec<String> {
+fn leftovers(r: &lockwatch::access::child::RedisChild) -> Vec<String> {
     let mut c = common::conn(r);
     let mut keys: Vec<String> = redis::cmd("KEYS").arg("drill:*").query(&mut c).unwrap();
     let more: Vec<String> = redis::cmd("KEYS").arg("lockwatch-drill:*").query(&mut c).unwrap();

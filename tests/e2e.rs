@@ -14,15 +14,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Served;
+use lockwatch::access::scripts::{SAFE_RELEASE as RELEASE, SAFE_RENEW as RENEW};
 use redis::AsyncCommands;
 use tokio_util::sync::CancellationToken;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-const RELEASE: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-const RENEW: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
 /// A Prometheus server on a free port, killed on drop.
 struct Prometheus {
@@ -41,7 +37,7 @@ impl Drop for Prometheus {
 fn start_prometheus(scrape: std::net::SocketAddr) -> Prometheus {
     let bin = common::require_binary("prometheus", "prometheus");
     let dir = tempfile::tempdir().unwrap();
-    let port = lockwatch::redis_child::free_port().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
     let alerts = Path::new(ROOT).join("alerts");
     let config = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\n\

@@ -69,7 +69,7 @@ async fn expect_lines(s: &Served, what: &str, want: (f64, f64, f64)) {
     assert_eq!(lines_of(&s.metrics().await, "app"), want, "{what}: counts moved on");
 }
 
-fn logs_config(r: &lockwatch::redis_child::RedisChild, glob: &Path, extra: &str) -> lockwatch::config::Config {
+fn logs_config(r: &lockwatch::access::child::RedisChild, glob: &Path, extra: &str) -> lockwatch::config::Config {
     common::config(
         r,
         &format!(
@@ -485,7 +485,7 @@ async fn settle(p: &Proc, want: u64) {
 async fn graceful_restart_neither_loses_nor_repeats_a_line() {
     let r = common::redis(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let port = lockwatch::redis_child::free_port().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
     let config = restart_config(dir.path(), &r.url(), port);
     let w = Writer::start(dir.path().join("app.log"), 2000);
     let mut first = spawn_serve(&config, &dir.path().join("run1.log"), port, Stdio::null());
@@ -521,7 +521,7 @@ async fn graceful_restart_neither_loses_nor_repeats_a_line() {
 async fn after_sigkill_replay_stays_within_the_save_period() {
     let r = common::redis(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let port = lockwatch::redis_child::free_port().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
     let config = restart_config(dir.path(), &r.url(), port);
     let rate = 2000;
     let w = Writer::start(dir.path().join("app.log"), rate);
@@ -554,7 +554,7 @@ async fn after_sigkill_replay_stays_within_the_save_period() {
 async fn stdin_source_is_counted() {
     let r = common::redis(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let port = lockwatch::redis_child::free_port().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
     let config = dir.path().join("c.toml");
     std::fs::write(
         &config,

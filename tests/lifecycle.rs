@@ -9,12 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::{Metrics, Served, config, conn, redis};
+use lockwatch::access::scripts::{SAFE_RELEASE as RELEASE, SAFE_RENEW as RENEW};
 use redis::Commands;
-
-const RELEASE: &str =
-    r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end"#;
-const RENEW: &str =
-    r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end"#;
 
 const NOTIFY: [&str; 2] = ["--notify-keyspace-events", "KEA"];
 

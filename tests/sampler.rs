@@ -278,7 +278,7 @@ async fn passes_cut_by_the_budget_resume_and_reach_every_namespace() {
 
 #[tokio::test]
 async fn redis_down_at_start_is_a_failed_pass_not_a_crash() {
-    let port = lockwatch::redis_child::free_port().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
     let text = format!(
         "[[target]]\nname = \"main\"\nurl = \"redis://127.0.0.1:{port}/0\"\n[[namespace]]\nname = \"wf\"\npattern = \"wf:*\"\nttl = \"5s\"\n"
     );

@@ -19,14 +19,12 @@ use std::time::Duration;
 use redis::IntoConnectionInfo;
 
 use crate::duration;
-use crate::event::{Op, Outcome};
 use crate::glob::Glob;
+use crate::vocab::{Op, Outcome, PUSH_SOURCE, UNKNOWN_NAMESPACE};
 use raw::{RawConfig, RawNamespace, RawTarget, S};
 
 /// Default listen address; 9747 is lockwatch's port.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9747";
-/// Namespace label value for everything that matches no configured namespace.
-pub const UNKNOWN_NAMESPACE: &str = "unknown";
 
 /// A config that could not be loaded. Displayed to the operator as one sentence.
 #[derive(Debug, thiserror::Error)]
@@ -652,7 +650,7 @@ impl Cx<'_> {
             if l.path.get_ref().trim().is_empty() {
                 return Err(self.err(Some(&l.path.span()), k("path"), "empty path"));
             }
-            if name == crate::intake::PUSH_SOURCE {
+            if name == PUSH_SOURCE {
                 return Err(self.err(
                     Some(&l.name.span()),
                     k("name"),

@@ -12,9 +12,9 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::child::{ChildError, RedisChild};
 use crate::cli::DemoArgs;
 use crate::config::{Config, ConfigError, Overrides};
-use crate::redis_child::{ChildError, RedisChild};
 use workers::{AppLog, Profile};
 
 #[derive(Debug, thiserror::Error)]

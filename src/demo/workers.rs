@@ -10,12 +10,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
-/// Compare-and-delete: release only if we still own the lock.
-const RELEASE: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-/// Compare-and-pexpire: renew only if we still own the lock.
-const RENEW: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+use crate::access::scripts::{LockScripts, next_fence};
 
 /// A small xorshift generator: the demo needs variety, not statistics.
 pub struct Rng(u64);
@@ -83,24 +78,15 @@ pub struct Profile {
 /// Run one worker until `stop`.
 pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: AppLog, stop: CancellationToken) {
     let mut rng = Rng::seeded(worker.len() as u64 ^ p.jobs);
-    let release = redis::Script::new(RELEASE);
-    let renew = redis::Script::new(RENEW);
+    let scripts = LockScripts::default();
     let mut n = 0u64;
     while !stop.is_cancelled() {
         n += 1;
         let key = format!("{}{}", p.prefix, rng.range(0, p.jobs));
         let token = format!("{worker}-{n}-{:08x}", rng.next() as u32);
-        let got: redis::RedisResult<Option<String>> = redis::cmd("SET")
-            .arg(&key)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(p.ttl.as_millis() as u64)
-            .query_async(&mut conn)
-            .await;
-        match got {
-            Ok(Some(_)) => {}
-            Ok(None) => {
+        match scripts.acquire(&mut conn, &key, &token, p.ttl).await {
+            Ok(true) => {}
+            Ok(false) => {
                 log.line("INFO", &format!("{} busy, will retry", p.phrase), &key, "");
                 pause(&stop, Duration::from_millis(rng.range(300, 900))).await;
                 continue;
@@ -112,10 +98,7 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
             }
         }
         if let Some(fp) = p.fence_prefix {
-            let _: redis::RedisResult<i64> = redis::cmd("INCR")
-                .arg(format!("{fp}{}", &key[p.prefix.len()..]))
-                .query_async(&mut conn)
-                .await;
+            let _ = next_fence(&mut conn, &format!("{fp}{}", &key[p.prefix.len()..])).await;
         }
         let hold = Duration::from_millis(rng.range(p.hold_ms.0, p.hold_ms.1));
         let stall = rng.chance(p.stall_percent);
@@ -129,14 +112,16 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
                 let step = p.renew_every.unwrap_or(left).min(left);
                 pause(&stop, step).await;
                 left = left.saturating_sub(step);
-                if p.renew_every.is_some() && !left.is_zero() && !renewed(&renew, &mut conn, &key, &token, p.ttl).await
+                if p.renew_every.is_some()
+                    && !left.is_zero()
+                    && !renewed(&scripts, &mut conn, &key, &token, p.ttl).await
                 {
                     still_owner = false;
                     break;
                 }
             }
         }
-        if stall && p.renew_every.is_some() && !renewed(&renew, &mut conn, &key, &token, p.ttl).await {
+        if stall && p.renew_every.is_some() && !renewed(&scripts, &mut conn, &key, &token, p.ttl).await {
             log.line(
                 "WARN",
                 &format!("{} renewal failed", p.phrase),
@@ -145,8 +130,8 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
             );
             still_owner = false;
         }
-        let released: i64 = release.key(&key).arg(&token).invoke_async(&mut conn).await.unwrap_or(0);
-        if released == 0 {
+        let released = scripts.release(&mut conn, &key, &token).await.unwrap_or(false);
+        if !released {
             let extra = if still_owner {
                 " error=\"lock not owned\""
             } else {
@@ -159,15 +144,8 @@ pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: A
 }
 
 /// Compare-and-pexpire; false when the lock is no longer ours (or Redis failed).
-async fn renewed(script: &redis::Script, conn: &mut ConnectionManager, key: &str, token: &str, ttl: Duration) -> bool {
-    let ok: i64 = script
-        .key(key)
-        .arg(token)
-        .arg(ttl.as_millis() as u64)
-        .invoke_async(conn)
-        .await
-        .unwrap_or(0);
-    ok != 0
+async fn renewed(scripts: &LockScripts, conn: &mut ConnectionManager, key: &str, token: &str, ttl: Duration) -> bool {
+    scripts.renew(conn, key, token, ttl).await.unwrap_or(false)
 }
 
 async fn pause(stop: &CancellationToken, d: Duration) {

@@ -18,15 +18,9 @@ use redis::aio::MultiplexedConnection;
 use tokio::io::AsyncBufReadExt;
 
 use self::report::{CounterCheck, Report, Step, SustainSummary};
-use self::worker::{FENCED_WRITE, Request, Scripts, Worker, WorkerError};
+use self::worker::{Request, Scripts, Worker, WorkerError};
+use crate::access::scripts::{FENCED_WRITE, SAFE_RELEASE, SAFE_RENEW};
 use crate::config::{Config, NamespaceConfig, TargetConfig};
-
-/// Compare-and-delete: the release the runbooks recommend.
-pub const SAFE_RELEASE: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-/// Compare-and-pexpire: the renewal the runbooks recommend.
-pub const SAFE_RENEW: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
 /// How long past the TTL the drill waits for Redis to expire the key. B acquires as soon
 /// as the key is gone, so the takeover falls inside the namespace's TTL window.
@@ -149,7 +143,7 @@ pub async fn run(config: &Config, opts: &Options, say: &mut (dyn std::io::Write 
         release: load_script(&opts.release_script, SAFE_RELEASE)?,
         renew: load_script(&opts.renew_script, SAFE_RENEW)?,
     };
-    let conn = crate::connect::once(target)
+    let conn = crate::access::connect::once(target)
         .await
         .map_err(|source| DrillError::Unreachable {
             target: target.name.clone(),
@@ -304,9 +298,9 @@ async fn preflight(ctx: &mut Ctx<'_>, say: &mut (dyn std::io::Write + Send)) {
         match notify {
             Ok(v) => {
                 let flags = v.get(1).cloned().unwrap_or_default();
-                let missing = crate::lifecycle::notify::missing_flags(
+                let missing = crate::access::notify::missing_flags(
                     &flags,
-                    &crate::lifecycle::notify::needed_flags(std::slice::from_ref(ctx.ns)),
+                    &crate::access::notify::needed_flags(std::slice::from_ref(ctx.ns)),
                 );
                 if missing.is_empty() {
                     format!("on (\"{flags}\"): transitions and takeovers will be counted")
@@ -924,7 +918,7 @@ pub async fn worker_main(
         .iter()
         .find(|t| t.name == target)
         .ok_or_else(|| std::io::Error::other(format!("no target {target}")))?;
-    let conn = crate::connect::once(t).await.map_err(std::io::Error::other)?;
+    let conn = crate::access::connect::once(t).await.map_err(std::io::Error::other)?;
     let token = config.server.push_token.as_ref().map(|t| t.expose().to_string());
     worker::serve(conn, namespace, exporter, token).await
 }

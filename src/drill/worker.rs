@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
+use crate::access::scripts::{FENCED_WRITE, truthy};
+
 /// What the drill asks a worker to do.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -60,15 +62,6 @@ pub struct Scripts {
     pub release: String,
     pub renew: String,
 }
-
-/// Compare-and-set on the resource: a write carries its fencing token and is refused when
-/// the resource has seen a higher one.
-pub const FENCED_WRITE: &str = r#"
-local seen = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
-if tonumber(ARGV[1]) < seen then return 0 end
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
-return 1
-"#;
 
 /// Run one operation on `c`.
 pub async fn perform(c: &mut MultiplexedConnection, scripts: &Scripts, req: &Request) -> redis::RedisResult<Reply> {
@@ -132,18 +125,6 @@ pub async fn perform(c: &mut MultiplexedConnection, scripts: &Scripts, req: &Req
             }
         }
     })
-}
-
-/// How an application's script says yes: a positive number, `OK`, or true.
-fn truthy(v: &redis::Value) -> bool {
-    match v {
-        redis::Value::Int(n) => *n > 0,
-        redis::Value::Okay => true,
-        redis::Value::SimpleString(s) => s.eq_ignore_ascii_case("ok"),
-        redis::Value::BulkString(b) => b.eq_ignore_ascii_case(b"ok") || b == b"1",
-        redis::Value::Boolean(b) => *b,
-        _ => false,
-    }
 }
 
 /// The lock event a refused operation reports: `(op, outcome)`.

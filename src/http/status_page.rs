@@ -9,10 +9,10 @@ use axum::extract::State;
 use axum::response::Html;
 
 use super::AppState;
-use crate::config::UNKNOWN_NAMESPACE;
+
 use crate::duration;
-use crate::event::{Op, Outcome};
-use crate::intake::{LineResult, PUSH_SOURCE};
+use crate::vocab::{LineResult, PUSH_SOURCE, UNKNOWN_NAMESPACE};
+use crate::vocab::{Op, Outcome};
 
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -9,10 +9,11 @@ mod render;
 
 use std::time::Duration;
 
-use redis::Value;
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
+use crate::access::probe;
+use crate::access::read::{self, KeyRead};
 use crate::config::{Config, NamespaceConfig, TargetConfig, ValueKind};
 use crate::sampler::ttl;
 
@@ -152,7 +153,7 @@ impl Report {
     }
 }
 
-const TIMEOUT: Duration = crate::connect::TIMEOUT;
+const TIMEOUT: Duration = crate::access::connect::TIMEOUT;
 
 pub async fn run(config: &Config, req: &Request) -> Result<Report, InspectError> {
     let target = pick_target(config, req.target.as_deref())?;
@@ -170,7 +171,7 @@ pub async fn run(config: &Config, req: &Request) -> Result<Report, InspectError>
         })?),
         None => None,
     };
-    let mut conn = within(target, crate::connect::once(target)).await?;
+    let mut conn = within(target, crate::access::connect::once(target)).await?;
     match (&req.key, asked_ns) {
         (Some(key), ns) => {
             let ns = match ns {
@@ -255,16 +256,6 @@ fn show(owner: &[u8], show_owner: bool) -> String {
     }
 }
 
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::Int(n) => Some(n.to_string()),
-        Value::Okay => Some("OK".into()),
-        _ => None,
-    }
-}
-
 async fn inspect_key(
     conn: &mut MultiplexedConnection,
     target: &TargetConfig,
@@ -272,14 +263,7 @@ async fn inspect_key(
     key: &str,
     show_owner: bool,
 ) -> redis::RedisResult<KeyReport> {
-    let (redis_type, pttl_ms): (String, i64) = redis::pipe()
-        .atomic()
-        .cmd("TYPE")
-        .arg(key)
-        .cmd("PTTL")
-        .arg(key)
-        .query_async(conn)
-        .await?;
+    let (redis_type, pttl_ms) = probe::type_and_pttl(conn, key).await?;
     let mut r = KeyReport {
         target: target.name.clone(),
         url: target.display_url.clone(),
@@ -301,32 +285,14 @@ async fn inspect_key(
     if let Some(ns) = ns
         && let Some(fk) = ns.fence_map().key_for(key.as_bytes())
     {
-        let v: Value = redis::cmd("GET").arg(&fk).query_async(conn).await?;
-        r.fence = text(&v);
+        r.fence = probe::texts(conn, std::slice::from_ref(&fk)).await?.pop().flatten();
         r.fence_key = Some(String::from_utf8_lossy(&fk).into_owned());
     }
     if redis_type == "none" {
         return Ok(r);
     }
     let kind = ns.map(|n| n.value.clone()).unwrap_or(ValueKind::Token);
-    let owner: Result<Vec<u8>, String> = match (redis_type.as_str(), &kind) {
-        ("string", ValueKind::Redisson) => Err("a string, but the namespace holds Redisson hash locks".into()),
-        ("string", kind) => {
-            let v: Vec<u8> = redis::cmd("GET").arg(key).query_async(conn).await?;
-            crate::sampler::owner::from_string(kind, &v)
-                .map(|o| o.into_owned())
-                .map_err(|_| "its value does not hold an owner where the namespace's `value` says".to_string())
-        }
-        ("hash", ValueKind::Redisson) => {
-            let fields: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL").arg(key).query_async(conn).await?;
-            fields
-                .into_iter()
-                .next()
-                .map(|(f, _)| f)
-                .ok_or_else(|| "an empty hash".to_string())
-        }
-        (t, _) => Err(format!("a {t}, which is not how this namespace keeps locks")),
-    };
+    let owner = probe::owner_of(conn, key, &redis_type, &kind).await?;
     match owner {
         Ok(o) => {
             r.owner_bytes = Some(o.len());
@@ -350,34 +316,23 @@ async fn inspect_namespace(
     let mut cursor = 0u64;
     let fences = ns.fence_map();
     loop {
-        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(ns.pattern.as_str())
-            .arg("COUNT")
-            .arg(target.scan_count)
-            .query_async(conn)
-            .await?;
-        let reads = crate::sampler::read::read_locks(conn, &ns.value, &keys).await?;
+        let (next, keys) = read::scan_page(conn, ns.pattern.as_str(), cursor, target.scan_count).await?;
+        let reads = read::read_locks(conn, &ns.value, &keys).await?;
         let fence_keys: Vec<Vec<u8>> = keys.iter().filter_map(|k| fences.key_for(k)).collect();
-        let fence_values: Vec<Value> = if fence_keys.is_empty() {
-            Vec::new()
-        } else {
-            redis::cmd("MGET").arg(&fence_keys).query_async(conn).await?
-        };
+        let fence_values = probe::texts(conn, &fence_keys).await?;
         let mut fence_values = fence_values.iter();
         for (key, read) in keys.iter().zip(reads) {
-            let fence = fences.key_for(key).and_then(|_| fence_values.next()).and_then(text);
+            let fence = fences.key_for(key).and_then(|_| fence_values.next()).cloned().flatten();
             match read {
-                crate::sampler::read::KeyRead::Lock { owner, pttl_ms } => locks.push(HeldLock {
+                KeyRead::Lock { owner, pttl_ms } => locks.push(HeldLock {
                     key: String::from_utf8_lossy(key).into_owned(),
                     owner: show(&owner, show_owner),
                     pttl_ms,
                     standing: standing(ns, pttl_ms),
                     fence,
                 }),
-                crate::sampler::read::KeyRead::Gone => {}
-                crate::sampler::read::KeyRead::Unreadable(_) => unreadable += 1,
+                KeyRead::Gone => {}
+                KeyRead::Unreadable(_) => unreadable += 1,
             }
         }
         cursor = next;

@@ -11,8 +11,8 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 use super::fields::{self, Fields};
 use crate::config::{Config, LogFormat};
-use crate::event::{Op, Outcome};
 use crate::glob::Glob;
+use crate::vocab::{Op, Outcome};
 
 /// What a line is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +216,7 @@ impl Classifier {
     pub fn namespace_name(&self, ns: Option<usize>) -> &str {
         ns.and_then(|i| self.namespaces.get(i))
             .map(|n| n.name.as_str())
-            .unwrap_or(crate::config::UNKNOWN_NAMESPACE)
+            .unwrap_or(crate::vocab::UNKNOWN_NAMESPACE)
     }
 
     /// Classify one line (without its newline) read as `format`.

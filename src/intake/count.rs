@@ -7,28 +7,8 @@
 use prometheus::IntCounter;
 
 use super::Verdict;
-use crate::config::UNKNOWN_NAMESPACE;
-use crate::event::{Op, Outcome};
 use crate::metrics::Metrics;
-
-/// The `result` label of `lockwatch_log_lines_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineResult {
-    Matched,
-    Ignored,
-    Malformed,
-}
-
-impl LineResult {
-    pub const ALL: [LineResult; 3] = [LineResult::Matched, LineResult::Ignored, LineResult::Malformed];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LineResult::Matched => "matched",
-            LineResult::Ignored => "ignored",
-            LineResult::Malformed => "malformed",
-        }
-    }
-}
+use crate::vocab::{LineResult, Op, Outcome, UNKNOWN_NAMESPACE};
 
 const PER_NAMESPACE: usize = Op::ALL.len() * Outcome::ALL.len();
 

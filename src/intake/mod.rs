@@ -15,11 +15,7 @@ pub mod stdin;
 pub mod tail;
 
 pub use classify::{Classifier, ClassifierError, Verdict};
-pub use count::{Counters, LineResult, Tally};
+pub use count::{Counters, Tally};
 
 /// Lines longer than this are counted as malformed and skipped to the next newline.
 pub const MAX_LINE: usize = 64 * 1024;
-
-/// The `source` label of lines and events pushed to `POST /api/v1/events`; no `[[logs]]`
-/// may take this name.
-pub const PUSH_SOURCE: &str = "push";

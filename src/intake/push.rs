@@ -7,8 +7,9 @@ use serde_json::Value;
 use super::count::Tally;
 use super::lines::{Line, Splitter};
 use super::{Classifier, MAX_LINE, Verdict};
-use crate::config::{LogFormat, UNKNOWN_NAMESPACE};
-use crate::event::{Op, Outcome};
+use crate::config::LogFormat;
+use crate::vocab::UNKNOWN_NAMESPACE;
+use crate::vocab::{Op, Outcome};
 
 /// Largest body taken, in bytes (413 above).
 pub const MAX_BODY: usize = 1024 * 1024;

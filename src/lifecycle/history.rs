@@ -10,7 +10,7 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 
-use super::tracker::Kind;
+use crate::vocab::Transition;
 
 /// Records kept per key.
 pub const PER_KEY: usize = 32;
@@ -20,7 +20,7 @@ pub const PER_KEY: usize = 32;
 pub struct Record {
     /// Wall-clock time, ms since the Unix epoch.
     pub at_ms: i64,
-    pub kind: Kind,
+    pub kind: Transition,
     /// Owner hash, 0 when unknown (see [`Record::owner`]).
     owner: u64,
     /// This acquisition took over a lock that expired or was evicted under another owner.
@@ -65,7 +65,7 @@ impl History {
     }
 
     /// Add a record for `key`; the oldest go when a bound is reached.
-    pub fn push(&mut self, key: &[u8], at_ms: i64, kind: Kind, owner: Option<u64>) {
+    pub fn push(&mut self, key: &[u8], at_ms: i64, kind: Transition, owner: Option<u64>) {
         let h = self.hasher.hash_one(key);
         self.seq += 1;
         let rec = Record {
@@ -103,7 +103,7 @@ impl History {
         if let Some(rec) = self
             .keys
             .get_mut(&h)
-            .and_then(|l| l.iter_mut().rev().find(|r| r.kind == Kind::Acquired))
+            .and_then(|l| l.iter_mut().rev().find(|r| r.kind == Transition::Acquired))
         {
             rec.takeover = true;
             rec.owner = super::tracker::known(owner);
@@ -143,20 +143,20 @@ mod tests {
     fn keeps_the_last_records_of_each_key_within_the_global_cap() {
         let mut h = History::new(100);
         for i in 0..40 {
-            h.push(b"hot", i, Kind::Renewed, None);
+            h.push(b"hot", i, Transition::Renewed, None);
         }
         let hot = h.of(b"hot");
         assert_eq!(hot.len(), PER_KEY);
         assert_eq!(hot.first().map(|r| r.at_ms), Some(40 - PER_KEY as i64));
         assert_eq!(h.len(), 40, "the eviction queue still counts records dropped per key");
         for i in 0..100 {
-            h.push(format!("k{i}").as_bytes(), 1000 + i, Kind::Acquired, Some(7));
+            h.push(format!("k{i}").as_bytes(), 1000 + i, Transition::Acquired, Some(7));
         }
         assert_eq!(h.len(), 100);
         assert!(h.of(b"hot").is_empty(), "the oldest key's records went first");
         assert_eq!(h.of(b"k0").len(), 1);
         assert_eq!(h.of(b"k99")[0].owner(), Some(7));
-        h.push(b"k100", 5000, Kind::Acquired, None);
+        h.push(b"k100", 5000, Transition::Acquired, None);
         assert!(h.of(b"k0").is_empty());
         assert_eq!(h.of(b"k1").len(), 1);
     }
@@ -164,9 +164,9 @@ mod tests {
     #[test]
     fn a_takeover_marks_the_latest_acquisition() {
         let mut h = History::new(10);
-        h.push(b"k", 1, Kind::Acquired, Some(1));
-        h.push(b"k", 2, Kind::Expired, Some(1));
-        h.push(b"k", 3, Kind::Acquired, None);
+        h.push(b"k", 1, Transition::Acquired, Some(1));
+        h.push(b"k", 2, Transition::Expired, Some(1));
+        h.push(b"k", 3, Transition::Acquired, None);
         h.mark_takeover(b"k", 2);
         let r = h.of(b"k");
         assert!(!r[0].takeover);

@@ -7,7 +7,6 @@
 //! takes owners from the sampler's passes begun after the resubscribe.
 
 pub mod history;
-pub mod notify;
 pub mod tracker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,12 +19,14 @@ use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::notify::{self, Applied, NotifyError};
+use crate::access::{Link, LinkError, read};
 use crate::config::{NamespaceConfig, Notifications, TargetConfig};
 use crate::metrics::Metrics;
 use crate::sampler::TargetState;
+use crate::vocab::{HoldEnd, Transition};
 use history::History;
-use notify::{Applied, NotifyError};
-use tracker::{End, Kind, Notice, Observer, Tracker};
+use tracker::{Notice, Observer, Tracker};
 
 /// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 56-byte entry each).
 pub const MAX_TRACKED: usize = 1_000_000;
@@ -44,8 +45,8 @@ const PING_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
-    #[error("target {target}: {source}")]
-    Client { target: String, source: redis::RedisError },
+    #[error(transparent)]
+    Link(#[from] LinkError),
     #[error("target {target}: {source}")]
     Notifications { target: String, source: NotifyError },
 }
@@ -119,7 +120,7 @@ pub struct Watcher {
     needed: String,
     sampler: Arc<TargetState>,
     state: Arc<LifecycleState>,
-    client: redis::Client,
+    link: Link,
     conn: ConnectionManager,
     ns_metrics: Vec<NsMetrics>,
     connected: IntGauge,
@@ -137,14 +138,9 @@ impl Watcher {
         sampler: Arc<TargetState>,
         metrics: &Metrics,
     ) -> Result<Self, WatchError> {
-        let err = |source| WatchError::Client {
-            target: target.name.clone(),
-            source,
-        };
-        let client = redis::Client::open(target.connection.clone()).map_err(err)?;
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), crate::sampler::connection_config(target))
-            .map_err(err)?;
-        let prefix = format!("__keyspace@{}__:", target.connection.redis_settings().db());
+        let link = Link::new(target)?;
+        let conn = link.managed()?;
+        let prefix = format!("__keyspace@{}__:", link.db());
         let channels = namespaces
             .iter()
             .map(|n| [prefix.as_bytes(), n.pattern.as_str().as_bytes()].concat())
@@ -155,10 +151,10 @@ impl Watcher {
             .map(|n| {
                 let ns = n.name.as_str();
                 NsMetrics {
-                    transitions: Kind::ALL
+                    transitions: Transition::ALL
                         .map(|k| metrics.lock_transitions_total.with_label_values(&[t, ns, k.as_str()])),
                     takeovers: metrics.lock_expiry_takeovers_total.with_label_values(&[t, ns]),
-                    hold: End::ALL.map(|e| {
+                    hold: HoldEnd::ALL.map(|e| {
                         metrics
                             .lock_hold_duration_seconds
                             .with_label_values(&[t, ns, e.as_str()])
@@ -174,7 +170,7 @@ impl Watcher {
             needed: notify::needed_flags(namespaces),
             sampler,
             state: Arc::new(LifecycleState::new(t)),
-            client,
+            link,
             conn,
             ns_metrics,
             connected: metrics.notifications_connected.with_label_values(&[t]),
@@ -250,7 +246,7 @@ impl Watcher {
         .await
         .map_err(|_| SessionError::Timeout("checking notify-keyspace-events"))??;
         self.report_applied(&applied);
-        let pubsub = tokio::time::timeout(limit, self.client.get_async_pubsub())
+        let pubsub = tokio::time::timeout(limit, self.link.pubsub())
             .await
             .map_err(|_| SessionError::Timeout("connecting for pub/sub"))??;
         let (mut sink, mut stream) = pubsub.split();
@@ -355,8 +351,7 @@ impl Watcher {
             let timeout = self.target.sample_budget;
             *in_flight += 1;
             tokio::spawn(async move {
-                let read =
-                    tokio::time::timeout(timeout, crate::sampler::read::read_owners(&mut conn, &kind, &keys)).await;
+                let read = tokio::time::timeout(timeout, read::read_owners(&mut conn, &kind, &keys)).await;
                 let owners = match read {
                     Ok(Ok(owners)) => {
                         let ns_state = &sampler.namespaces[ns];
@@ -410,7 +405,7 @@ pub async fn preflight(target: &TargetConfig, namespaces: &[NamespaceConfig]) ->
     if target.notifications != Notifications::Require {
         return Ok(());
     }
-    let mut conn = match crate::connect::once(target).await {
+    let mut conn = match crate::access::connect::once(target).await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(target_name = %target.name, error = %e,
@@ -482,23 +477,23 @@ impl<'a> Recorder<'a> {
 }
 
 impl Observer for Recorder<'_> {
-    fn transition(&mut self, ns: usize, key: &[u8], kind: Kind, owner: Option<u64>) {
+    fn transition(&mut self, ns: usize, key: &[u8], kind: Transition, owner: Option<u64>) {
         if let Some(m) = self.w.ns_metrics.get(ns) {
             m.transitions[kind.index()].inc();
         }
         self.history.push(key, self.wall_ms, kind, owner);
-        if kind == Kind::Evicted {
+        if kind == Transition::Evicted {
             tracing::warn!(target_name = %self.w.target.name, namespace = %self.w.namespaces[ns].name,
                 key = %String::from_utf8_lossy(key),
                 "lock evicted by the maxmemory policy while held: another worker can take it now; give lock keys a noeviction home");
         }
     }
 
-    fn hold(&mut self, ns: usize, end: End, ms: i64) {
+    fn hold(&mut self, ns: usize, end: HoldEnd, ms: i64) {
         if let Some(m) = self.w.ns_metrics.get(ns) {
             let i = match end {
-                End::Released => 0,
-                End::Expired => 1,
+                HoldEnd::Released => 0,
+                HoldEnd::Expired => 1,
             };
             m.hold[i].observe(ms.max(0) as f64 / 1000.0);
         }

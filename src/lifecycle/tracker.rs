@@ -13,6 +13,8 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::{FixedState, RandomState};
 
+use crate::vocab::{HoldEnd, Transition};
+
 /// A keyspace notification that matters for locks, parsed from its event name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Notice {
@@ -45,61 +47,12 @@ impl Notice {
     }
 }
 
-/// The transitions counted in `lockwatch_lock_transitions_total{kind}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    Acquired,
-    Released,
-    Renewed,
-    Expired,
-    Evicted,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 5] = [
-        Kind::Acquired,
-        Kind::Released,
-        Kind::Renewed,
-        Kind::Expired,
-        Kind::Evicted,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Acquired => "acquired",
-            Kind::Released => "released",
-            Kind::Renewed => "renewed",
-            Kind::Expired => "expired",
-            Kind::Evicted => "evicted",
-        }
-    }
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// How a hold ended, for `lockwatch_lock_hold_duration_seconds{end}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
-    Released,
-    Expired,
-}
-
-impl End {
-    pub const ALL: [End; 2] = [End::Released, End::Expired];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            End::Released => "released",
-            End::Expired => "expired",
-        }
-    }
-}
-
 /// What the tracker reports; the watcher counts, logs and records history from it.
 pub trait Observer {
     /// Redis performed a state change on `key`. `owner` is the owner hash when known.
-    fn transition(&mut self, ns: usize, key: &[u8], kind: Kind, owner: Option<u64>);
+    fn transition(&mut self, ns: usize, key: &[u8], kind: Transition, owner: Option<u64>);
     /// A hold whose acquisition was seen ended after `ms`.
-    fn hold(&mut self, ns: usize, end: End, ms: i64);
+    fn hold(&mut self, ns: usize, end: HoldEnd, ms: i64);
     /// A lock that expired (or was evicted) under `previous` was taken by `owner`
     /// `gap_ms` after it ended.
     fn takeover(&mut self, ns: usize, key: &[u8], previous: u64, owner: u64, gap_ms: i64);
@@ -248,8 +201,8 @@ impl Tracker {
             Notice::HashWrite => self.on_write(ns, key, now_ms, false, obs),
             Notice::Expire => self.on_expire(ns, key, obs),
             Notice::Del => self.on_del(ns, key, now_ms, obs),
-            Notice::Expired => self.on_end(ns, key, Kind::Expired, now_ms, fallback_owner, obs),
-            Notice::Evicted => self.on_end(ns, key, Kind::Evicted, now_ms, fallback_owner, obs),
+            Notice::Expired => self.on_end(ns, key, Transition::Expired, now_ms, fallback_owner, obs),
+            Notice::Evicted => self.on_end(ns, key, Transition::Evicted, now_ms, fallback_owner, obs),
         }
     }
 
@@ -259,7 +212,7 @@ impl Tracker {
         let is_hash = self.hash_locks.get(ns).copied().unwrap_or(false);
         let generation = self.next_generation();
         let Some((e, fresh)) = self.slot(key, ns) else {
-            obs.transition(ns, key, Kind::Acquired, None);
+            obs.transition(ns, key, Transition::Acquired, None);
             return;
         };
         let pending = match e.state {
@@ -294,7 +247,7 @@ impl Tracker {
         e.generation = generation;
         e.state = held(now_ms, true, pending);
         if !matches!(pending, Pending::Reset { .. }) {
-            obs.transition(ns, key, Kind::Acquired, None);
+            obs.transition(ns, key, Transition::Acquired, None);
         }
         obs.read_owner(ns, key, generation);
     }
@@ -302,7 +255,7 @@ impl Tracker {
     fn on_expire(&mut self, ns: usize, key: &[u8], obs: &mut impl Observer) {
         let generation = self.next_generation();
         let Some((e, fresh)) = self.slot(key, ns) else {
-            obs.transition(ns, key, Kind::Renewed, None);
+            obs.transition(ns, key, Transition::Renewed, None);
             return;
         };
         match &mut e.state {
@@ -312,13 +265,13 @@ impl Tracker {
             }
             State::Held { owner, .. } if !fresh => {
                 let owner = opt(*owner);
-                obs.transition(ns, key, Kind::Renewed, owner);
+                obs.transition(ns, key, Transition::Renewed, owner);
             }
             _ => {
                 // A renewal of a lock whose acquisition was not seen: learn its owner.
                 e.generation = generation;
                 e.state = held(UNSEEN, false, Pending::None);
-                obs.transition(ns, key, Kind::Renewed, None);
+                obs.transition(ns, key, Transition::Renewed, None);
                 obs.read_owner(ns, key, generation);
             }
         }
@@ -326,7 +279,7 @@ impl Tracker {
 
     fn on_del(&mut self, ns: usize, key: &[u8], now_ms: i64, obs: &mut impl Observer) {
         let Some(e) = self.keys.remove(&self.key_hasher.hash_one(key)) else {
-            obs.transition(ns, key, Kind::Released, None);
+            obs.transition(ns, key, Transition::Released, None);
             return;
         };
         match e.state {
@@ -337,12 +290,12 @@ impl Tracker {
                 ..
             } => {
                 settle_unread(ns, key, pending, obs);
-                obs.transition(ns, key, Kind::Released, opt(owner));
+                obs.transition(ns, key, Transition::Released, opt(owner));
                 if since_ms != UNSEEN {
-                    obs.hold(ns, End::Released, now_ms.saturating_sub(since_ms));
+                    obs.hold(ns, HoldEnd::Released, now_ms.saturating_sub(since_ms));
                 }
             }
-            State::Ended { .. } => obs.transition(ns, key, Kind::Released, None),
+            State::Ended { .. } => obs.transition(ns, key, Transition::Released, None),
         }
     }
 
@@ -351,7 +304,7 @@ impl Tracker {
         &mut self,
         ns: usize,
         key: &[u8],
-        kind: Kind,
+        kind: Transition,
         now_ms: i64,
         fallback_owner: impl FnOnce() -> Option<u64>,
         obs: &mut impl Observer,
@@ -369,8 +322,8 @@ impl Tracker {
             } if !fresh => {
                 settle_unread(ns, key, pending, obs);
                 obs.transition(ns, key, kind, opt(owner));
-                if kind == Kind::Expired && since_ms != UNSEEN {
-                    obs.hold(ns, End::Expired, now_ms.saturating_sub(since_ms));
+                if kind == Transition::Expired && since_ms != UNSEEN {
+                    obs.hold(ns, HoldEnd::Expired, now_ms.saturating_sub(since_ms));
                 }
                 owner
             }
@@ -417,9 +370,9 @@ impl Tracker {
                     } => {
                         if read != UNKNOWN && read == previous {
                             *since_ms = previous_since;
-                            obs.transition(ns, key, Kind::Renewed, Some(read));
+                            obs.transition(ns, key, Transition::Renewed, Some(read));
                         } else {
-                            obs.transition(ns, key, Kind::Acquired, opt(read));
+                            obs.transition(ns, key, Transition::Acquired, opt(read));
                         }
                     }
                 }
@@ -452,7 +405,7 @@ fn held(since_ms: i64, absorb_expire: bool, pending: Pending) -> State {
 /// A `set` on a held key whose owner read never came: count it as what Redis did, a `set`.
 fn settle_unread(ns: usize, key: &[u8], pending: Pending, obs: &mut impl Observer) {
     if let Pending::Reset { .. } = pending {
-        obs.transition(ns, key, Kind::Acquired, None);
+        obs.transition(ns, key, Transition::Acquired, None);
     }
 }
 
@@ -462,17 +415,17 @@ mod tests {
 
     #[derive(Default)]
     struct Rec {
-        transitions: Vec<(Kind, Option<u64>)>,
-        holds: Vec<(End, i64)>,
+        transitions: Vec<(Transition, Option<u64>)>,
+        holds: Vec<(HoldEnd, i64)>,
         takeovers: Vec<(u64, u64, i64)>,
         reads: Vec<(Vec<u8>, u32)>,
     }
 
     impl Observer for Rec {
-        fn transition(&mut self, _: usize, _: &[u8], kind: Kind, owner: Option<u64>) {
+        fn transition(&mut self, _: usize, _: &[u8], kind: Transition, owner: Option<u64>) {
             self.transitions.push((kind, owner));
         }
-        fn hold(&mut self, _: usize, end: End, ms: i64) {
+        fn hold(&mut self, _: usize, end: HoldEnd, ms: i64) {
             self.holds.push((end, ms));
         }
         fn takeover(&mut self, _: usize, _: &[u8], previous: u64, owner: u64, gap_ms: i64) {
@@ -485,7 +438,7 @@ mod tests {
     }
 
     impl Rec {
-        fn kinds(&self) -> Vec<Kind> {
+        fn kinds(&self) -> Vec<Transition> {
             self.transitions.iter().map(|t| t.0).collect()
         }
         /// Answer the latest read with `owner`.
@@ -511,8 +464,11 @@ mod tests {
         o.answer(&mut t, Some(7));
         n(&mut t, &mut o, Notice::Expire, 300);
         n(&mut t, &mut o, Notice::Del, 500);
-        assert_eq!(o.kinds(), [Kind::Acquired, Kind::Renewed, Kind::Released]);
-        assert_eq!(o.holds, [(End::Released, 500)]);
+        assert_eq!(
+            o.kinds(),
+            [Transition::Acquired, Transition::Renewed, Transition::Released]
+        );
+        assert_eq!(o.holds, [(HoldEnd::Released, 500)]);
         assert!(t.is_empty(), "a released lock leaves nothing behind");
     }
 
@@ -522,7 +478,7 @@ mod tests {
         n(&mut t, &mut o, Notice::Set, 0);
         o.answer(&mut t, Some(7));
         n(&mut t, &mut o, Notice::Expired, 1000);
-        assert_eq!(o.holds, [(End::Expired, 1000)]);
+        assert_eq!(o.holds, [(HoldEnd::Expired, 1000)]);
         n(&mut t, &mut o, Notice::Set, 1200);
         o.answer(&mut t, Some(8));
         assert_eq!(o.takeovers, [(7, 8, 200)]);
@@ -552,14 +508,17 @@ mod tests {
         n(&mut t, &mut o, Notice::Set, 100);
         n(&mut t, &mut o, Notice::Expire, 100);
         o.answer(&mut t, Some(7));
-        assert_eq!(o.kinds(), [Kind::Acquired, Kind::Renewed]);
+        assert_eq!(o.kinds(), [Transition::Acquired, Transition::Renewed]);
         n(&mut t, &mut o, Notice::Set, 200);
         o.answer(&mut t, Some(9));
-        assert_eq!(o.kinds(), [Kind::Acquired, Kind::Renewed, Kind::Acquired]);
+        assert_eq!(
+            o.kinds(),
+            [Transition::Acquired, Transition::Renewed, Transition::Acquired]
+        );
         // A set whose read never came is counted as what Redis did when the hold ends.
         n(&mut t, &mut o, Notice::Set, 300);
         n(&mut t, &mut o, Notice::Del, 400);
-        assert_eq!(o.kinds()[3..], [Kind::Acquired, Kind::Released]);
+        assert_eq!(o.kinds()[3..], [Transition::Acquired, Transition::Released]);
     }
 
     #[test]
@@ -610,7 +569,7 @@ mod tests {
         }
         assert_eq!(t.len(), 2);
         assert_eq!(t.untracked, 1);
-        assert_eq!(o.kinds(), [Kind::Acquired; 3], "untracked keys are still counted");
+        assert_eq!(o.kinds(), [Transition::Acquired; 3], "untracked keys are still counted");
         t.reset();
         assert!(t.is_empty());
     }

@@ -5,8 +5,6 @@
 //! published. A pass stops starting new batches at `sample_budget` (counted as truncated);
 //! a failing Redis marks `lockwatch_up 0` and the next pass tries again.
 
-pub(crate) mod owner;
-pub(crate) mod read;
 pub mod table;
 pub mod ttl;
 
@@ -15,19 +13,21 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use foldhash::fast::RandomState;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::read::{self, KeyRead};
+use crate::access::{Link, LinkError};
 use crate::config::{NamespaceConfig, TargetConfig};
-use crate::metrics::{Metrics, Unreadable};
-use read::KeyRead;
+use crate::metrics::Metrics;
+use crate::vocab::Unreadable;
 use table::{Counts, NamespaceTable, Phase, Tally, WalkPosition};
 
 /// The sampler could not be set up (the pass itself never fails this way: it reports).
 #[derive(Debug, thiserror::Error)]
 pub enum SamplerError {
-    #[error("target {target}: {source}")]
-    Client { target: String, source: redis::RedisError },
+    #[error(transparent)]
+    Link(#[from] LinkError),
 }
 
 /// A namespace's config and its lock table, shared with the HTTP side.
@@ -111,13 +111,9 @@ impl Sampler {
         show_owners: bool,
         metrics: Arc<Metrics>,
     ) -> Result<Self, SamplerError> {
-        let err = |source| SamplerError::Client {
-            target: target.name.clone(),
-            source,
-        };
-        let client = redis::Client::open(target.connection.clone()).map_err(err)?;
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), connection_config(target)).map_err(err)?;
-        let scan_conn = ConnectionManager::new_lazy_with_config(client, connection_config(target)).map_err(err)?;
+        let link = Link::new(target)?;
+        let conn = link.managed()?;
+        let scan_conn = link.managed()?;
         let state = Arc::new(TargetState {
             name: target.name.clone(),
             display_url: target.display_url.clone(),
@@ -477,15 +473,6 @@ struct Walk {
 
 fn task_failed(e: tokio::task::JoinError) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Client, "read task failed", e.to_string()))
-}
-
-pub(crate) fn connection_config(target: &TargetConfig) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_response_timeout(Some(target.sample_budget))
-        .set_connection_timeout(Some(target.sample_budget.min(Duration::from_secs(5))))
-        .set_number_of_retries(2)
-        .set_min_delay(Duration::from_millis(100))
-        .set_max_delay(target.sample_interval.min(Duration::from_secs(5)))
 }
 
 /// Log an unreadable key once: the first few distinct ones, then stay quiet.

@@ -13,8 +13,8 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 
 use crate::config::NamespaceConfig;
-use crate::metrics::Unreadable;
 use crate::sampler::ttl;
+use crate::vocab::Unreadable;
 
 /// What the sampler remembers of one lock.
 #[derive(Debug, Clone)]

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use lockwatch::access::child::RedisChild;
 use lockwatch::config::{Config, Overrides};
-use lockwatch::redis_child::RedisChild;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -143,26 +143,12 @@ pub struct Metrics(pub String);
 impl Metrics {
     /// Value of the one sample `name{labels…}` whose labels include all of `labels`.
     pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let mut found = None;
-        for line in self.0.lines().filter(|l| !l.starts_with('#')) {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (n, lbl) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            if n != name {
-                continue;
-            }
-            let pairs: Vec<(String, String)> = split_labels(lbl);
-            if labels
-                .iter()
-                .all(|(k, v)| pairs.iter().any(|(pk, pv)| pk == k && pv == v))
-            {
-                assert!(found.is_none(), "more than one series matches {name}{labels:?}");
-                found = Some(value.parse().unwrap());
-            }
-        }
-        found
+        let found: Vec<f64> = lockwatch::exposition::samples(&self.0)
+            .filter(|s| s.name == name && s.has_labels(labels))
+            .map(|s| s.value)
+            .collect();
+        assert!(found.len() <= 1, "more than one series matches {name}{labels:?}");
+        found.first().copied()
     }
 
     /// Like `get`, failing the test when the series is missing.
@@ -170,33 +156,6 @@ impl Metrics {
         self.get(name, labels)
             .unwrap_or_else(|| panic!("no series {name}{labels:?} in:\n{}", self.0))
     }
-}
-
-fn split_labels(s: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut rest = s;
-    while let Some((k, after)) = rest.split_once("=\"") {
-        let mut value = String::new();
-        let mut chars = after.char_indices();
-        let mut end = after.len();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '\\' => {
-                    if let Some((_, e)) = chars.next() {
-                        value.push(e);
-                    }
-                }
-                '"' => {
-                    end = i + 1;
-                    break;
-                }
-                c => value.push(c),
-            }
-        }
-        out.push((k.trim_start_matches(',').trim().to_string(), value));
-        rest = &after[end..];
-    }
-    out
 }
 
 /// Path of a binary the tests need, or fail saying how to install it.
@@ -239,12 +198,7 @@ impl Metrics {
     /// Every metric name exported, histogram and summary series included
     /// (`x_bucket`, `x_sum`, `x_count`).
     pub fn names(&self) -> std::collections::BTreeSet<String> {
-        self.0
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|l| l.split(['{', ' ']).next())
-            .map(str::to_string)
-            .collect()
+        lockwatch::exposition::names(&self.0)
     }
 }
 

@@ -9,9 +9,9 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
+use super::owner;
 use crate::config::ValueKind;
-use crate::metrics::Unreadable;
-use crate::sampler::owner;
+use crate::vocab::Unreadable;
 
 /// What a key turned out to hold.
 #[derive(Debug, PartialEq, Eq)]

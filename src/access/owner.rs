@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use crate::config::ValueKind;
-use crate::metrics::Unreadable;
+use crate::vocab::Unreadable;
 
 /// The owner from a string value (`token` and `json:` namespaces).
 pub fn from_string<'a>(kind: &ValueKind, value: &'a [u8]) -> Result<Cow<'a, [u8]>, Unreadable> {

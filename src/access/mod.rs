@@ -1,0 +1,17 @@
+//! The one Redis access layer: everything lockwatch sends to Redis goes through here —
+//! connecting (`connect`), SCAN pages and reads of lock values, owners and fencing
+//! counters (`read`, `owner`), `notify-keyspace-events` and the keyspace channels
+//! (`notify`), one-off probes of keys and permissions (`probe`), and the lock scripts
+//! (`scripts`). `child` starts a private `redis-server` for the demo and the tests.
+//!
+//! It knows the config's target and namespace shapes, and nothing of metrics, state or HTTP.
+
+pub mod child;
+pub mod connect;
+pub mod notify;
+pub(crate) mod owner;
+pub mod probe;
+pub mod read;
+pub mod scripts;
+
+pub use connect::{Link, LinkError};

@@ -1,0 +1,184 @@
+//! The words every part of lockwatch shares, and nothing else: what an application did
+//! with a lock (`Op`) and how it ended (`Outcome`), what Redis did to a lock key
+//! (`Transition`, `HoldEnd`), why a key is not a readable lock (`Unreadable`), what a log
+//! line was (`LineResult`), the reserved label values and the metric names.
+//!
+//! It depends on nothing else in the crate. Each enum is a closed set of label values.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Declares a closed set of label values with `ALL`, `index` (position in `ALL`),
+/// `as_str`, `Display` and a `FromStr` whose error lists the allowed values.
+macro_rules! label_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident => $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vm])* $v),+ }
+
+        impl $name {
+            pub const ALL: [$name; [$($s),+].len()] = [$($name::$v),+];
+            /// Position in `ALL`.
+            pub fn index(self) -> usize {
+                self as usize
+            }
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownValue;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::ALL.iter().copied().find(|v| v.as_str() == s).ok_or_else(|| UnknownValue {
+                    given: s.to_string(),
+                    allowed: $name::ALL.map($name::as_str).join(", "),
+                })
+            }
+        }
+    };
+}
+
+label_enum!(
+    /// What the application tried to do with a lock (`op` label of lock events).
+    Op {
+        Acquire => "acquire",
+        Release => "release",
+        Renew => "renew",
+        Write => "write",
+    }
+);
+
+label_enum!(
+    /// How it ended (`outcome` label of lock events).
+    Outcome {
+        Ok => "ok",
+        NotOwned => "not_owned",
+        Busy => "busy",
+        Timeout => "timeout",
+        Error => "error",
+        StaleFence => "stale_fence",
+    }
+);
+
+label_enum!(
+    /// A state change Redis performed on a lock key (`kind` of `lockwatch_lock_transitions_total`).
+    Transition {
+        Acquired => "acquired",
+        Released => "released",
+        Renewed => "renewed",
+        Expired => "expired",
+        /// The maxmemory policy dropped a held lock.
+        Evicted => "evicted",
+    }
+);
+
+label_enum!(
+    /// How a hold ended (`end` of `lockwatch_lock_hold_duration_seconds`).
+    HoldEnd {
+        Released => "released",
+        Expired => "expired",
+    }
+);
+
+label_enum!(
+    /// Why a key in a lock namespace could not be read as a lock (`reason` of
+    /// `lockwatch_locks_unreadable`).
+    Unreadable {
+        /// The key's Redis type does not fit the namespace's `value` (a hash where a string is expected…).
+        WrongType => "wrong_type",
+        /// The type fits but the owner cannot be read from it (JSON without the field…).
+        BadValue => "bad_value",
+    }
+);
+
+label_enum!(
+    /// What a log line turned out to be (`result` of `lockwatch_log_lines_total`).
+    LineResult {
+        Matched => "matched",
+        Ignored => "ignored",
+        Malformed => "malformed",
+    }
+);
+
+/// A value outside the vocabulary; the message lists what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{given}` is not one of {allowed}")]
+pub struct UnknownValue {
+    pub given: String,
+    pub allowed: String,
+}
+
+/// Namespace label value for everything that matches no configured namespace.
+pub const UNKNOWN_NAMESPACE: &str = "unknown";
+
+/// The `source` label of lines and events pushed to `POST /api/v1/events`; no `[[logs]]`
+/// may take this name.
+pub const PUSH_SOURCE: &str = "push";
+
+/// The names of every metric family lockwatch exports (DESIGN.md fixes them).
+pub mod metric {
+    // The sampler's, labels target + namespace.
+    pub const LOCKS_HELD: &str = "lockwatch_locks_held";
+    pub const LOCKS_WITHOUT_TTL: &str = "lockwatch_locks_without_ttl";
+    pub const LOCKS_RENEWAL_OVERDUE: &str = "lockwatch_locks_renewal_overdue";
+    pub const LOCKS_HELD_TOO_LONG: &str = "lockwatch_locks_held_too_long";
+    pub const LOCK_HELD_MAX_SECONDS: &str = "lockwatch_lock_held_max_seconds";
+    pub const LOCK_TTL_REMAINING_SECONDS: &str = "lockwatch_lock_ttl_remaining_seconds";
+    pub const LOCK_HANDOFFS_TOTAL: &str = "lockwatch_lock_handoffs_total";
+    pub const FENCE_TOKEN: &str = "lockwatch_fence_token";
+    pub const FENCE_REGRESSIONS_TOTAL: &str = "lockwatch_fence_regressions_total";
+    pub const LOCKS_UNREADABLE: &str = "lockwatch_locks_unreadable";
+    // The sampler's, label target.
+    pub const UP: &str = "lockwatch_up";
+    pub const SAMPLE_DURATION_SECONDS: &str = "lockwatch_sample_duration_seconds";
+    pub const SAMPLE_ERRORS_TOTAL: &str = "lockwatch_sample_errors_total";
+    pub const SAMPLE_TRUNCATED_TOTAL: &str = "lockwatch_sample_truncated_total";
+    pub const SAMPLE_PASSES_TOTAL: &str = "lockwatch_sample_passes_total";
+    pub const KEYS_SCANNED_TOTAL: &str = "lockwatch_keys_scanned_total";
+    // The lifecycle watcher's.
+    pub const LOCK_TRANSITIONS_TOTAL: &str = "lockwatch_lock_transitions_total";
+    pub const LOCK_EXPIRY_TAKEOVERS_TOTAL: &str = "lockwatch_lock_expiry_takeovers_total";
+    pub const LOCK_HOLD_DURATION_SECONDS: &str = "lockwatch_lock_hold_duration_seconds";
+    pub const NOTIFICATIONS_CONNECTED: &str = "lockwatch_notifications_connected";
+    pub const NOTIFICATIONS_RECEIVED_TOTAL: &str = "lockwatch_notifications_received_total";
+    pub const LIFECYCLE_TRACKED_LOCKS: &str = "lockwatch_lifecycle_tracked_locks";
+    // The intake's.
+    pub const LOCK_EVENTS_TOTAL: &str = "lockwatch_lock_events_total";
+    pub const LOG_LINES_TOTAL: &str = "lockwatch_log_lines_total";
+    pub const LOG_FILES: &str = "lockwatch_log_files";
+    // lockwatch itself.
+    pub const BUILD_INFO: &str = "lockwatch_build_info";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_lists_allowed_values() {
+        for op in Op::ALL {
+            assert_eq!(op.as_str().parse::<Op>(), Ok(op));
+        }
+        for o in Outcome::ALL {
+            assert_eq!(o.as_str().parse::<Outcome>(), Ok(o));
+        }
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(op.index(), i);
+        }
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(o.index(), i);
+        }
+        for (i, t) in Transition::ALL.iter().enumerate() {
+            assert_eq!(t.index(), i);
+        }
+        let err = "steal".parse::<Op>().unwrap_err();
+        assert_eq!(err.to_string(), "`steal` is not one of acquire, release, renew, write");
+    }
+}
