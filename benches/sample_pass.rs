@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lockwatch::access::child::RedisChild;
 use lockwatch::config::{Config, Overrides};
-use lockwatch::metrics::Metrics;
-use lockwatch::sampler::Sampler;
+use lockwatch::locks::TargetLocks;
+use lockwatch::metrics::Registry;
+use lockwatch::sampler::{Sampler, SamplerMetrics};
 
 fn sizes() -> Vec<u64> {
     std::env::var("LOCKWATCH_BENCH_SIZES")
@@ -74,16 +75,14 @@ fn bench(c: &mut Criterion) {
              [[namespace]]\nname = \"bench\"\npattern = \"bench:lock:*\"\nttl = \"3600s\"\nrenew_every = \"1200s\"\n"
         );
         let cfg = Config::from_toml(&text, "bench", Path::new("."), &Overrides::default()).unwrap();
-        let metrics = Arc::new(Metrics::new(&cfg).unwrap());
-        let mut sampler = Sampler::new(&cfg.targets[0], &cfg.namespaces, false, metrics).unwrap();
+        let registry = Registry::new().unwrap();
+        let metrics = SamplerMetrics::register(&registry, &cfg).unwrap();
+        let locks = Arc::new(TargetLocks::new(&cfg.targets[0], &cfg.namespaces, false));
+        let mut sampler = Sampler::new(&cfg.targets[0], locks.clone(), metrics).unwrap();
         // The first pass fills the lock table; later passes are the steady state measured.
         let first = rt.block_on(sampler.pass());
         assert_eq!(first.error, None);
-        assert_eq!(
-            sampler.state().namespaces[0].table().len() as u64,
-            n,
-            "every key tracked"
-        );
+        assert_eq!(locks.namespaces[0].table().len() as u64, n, "every key tracked");
         let mut group = c.benchmark_group("sample_pass");
         group
             .sample_size(10)

@@ -4,8 +4,8 @@
 //! sets up logging and dispatches. See ARCHITECTURE.md for how the parts fit.
 
 pub mod access;
-pub mod check_config;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod demo;
 pub mod drill;
@@ -16,6 +16,7 @@ pub mod http;
 pub mod inspect;
 pub mod intake;
 pub mod lifecycle;
+pub mod locks;
 pub mod metrics;
 pub mod rules;
 pub mod sampler;

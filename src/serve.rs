@@ -14,10 +14,12 @@ use crate::config::Notifications;
 use crate::http::push::PushIntake;
 use crate::http::{self, AppState};
 use crate::intake::tail::Tailer;
-use crate::intake::{Classifier, ClassifierError, Counters};
+use crate::intake::{Classifier, ClassifierError, Counters, IntakeMetrics};
+use crate::lifecycle::metrics::WatcherMetrics;
 use crate::lifecycle::{self, WatchError, Watcher};
-use crate::metrics::Metrics;
-use crate::sampler::{Sampler, SamplerError};
+use crate::locks::TargetLocks;
+use crate::metrics::Registry;
+use crate::sampler::{Sampler, SamplerError, SamplerMetrics};
 use crate::vocab::PUSH_SOURCE;
 
 #[derive(Debug, thiserror::Error)]
@@ -44,21 +46,26 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     for target in &config.targets {
         lifecycle::preflight(target, &config.namespaces).await?;
     }
-    let metrics = Arc::new(Metrics::new(&config)?);
+    let registry = Registry::new()?;
+    let sampler_metrics = SamplerMetrics::register(&registry, &config)?;
+    let watcher_metrics = WatcherMetrics::register(&registry, &config)?;
+    let intake_metrics = IntakeMetrics::register(&registry, &config)?;
+    let targets: Arc<[Arc<TargetLocks>]> = config
+        .targets
+        .iter()
+        .map(|t| Arc::new(TargetLocks::new(t, &config.namespaces, config.server.show_owners)))
+        .collect();
     let mut samplers = Vec::with_capacity(config.targets.len());
-    for target in &config.targets {
-        samplers.push(Sampler::new(
-            target,
-            &config.namespaces,
-            config.server.show_owners,
-            metrics.clone(),
-        )?);
-    }
-    let targets: Arc<[_]> = samplers.iter().map(Sampler::state).collect();
     let mut watchers = Vec::new();
-    for (target, state) in config.targets.iter().zip(targets.iter()) {
+    for (target, locks) in config.targets.iter().zip(targets.iter()) {
+        samplers.push(Sampler::new(target, locks.clone(), sampler_metrics.clone())?);
         if target.notifications != Notifications::Off {
-            watchers.push(Watcher::new(target, &config.namespaces, state.clone(), &metrics)?);
+            watchers.push(Watcher::new(
+                target,
+                &config.namespaces,
+                locks.clone(),
+                &watcher_metrics,
+            )?);
         }
     }
     let lifecycles: Arc<[_]> = watchers.iter().map(Watcher::state).collect();
@@ -73,7 +80,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     let mut tasks = tokio::task::JoinSet::new();
     for source in &config.logs {
         if source.path == "-" {
-            let counters = Counters::new(&metrics, &namespaces, &source.name);
+            let counters = Counters::new(&intake_metrics, &namespaces, &source.name);
             let stdin = std::io::BufReader::new(std::io::stdin());
             crate::intake::stdin::spawn(source.name.clone(), stdin, source.format, classifier.clone(), counters)
                 .map_err(ServeError::Stdin)?;
@@ -81,7 +88,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
             let tailer = Tailer::new(
                 source,
                 classifier.clone(),
-                &metrics,
+                &intake_metrics,
                 &namespaces,
                 config.state_dir.as_deref(),
             );
@@ -102,15 +109,16 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving /metrics");
     let push = Arc::new(PushIntake {
-        counters: Counters::new(&metrics, &namespaces, PUSH_SOURCE),
+        counters: Counters::new(&intake_metrics, &namespaces, PUSH_SOURCE),
         classifier,
         token: config.server.push_token.clone(),
     });
     let state = AppState {
         config: Arc::new(config),
-        metrics,
+        registry,
         targets,
         lifecycles,
+        intake: intake_metrics,
         push,
     };
     let server = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown.clone().cancelled_owned());

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Metrics, conn, redis};
-use lockwatch::metrics::Metrics as Registry;
-use lockwatch::sampler::Sampler;
+use lockwatch::locks::TargetLocks;
+use lockwatch::metrics::Registry;
+use lockwatch::sampler::{Sampler, SamplerMetrics};
 use redis::Commands;
 
 const CONFIG: &str = r#"
@@ -39,6 +40,15 @@ ttl = "30s"
 renew_every = "10s"
 value = "redisson"
 "#;
+
+/// The sampler of `cfg`'s only target, its registry and its lock tables.
+fn sampler_of(cfg: &lockwatch::config::Config) -> (Sampler, Registry, Arc<TargetLocks>) {
+    let registry = Registry::new().unwrap();
+    let metrics = SamplerMetrics::register(&registry, cfg).unwrap();
+    let locks = Arc::new(TargetLocks::new(&cfg.targets[0], &cfg.namespaces, false));
+    let sampler = Sampler::new(&cfg.targets[0], locks.clone(), metrics).unwrap();
+    (sampler, registry, locks)
+}
 
 fn exposition(m: &Registry) -> Metrics {
     Metrics(m.encode().unwrap())
@@ -92,8 +102,7 @@ async fn exact_metrics_for_every_value_kind_and_fault_class() {
     let _: () = c.set("other:key", "x").unwrap();
 
     let cfg = common::config(&r, CONFIG);
-    let metrics = Arc::new(Registry::new(&cfg).unwrap());
-    let mut sampler = Sampler::new(&cfg.targets[0], &cfg.namespaces, false, metrics.clone()).unwrap();
+    let (mut sampler, metrics, locks) = sampler_of(&cfg);
     let report = sampler.pass().await;
     assert_eq!(report.error, None);
     assert!(!report.truncated);
@@ -193,7 +202,7 @@ async fn exact_metrics_for_every_value_kind_and_fault_class() {
     assert!((2.2..4.0).contains(&age), "{age}");
     assert_eq!(m.val("lockwatch_lock_handoffs_total", &appr), 0.0);
     // State is dropped with the key.
-    let state = sampler.state();
+    let state = locks.clone();
     assert!(state.namespaces[0].table().lock(b"wf:lock:2").is_none());
     assert_eq!(state.namespaces[0].table().len(), 2);
 }
@@ -226,8 +235,7 @@ async fn passes_cut_by_the_budget_resume_and_reach_every_namespace() {
          [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"60s\"\n\
          [[namespace]]\nname = \"b\"\npattern = \"b:lock:*\"\nttl = \"60s\"\n",
     );
-    let metrics = Arc::new(Registry::new(&cfg).unwrap());
-    let mut sampler = Sampler::new(&cfg.targets[0], &cfg.namespaces, false, metrics.clone()).unwrap();
+    let (mut sampler, metrics, locks) = sampler_of(&cfg);
     let report = sampler.pass().await;
     assert!(report.truncated, "{report:?}");
     assert_eq!(report.error, None);
@@ -273,7 +281,7 @@ async fn passes_cut_by_the_budget_resume_and_reach_every_namespace() {
         sampler.pass().await;
         more += 1;
     }
-    assert_eq!(sampler.state().namespaces[0].table().len(), 19_995);
+    assert_eq!(locks.namespaces[0].table().len(), 19_995);
 }
 
 #[tokio::test]
@@ -283,8 +291,7 @@ async fn redis_down_at_start_is_a_failed_pass_not_a_crash() {
         "[[target]]\nname = \"main\"\nurl = \"redis://127.0.0.1:{port}/0\"\n[[namespace]]\nname = \"wf\"\npattern = \"wf:*\"\nttl = \"5s\"\n"
     );
     let cfg = lockwatch::config::Config::from_toml(&text, "t", std::path::Path::new("."), &Default::default()).unwrap();
-    let metrics = Arc::new(Registry::new(&cfg).unwrap());
-    let mut sampler = Sampler::new(&cfg.targets[0], &cfg.namespaces, false, metrics.clone()).unwrap();
+    let (mut sampler, metrics, _locks) = sampler_of(&cfg);
     let report = sampler.pass().await;
     assert!(
         report.error.as_deref().is_some_and(|e| e.contains("namespace wf")),

@@ -1,4 +1,5 @@
-//! `GET /api/v1/locks`: the locks the sampler tracks, as JSON.
+//! `GET /api/v1/locks` (the held locks, from the lock tables' view) and
+//! `GET /api/v1/locks/history` (a key's recent lifecycle, from the watchers), as JSON.
 //!
 //! Owner tokens are capabilities (whoever knows one can release the lock with the
 //! compare-and-delete script), so they are redacted unless `server.show_owners` is on;
@@ -10,7 +11,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::{AppState, HttpError};
-use crate::sampler::ttl;
+use crate::locks::view;
 
 const DEFAULT_LIMIT: usize = 1000;
 const MAX_LIMIT: usize = 100_000;
@@ -23,32 +24,11 @@ pub struct LocksQuery {
     limit: Option<usize>,
 }
 
-#[derive(Serialize)]
-pub struct LocksResponse {
-    /// Locks matching the query before `limit` was applied.
-    total: usize,
-    truncated: bool,
-    locks: Vec<LockView>,
-}
-
-#[derive(Serialize)]
-pub struct LockView {
-    target: String,
-    namespace: String,
-    key: String,
-    owner: String,
-    owner_hash: String,
-    pttl_ms: i64,
-    age_s: f64,
-    fence: Option<i64>,
-    overdue: bool,
-}
-
 /// Held locks, those closest to expiry first (stalled holders lead the list).
 pub async fn locks(
     State(s): State<AppState>,
     query: Result<Query<LocksQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<LocksResponse>, HttpError> {
+) -> Result<Json<view::LockList>, HttpError> {
     let Query(q) = query.map_err(|e| HttpError(StatusCode::BAD_REQUEST, format!("bad query: {}", e.body_text())))?;
     if let Some(ns) = &q.namespace
         && s.config.namespace(ns).is_none()
@@ -65,49 +45,15 @@ pub async fn locks(
         return Err(HttpError(StatusCode::BAD_REQUEST, format!("unknown target `{t}`")));
     }
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
-    let show_owners = s.config.server.show_owners;
-    let mut out = Vec::new();
-    for target in s
-        .targets
-        .iter()
-        .filter(|t| q.target.as_ref().is_none_or(|name| &t.name == name))
-    {
-        let now_ms = target.now_ms();
-        for ns_state in target
-            .namespaces
-            .iter()
-            .filter(|n| q.namespace.as_ref().is_none_or(|name| &n.config.name == name))
-        {
-            let ns = &ns_state.config;
-            let fence_of = ns.fence_map();
-            let table = ns_state.table();
-            for (key, e) in table.locks() {
-                out.push(LockView {
-                    target: target.name.clone(),
-                    namespace: ns.name.clone(),
-                    key: String::from_utf8_lossy(key).into_owned(),
-                    owner: match (table.token(key), show_owners) {
-                        (Some(t), true) => String::from_utf8_lossy(t).into_owned(),
-                        _ => "<redacted>".to_string(),
-                    },
-                    owner_hash: format!("{:016x}", e.owner),
-                    pttl_ms: i64::from(e.pttl_ms),
-                    age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
-                    fence: fence_of.key_for(key).and_then(|f| table.fence(&f)),
-                    overdue: ttl::renewal_overdue(i64::from(e.pttl_ms), ns.overdue_below()),
-                });
-            }
-        }
-    }
-    // No expiry sorts last; among expiring locks, the least time left first.
-    out.sort_by_key(|l| if l.pttl_ms < 0 { i64::MAX } else { l.pttl_ms });
-    let total = out.len();
-    out.truncate(limit);
-    Ok(Json(LocksResponse {
-        total,
-        truncated: total > limit,
-        locks: out,
-    }))
+    Ok(Json(view::held_locks(
+        &s.targets,
+        view::Filter {
+            target: q.target.as_deref(),
+            namespace: q.namespace.as_deref(),
+            show_owners: s.config.server.show_owners,
+            limit,
+        },
+    )))
 }
 
 #[derive(Deserialize)]

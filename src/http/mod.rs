@@ -18,18 +18,22 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::config::Config;
+use crate::intake::IntakeMetrics;
 use crate::lifecycle::LifecycleState;
-use crate::metrics::Metrics;
-use crate::sampler::TargetState;
+use crate::locks::TargetLocks;
+use crate::metrics::Registry;
 
 /// What the handlers read.
 #[derive(Clone)]
 pub struct AppState {
     pub config: Arc<Config>,
-    pub metrics: Arc<Metrics>,
-    pub targets: Arc<[Arc<TargetState>]>,
+    pub registry: Registry,
+    /// Each target's lock tables and sampling status.
+    pub targets: Arc<[Arc<TargetLocks>]>,
     /// Lifecycle watchers, of the targets whose notifications are not off.
     pub lifecycles: Arc<[Arc<LifecycleState>]>,
+    /// The intake's counts, for the status page.
+    pub intake: IntakeMetrics,
     /// `POST /api/v1/events`.
     pub push: Arc<push::PushIntake>,
 }
@@ -63,7 +67,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, HttpError> {
-    let body = s.metrics.encode().map_err(|e| {
+    let body = s.registry.encode().map_err(|e| {
         HttpError(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("encoding metrics failed: {e}"),

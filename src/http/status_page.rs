@@ -86,7 +86,7 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
             },
         );
         for ns in &t.namespaces {
-            let tally = ns.table().last().clone();
+            let census = ns.census();
             let cell = |n: i64| {
                 if n > 0 {
                     format!(r#"<td class="bad">{n}</td>"#)
@@ -99,21 +99,15 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
                 h,
                 r#"<tr data-namespace="{name}"><td>{name} <small><code>{pattern}</code></small></td><td>{held}</td>{overdue}{nottl}{long}<td>{age:.1}</td>{unreadable}{takeovers}<td><a href="/api/v1/locks?namespace={name}&amp;target={tname}">locks</a></td></tr>"#,
                 pattern = esc(ns.config.pattern.as_str()),
-                held = tally.held,
-                overdue = cell(tally.overdue),
-                nottl = cell(tally.without_ttl),
-                long = cell(tally.too_long),
-                age = tally.max_age_ms as f64 / 1000.0,
-                unreadable = cell(tally.wrong_type + tally.bad_value),
-                takeovers = if s.lifecycles.iter().any(|l| l.target == t.name) {
-                    let n = s
-                        .metrics
-                        .lock_expiry_takeovers_total
-                        .with_label_values(&[t.name.as_str(), ns.config.name.as_str()])
-                        .get();
-                    cell(i64::try_from(n).unwrap_or(i64::MAX))
-                } else {
-                    "<td>–</td>".to_string()
+                held = census.held,
+                overdue = cell(census.overdue),
+                nottl = cell(census.without_ttl),
+                long = cell(census.too_long),
+                age = census.max_age_ms as f64 / 1000.0,
+                unreadable = cell(census.wrong_type + census.bad_value),
+                takeovers = match s.lifecycles.iter().find(|l| l.target == t.name) {
+                    Some(l) => cell(i64::try_from(l.takeovers(&ns.config.name)).unwrap_or(i64::MAX)),
+                    None => "<td>–</td>".to_string(),
                 },
                 tname = esc(&t.name),
             );
@@ -127,12 +121,8 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
 
 /// Lock failures reported by logs and pushes, per namespace, and what each log source read.
 fn events_section(h: &mut String, s: &AppState) {
-    let m = &s.metrics;
-    let count = |ns: &str, op: Op, outcome: Outcome| {
-        m.lock_events_total
-            .with_label_values(&[ns, op.as_str(), outcome.as_str()])
-            .get()
-    };
+    let m = &s.intake;
+    let count = |ns: &str, op: Op, outcome: Outcome| m.events(ns, op, outcome);
     h.push_str(
         "<h2 id=\"events\">lock failures from logs and pushes</h2>\n<table><tr><th>namespace</th><th>not owned (release, renew)</th><th>renewal failed</th><th>acquire busy / timeout</th><th>stale fence</th></tr>\n",
     );
@@ -175,13 +165,13 @@ fn events_section(h: &mut String, s: &AppState) {
         .map(|l| (l.name.as_str(), l.path != "-"))
         .chain([(PUSH_SOURCE, false)]);
     for (source, files) in sources {
-        let lines = |r: LineResult| m.log_lines_total.with_label_values(&[source, r.as_str()]).get();
+        let lines = |r: LineResult| m.lines(source, r);
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(source),
             if files {
-                m.log_files.with_label_values(&[source]).get().to_string()
+                m.files(source).to_string()
             } else {
                 "–".to_string()
             },

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::access::probe;
 use crate::access::read::{self, KeyRead};
 use crate::config::{Config, NamespaceConfig, TargetConfig, ValueKind};
-use crate::sampler::ttl;
+use crate::locks::ttl;
 
 pub use render::{Format, render_key, render_namespace};
 

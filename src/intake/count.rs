@@ -7,7 +7,7 @@
 use prometheus::IntCounter;
 
 use super::Verdict;
-use crate::metrics::Metrics;
+use super::metrics::IntakeMetrics;
 use crate::vocab::{LineResult, Op, Outcome, UNKNOWN_NAMESPACE};
 
 const PER_NAMESPACE: usize = Op::ALL.len() * Outcome::ALL.len();
@@ -27,7 +27,7 @@ pub struct Counters {
 
 impl Counters {
     /// Counters for `source` (a `[[logs]]` name, or `push`); `namespaces` in config order.
-    pub fn new(metrics: &Metrics, namespaces: &[String], source: &str) -> Self {
+    pub fn new(metrics: &IntakeMetrics, namespaces: &[String], source: &str) -> Self {
         let mut events = Vec::with_capacity((namespaces.len() + 1) * PER_NAMESPACE);
         for ns in namespaces.iter().map(String::as_str).chain([UNKNOWN_NAMESPACE]) {
             for op in Op::ALL {

@@ -2,13 +2,14 @@
 //! pushes to `POST /api/v1/events`.
 //!
 //! `fields` reads a line (JSON, logfmt or text); `classify` turns it into a lock event
-//! `{namespace, op, outcome}` or says why not; `count` adds verdicts up into the metrics.
+//! `{namespace, op, outcome}` or says why not; `count` adds verdicts up into the intake's own metrics (`metrics`).
 //! `tail` follows `[[logs]]` files, `stdin` reads a pipe, `push` reads pushed event objects.
 
 pub mod classify;
 pub mod count;
 pub mod fields;
 pub mod lines;
+pub mod metrics;
 pub mod print;
 pub mod push;
 pub mod stdin;
@@ -16,6 +17,7 @@ pub mod tail;
 
 pub use classify::{Classifier, ClassifierError, Verdict};
 pub use count::{Counters, Tally};
+pub use metrics::IntakeMetrics;
 
 /// Lines longer than this are counted as malformed and skipped to the next newline.
 pub const MAX_LINE: usize = 64 * 1024;

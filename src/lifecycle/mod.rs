@@ -7,26 +7,29 @@
 //! takes owners from the sampler's passes begun after the resubscribe.
 
 pub mod history;
+pub mod metrics;
+mod recorder;
 pub mod tracker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, StreamExt};
-use prometheus::{Histogram, IntCounter, IntGauge};
+use prometheus::IntCounter;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::notify::{self, Applied, NotifyError};
 use crate::access::{Link, LinkError, read};
-use crate::config::{NamespaceConfig, Notifications, TargetConfig};
-use crate::metrics::Metrics;
-use crate::sampler::TargetState;
-use crate::vocab::{HoldEnd, Transition};
+use crate::config::{NamespaceConfig, TargetConfig};
+use crate::locks::TargetLocks;
 use history::History;
-use tracker::{Notice, Observer, Tracker};
+use metrics::{TargetMetrics, WatcherMetrics};
+pub use recorder::preflight;
+use recorder::{Recorder, wall_ms};
+use tracker::Tracker;
 
 /// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 56-byte entry each).
 pub const MAX_TRACKED: usize = 1_000_000;
@@ -70,16 +73,23 @@ pub struct LifecycleState {
     connected: AtomicBool,
     history: Mutex<History>,
     notifications: Mutex<String>,
+    /// Expiry takeovers counted, per namespace name.
+    takeovers: Vec<(String, IntCounter)>,
 }
 
 impl LifecycleState {
-    fn new(target: &str) -> Self {
+    fn new(target: &str, takeovers: Vec<(String, IntCounter)>) -> Self {
         LifecycleState {
             target: target.to_string(),
             connected: AtomicBool::new(false),
             history: Mutex::new(History::new(HISTORY_CAP)),
             notifications: Mutex::new("not checked yet".to_string()),
+            takeovers,
         }
+    }
+    /// Expiry takeovers counted so far in namespace `ns`.
+    pub fn takeovers(&self, ns: &str) -> u64 {
+        self.takeovers.iter().find(|(n, _)| n == ns).map_or(0, |(_, c)| c.get())
     }
     pub fn connected(&self) -> bool {
         self.connected.load(Ordering::Relaxed)
@@ -93,15 +103,8 @@ impl LifecycleState {
     }
 }
 
-/// Metric handles of one namespace, resolved once.
-struct NsMetrics {
-    transitions: [IntCounter; 5],
-    takeovers: IntCounter,
-    hold: [Histogram; 2],
-}
-
 /// An owner read asked for by the tracker.
-struct ReadRequest {
+pub(crate) struct ReadRequest {
     ns: usize,
     key: Vec<u8>,
     generation: u32,
@@ -118,25 +121,23 @@ pub struct Watcher {
     channels: Vec<Vec<u8>>,
     prefix_len: usize,
     needed: String,
-    sampler: Arc<TargetState>,
+    /// The target's lock tables: owner hashes, and owners the sampler saw after a gap.
+    locks: Arc<TargetLocks>,
     state: Arc<LifecycleState>,
     link: Link,
     conn: ConnectionManager,
-    ns_metrics: Vec<NsMetrics>,
-    connected: IntGauge,
-    received: IntCounter,
-    tracked: IntGauge,
+    metrics: TargetMetrics,
     origin: Instant,
 }
 
 impl Watcher {
-    /// Set up the watcher of `target`; connects lazily. `sampler` is the same target's
-    /// sampler state (for owner hashes and reconciliation). Call inside a tokio runtime.
+    /// Set up the watcher of `target`; connects lazily. `locks` are the same target's lock
+    /// tables (for owner hashes and owners seen after a gap). Call inside a tokio runtime.
     pub fn new(
         target: &TargetConfig,
         namespaces: &[NamespaceConfig],
-        sampler: Arc<TargetState>,
-        metrics: &Metrics,
+        locks: Arc<TargetLocks>,
+        metrics: &WatcherMetrics,
     ) -> Result<Self, WatchError> {
         let link = Link::new(target)?;
         let conn = link.managed()?;
@@ -145,22 +146,11 @@ impl Watcher {
             .iter()
             .map(|n| [prefix.as_bytes(), n.pattern.as_str().as_bytes()].concat())
             .collect();
-        let t = target.name.as_str();
-        let ns_metrics = namespaces
+        let metrics = metrics.for_target(&target.name, namespaces);
+        let takeovers = namespaces
             .iter()
-            .map(|n| {
-                let ns = n.name.as_str();
-                NsMetrics {
-                    transitions: Transition::ALL
-                        .map(|k| metrics.lock_transitions_total.with_label_values(&[t, ns, k.as_str()])),
-                    takeovers: metrics.lock_expiry_takeovers_total.with_label_values(&[t, ns]),
-                    hold: HoldEnd::ALL.map(|e| {
-                        metrics
-                            .lock_hold_duration_seconds
-                            .with_label_values(&[t, ns, e.as_str()])
-                    }),
-                }
-            })
+            .zip(&metrics.namespaces)
+            .map(|(n, m)| (n.name.clone(), m.takeovers.clone()))
             .collect();
         Ok(Watcher {
             target: target.clone(),
@@ -168,14 +158,11 @@ impl Watcher {
             channels,
             prefix_len: prefix.len(),
             needed: notify::needed_flags(namespaces),
-            sampler,
-            state: Arc::new(LifecycleState::new(t)),
+            locks,
+            state: Arc::new(LifecycleState::new(&target.name, takeovers)),
             link,
             conn,
-            ns_metrics,
-            connected: metrics.notifications_connected.with_label_values(&[t]),
-            received: metrics.notifications_received_total.with_label_values(&[t]),
-            tracked: metrics.lifecycle_tracked_locks.with_label_values(&[t]),
+            metrics,
             origin: Instant::now(),
         })
     }
@@ -228,7 +215,7 @@ impl Watcher {
     }
 
     fn set_connected(&self, up: bool) {
-        self.connected.set(i64::from(up));
+        self.metrics.connected.set(i64::from(up));
         self.state.connected.store(up, Ordering::Relaxed);
     }
 
@@ -258,12 +245,7 @@ impl Watcher {
         // Whatever happened while unsubscribed is unknown: start clean, and let the
         // sampler's passes from now on stand in for owners not seen in a `set`.
         tracker.reset();
-        let marks: Vec<u32> = self
-            .sampler
-            .namespaces
-            .iter()
-            .map(|n| n.table().pass_number())
-            .collect();
+        let marks: Vec<u32> = self.locks.namespaces.iter().map(|n| n.table().pass_number()).collect();
         self.set_connected(true);
         tracing::info!(target_name = %self.target.name, patterns = self.channels.len(), "subscribed to keyspace notifications");
 
@@ -306,12 +288,12 @@ impl Watcher {
                         }
                     }
                     drop(history);
-                    self.received.inc_by(n);
+                    self.metrics.received.inc_by(n);
                     self.flush_reads(&mut pending, &mut in_flight, &tx);
                 }
                 _ = sweep.tick() => {
                     tracker.sweep(self.now_ms());
-                    self.tracked.set(tracker.len() as i64);
+                    self.metrics.tracked.set(tracker.len() as i64);
                     if tracker.untracked > 0 && !std::mem::replace(&mut cap_warned, true) {
                         tracing::warn!(target_name = %self.target.name, max = MAX_TRACKED,
                             "lifecycle watcher holds state for its maximum of lock keys; transitions of further keys are counted without holds or takeovers");
@@ -346,7 +328,7 @@ impl Watcher {
             });
             let kind = self.namespaces[ns].value.clone();
             let mut conn = self.conn.clone();
-            let sampler = self.sampler.clone();
+            let locks = self.locks.clone();
             let tx = tx.clone();
             let timeout = self.target.sample_budget;
             *in_flight += 1;
@@ -354,11 +336,11 @@ impl Watcher {
                 let read = tokio::time::timeout(timeout, read::read_owners(&mut conn, &kind, &keys)).await;
                 let owners = match read {
                     Ok(Ok(owners)) => {
-                        let ns_state = &sampler.namespaces[ns];
+                        let ns_locks = &locks.namespaces[ns];
                         Some(
                             owners
                                 .iter()
-                                .map(|o| o.as_deref().map(|o| ns_state.owner_hash(o)))
+                                .map(|o| o.as_deref().map(|o| ns_locks.owner_hash(o)))
                                 .collect(),
                         )
                     }
@@ -395,130 +377,5 @@ impl Watcher {
             }
         };
         *self.state.notifications.lock().unwrap_or_else(|p| p.into_inner()) = words;
-    }
-}
-
-/// The start-up check of `notifications = "require"`: refuse to start when the server is
-/// reachable and lacks the flags (or will not say). An unreachable server is not refused
-/// here: the watcher checks again on every connect and stays unsubscribed until they are on.
-pub async fn preflight(target: &TargetConfig, namespaces: &[NamespaceConfig]) -> Result<(), WatchError> {
-    if target.notifications != Notifications::Require {
-        return Ok(());
-    }
-    let mut conn = match crate::access::connect::once(target).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(target_name = %target.name, error = %e,
-                "cannot check notify-keyspace-events at start; the watcher will check on connect");
-            return Ok(());
-        }
-    };
-    match notify::apply(Notifications::Require, &notify::needed_flags(namespaces), &mut conn).await {
-        Ok(_) => Ok(()),
-        Err(NotifyError::Redis(e)) => {
-            tracing::warn!(target_name = %target.name, error = %e,
-                "cannot check notify-keyspace-events at start; the watcher will check on connect");
-            Ok(())
-        }
-        Err(source) => Err(WatchError::Notifications {
-            target: target.name.clone(),
-            source,
-        }),
-    }
-}
-
-fn wall_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// The tracker's observer: counts, logs, records history and queues owner reads.
-struct Recorder<'a> {
-    w: &'a Watcher,
-    history: &'a mut History,
-    reads: &'a mut Vec<ReadRequest>,
-    wall_ms: i64,
-}
-
-impl<'a> Recorder<'a> {
-    fn new(w: &'a Watcher, history: &'a mut History, reads: &'a mut Vec<ReadRequest>, wall_ms: i64) -> Self {
-        Recorder {
-            w,
-            history,
-            reads,
-            wall_ms,
-        }
-    }
-
-    /// One pub/sub message: which namespace (by the pattern it came through), which key, which event.
-    fn handle(&mut self, tracker: &mut Tracker, msg: &redis::Msg, now_ms: i64, marks: &[u32]) {
-        let Some(notice) = Notice::parse(msg.get_payload_bytes()) else {
-            return;
-        };
-        let (Ok(Some(pattern)), Ok(channel)) = (msg.get_pattern::<Option<Vec<u8>>>(), msg.get_channel::<Vec<u8>>())
-        else {
-            return;
-        };
-        let Some(ns) = self.w.channels.iter().position(|c| *c == pattern) else {
-            return;
-        };
-        let Some(key) = channel.get(self.w.prefix_len..) else {
-            return;
-        };
-        let sampler = &self.w.sampler;
-        let fallback = || {
-            let ns_state = sampler.namespaces.get(ns)?;
-            ns_state.table().owner_seen_after(key, marks.get(ns).copied()?)
-        };
-        tracker.notice(ns, key, notice, now_ms, fallback, self);
-    }
-}
-
-impl Observer for Recorder<'_> {
-    fn transition(&mut self, ns: usize, key: &[u8], kind: Transition, owner: Option<u64>) {
-        if let Some(m) = self.w.ns_metrics.get(ns) {
-            m.transitions[kind.index()].inc();
-        }
-        self.history.push(key, self.wall_ms, kind, owner);
-        if kind == Transition::Evicted {
-            tracing::warn!(target_name = %self.w.target.name, namespace = %self.w.namespaces[ns].name,
-                key = %String::from_utf8_lossy(key),
-                "lock evicted by the maxmemory policy while held: another worker can take it now; give lock keys a noeviction home");
-        }
-    }
-
-    fn hold(&mut self, ns: usize, end: HoldEnd, ms: i64) {
-        if let Some(m) = self.w.ns_metrics.get(ns) {
-            let i = match end {
-                HoldEnd::Released => 0,
-                HoldEnd::Expired => 1,
-            };
-            m.hold[i].observe(ms.max(0) as f64 / 1000.0);
-        }
-    }
-
-    fn takeover(&mut self, ns: usize, key: &[u8], previous: u64, owner: u64, gap_ms: i64) {
-        if let Some(m) = self.w.ns_metrics.get(ns) {
-            m.takeovers.inc();
-        }
-        self.history.mark_takeover(key, owner);
-        tracing::warn!(target_name = %self.w.target.name, namespace = %self.w.namespaces[ns].name,
-            key = %String::from_utf8_lossy(key), previous_owner = %format!("{previous:016x}"),
-            owner = %format!("{owner:016x}"), after_ms = gap_ms,
-            "expiry takeover: the lock expired under one owner and another took it; if the first is still working, two run the same job");
-    }
-
-    fn read_owner(&mut self, ns: usize, key: &[u8], generation: u32) {
-        self.reads.push(ReadRequest {
-            ns,
-            key: key.to_vec(),
-            generation,
-        });
-    }
-
-    fn owner_learnt(&mut self, _ns: usize, key: &[u8], owner: u64) {
-        self.history.fill_owner(key, owner);
     }
 }

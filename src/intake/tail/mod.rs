@@ -24,7 +24,7 @@ use super::count::{Counters, Tally};
 use super::lines::{Line, Splitter};
 use super::{Classifier, Verdict};
 use crate::config::{LogConfig, StartAt};
-use crate::metrics::Metrics;
+use crate::intake::metrics::IntakeMetrics;
 
 /// How often files are checked for new lines (and the glob for new files).
 pub const POLL_EVERY: Duration = Duration::from_millis(250);
@@ -73,7 +73,7 @@ impl Tailer {
     pub fn new(
         source: &LogConfig,
         classifier: Arc<Classifier>,
-        metrics: &Metrics,
+        metrics: &IntakeMetrics,
         namespaces: &[String],
         state_dir: Option<&Path>,
     ) -> Self {
@@ -92,7 +92,7 @@ impl Tailer {
         Tailer {
             tally: counters.tally(),
             counters,
-            files_gauge: metrics.log_files.with_label_values(&[source.name.as_str()]),
+            files_gauge: metrics.files_gauge(&source.name),
             classifier,
             totals: SourceTotals::default(),
             files: Vec::new(),

@@ -1,5 +1,5 @@
 //! Per-namespace lock state between sample passes: the lock and fence tables, where the
-//! SCAN walk stands, and the tally of the walk in progress.
+//! SCAN walk stands, and the census of the walk in progress.
 //!
 //! One entry per lock key: a seeded hash of its owner, when that owner was first seen, the
 //! last PTTL and the pass that last saw it — 24 bytes beside the key in the map (and the
@@ -12,8 +12,8 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 
+use super::ttl;
 use crate::config::NamespaceConfig;
-use crate::sampler::ttl;
 use crate::vocab::Unreadable;
 
 /// What the sampler remembers of one lock.
@@ -67,7 +67,7 @@ impl WalkPosition {
 
 /// What one complete walk (cycle) found in a namespace: the values of the gauges.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Tally {
+pub struct Census {
     pub held: i64,
     pub without_ttl: i64,
     pub overdue: i64,
@@ -104,9 +104,9 @@ pub struct NamespaceTable {
     cycle_start: u32,
     /// Where the next pass continues the walk.
     position: WalkPosition,
-    tally: Tally,
+    census: Census,
     pending: Counts,
-    last: Tally,
+    last: Census,
 }
 
 impl NamespaceTable {
@@ -124,9 +124,9 @@ impl NamespaceTable {
             pass: 0,
             cycle_start: 1,
             position: WalkPosition::START,
-            tally: Tally::default(),
+            census: Census::default(),
             pending: Counts::default(),
-            last: Tally::default(),
+            last: Census::default(),
         }
     }
 
@@ -135,7 +135,7 @@ impl NamespaceTable {
         self.pass = self.pass.wrapping_add(1);
         if self.position == WalkPosition::START {
             self.cycle_start = self.pass;
-            self.tally = Tally::default();
+            self.census = Census::default();
         }
         self.position
     }
@@ -213,7 +213,7 @@ impl NamespaceTable {
         {
             tokens.insert(Box::from(key), Box::from(owner));
         }
-        let t = &mut self.tally;
+        let t = &mut self.census;
         t.held += 1;
         if pttl_ms == -1 {
             t.without_ttl += 1;
@@ -234,8 +234,8 @@ impl NamespaceTable {
     /// A key in the namespace that is not a readable lock.
     pub fn observe_unreadable(&mut self, reason: Unreadable) {
         match reason {
-            Unreadable::WrongType => self.tally.wrong_type += 1,
-            Unreadable::BadValue => self.tally.bad_value += 1,
+            Unreadable::WrongType => self.census.wrong_type += 1,
+            Unreadable::BadValue => self.census.bad_value += 1,
         }
     }
 
@@ -255,12 +255,12 @@ impl NamespaceTable {
                 self.fences.insert(Box::from(key), FenceEntry { value, pass });
             }
         }
-        self.tally.fence_max = Some(self.tally.fence_max.map_or(value, |m| m.max(value)));
+        self.census.fence_max = Some(self.census.fence_max.map_or(value, |m| m.max(value)));
     }
 
     /// The walk reached the end: drop entries of keys this cycle did not see, count
-    /// vanished fencing counters, and return the cycle's tally (the gauges' new values).
-    pub fn complete(&mut self) -> Tally {
+    /// vanished fencing counters, and return the cycle's census (the gauges' new values).
+    pub fn complete(&mut self) -> Census {
         let (pass, cycle_start) = (self.pass, self.cycle_start);
         let seen = |p: u32| in_cycle(p, cycle_start, pass);
         self.locks.retain(|_, e| seen(e.pass));
@@ -271,7 +271,7 @@ impl NamespaceTable {
         self.fences.retain(|_, f| seen(f.pass));
         self.pending.fence_regressions += (before - self.fences.len()) as u64;
         self.position = WalkPosition::START;
-        self.last = std::mem::take(&mut self.tally);
+        self.last = std::mem::take(&mut self.census);
         self.last.clone()
     }
 
@@ -280,8 +280,8 @@ impl NamespaceTable {
         std::mem::take(&mut self.pending)
     }
 
-    /// The tally of the last completed cycle.
-    pub fn last(&self) -> &Tally {
+    /// The census of the last completed cycle.
+    pub fn last(&self) -> &Census {
         &self.last
     }
 

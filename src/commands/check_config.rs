@@ -1,18 +1,29 @@
 //! `lockwatch check-config`: print what a valid config means, and with `--connect` check
 //! each target: reachable, keyspace notifications, and the permissions the sampler needs.
 //!
-//! Loading (and its errors) belongs to `config`; this module only reports.
+//! Loading (and its errors) belongs to `config`, the questions to Redis to `access`; this
+//! command only asks and reports.
 
 use std::io::Write;
 
 use redis::aio::MultiplexedConnection;
 
+use super::{CommandError, Status};
 use crate::access::{notify, probe};
+use crate::cli::CheckConfigArgs;
 use crate::config::{Config, Notifications, TargetConfig};
 use crate::duration::format as dur;
 
+pub(super) async fn command(args: CheckConfigArgs) -> Result<Status, CommandError> {
+    let config = super::load(&args.config, None)?;
+    let healthy = run(&config, args.connect, &mut std::io::stdout())
+        .await
+        .map_err(anyhow::Error::from)?;
+    Ok(if healthy { Status::Fine } else { Status::Unhealthy })
+}
+
 /// Print the summary (and connection checks); `Ok(false)` when a check found a problem.
-pub async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::Result<bool> {
+async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::Result<bool> {
     writeln!(
         out,
         "{}: OK — {} target(s), {} namespace(s), {} log source(s), {} rule(s); listen {}",

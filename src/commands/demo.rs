@@ -1,0 +1,12 @@
+//! `lockwatch demo`: the self-contained demo, until SIGTERM or Ctrl-C.
+
+use super::{CommandError, Status};
+use crate::cli::DemoArgs;
+use crate::{demo, serve};
+
+pub(super) async fn run(args: DemoArgs) -> Result<Status, CommandError> {
+    demo::run(&args, serve::shutdown_on_signals())
+        .await
+        .map_err(anyhow::Error::from)?;
+    Ok(Status::Fine)
+}

@@ -1,0 +1,94 @@
+//! The intake's metric families — `lockwatch_lock_events_total`, `lockwatch_log_lines_total`,
+//! `lockwatch_log_files` — registered and pre-exported from the config, and read back for
+//! the status page. Sources count through `Counters` resolved from here.
+
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
+
+use crate::config::Config;
+use crate::metrics::Registry;
+use crate::vocab::{LineResult, Op, Outcome, PUSH_SOURCE, UNKNOWN_NAMESPACE, metric};
+
+/// The intake's families.
+#[derive(Clone)]
+pub struct IntakeMetrics {
+    /// Labels namespace, op, outcome.
+    pub(crate) lock_events_total: IntCounterVec,
+    /// Labels source, result: lines taken in from each `[[logs]]` source and from pushes.
+    pub(crate) log_lines_total: IntCounterVec,
+    /// Label source: files a `[[logs]]` source is reading (rotated ones being finished included).
+    log_files: IntGaugeVec,
+}
+
+impl IntakeMetrics {
+    /// Register the families in `registry`, every known series at 0.
+    pub fn register(registry: &Registry, config: &Config) -> Result<Self, prometheus::Error> {
+        let m = IntakeMetrics {
+            lock_events_total: registry.register(IntCounterVec::new(
+                Opts::new(
+                    metric::LOCK_EVENTS_TOTAL,
+                    "Lock events reported by applications (classified log lines and pushed events).",
+                ),
+                &["namespace", "op", "outcome"],
+            )?)?,
+            log_lines_total: registry.register(IntCounterVec::new(
+                Opts::new(
+                    metric::LOG_LINES_TOTAL,
+                    "Log lines taken in, by what they were: a lock event, ignored, or malformed.",
+                ),
+                &["source", "result"],
+            )?)?,
+            log_files: registry.register(IntGaugeVec::new(
+                Opts::new(
+                    metric::LOG_FILES,
+                    "Files a log source is reading, rotated files still being finished included.",
+                ),
+                &["source"],
+            )?)?,
+        };
+        let namespaces = config
+            .namespaces
+            .iter()
+            .map(|n| n.name.as_str())
+            .chain([UNKNOWN_NAMESPACE]);
+        for ns in namespaces {
+            for op in Op::ALL {
+                for outcome in Outcome::ALL {
+                    m.lock_events_total
+                        .with_label_values(&[ns, op.as_str(), outcome.as_str()]);
+                }
+            }
+        }
+        let sources = config.logs.iter().map(|l| l.name.as_str()).chain([PUSH_SOURCE]);
+        for source in sources {
+            for result in LineResult::ALL {
+                m.log_lines_total.with_label_values(&[source, result.as_str()]);
+            }
+        }
+        for l in config.logs.iter().filter(|l| l.path != "-") {
+            m.log_files.with_label_values(&[l.name.as_str()]).set(0);
+        }
+        Ok(m)
+    }
+
+    /// The gauge of files `source` is reading.
+    pub(crate) fn files_gauge(&self, source: &str) -> IntGauge {
+        self.log_files.with_label_values(&[source])
+    }
+
+    /// Lock events counted so far for `ns` (a configured name or `unknown`).
+    pub fn events(&self, ns: &str, op: Op, outcome: Outcome) -> u64 {
+        self.lock_events_total
+            .with_label_values(&[ns, op.as_str(), outcome.as_str()])
+            .get()
+    }
+
+    /// Lines `source` took in, by result.
+    pub fn lines(&self, source: &str, result: LineResult) -> u64 {
+        self.log_lines_total.with_label_values(&[source, result.as_str()]).get()
+    }
+
+    /// Files `source` is reading now.
+    pub fn files(&self, source: &str) -> i64 {
+        self.log_files.with_label_values(&[source]).get()
+    }
+}

@@ -1,0 +1,125 @@
+//! The lifecycle watcher's metric families, registered for every target and pre-exported
+//! for the targets whose notifications are not off, and each watcher's handles resolved once.
+
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+
+use crate::config::{Config, NamespaceConfig, Notifications};
+use crate::metrics::Registry;
+use crate::vocab::{HoldEnd, Transition, metric};
+
+/// Hold-duration buckets (seconds): from a quick job to a stuck one.
+const HOLD_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// The watcher's families.
+#[derive(Clone)]
+pub struct WatcherMetrics {
+    /// Labels target, namespace, kind.
+    lock_transitions_total: IntCounterVec,
+    /// Labels target, namespace.
+    lock_expiry_takeovers_total: IntCounterVec,
+    /// Labels target, namespace, end.
+    lock_hold_duration_seconds: HistogramVec,
+    /// Label target.
+    notifications_connected: IntGaugeVec,
+    /// Label target: keyspace notifications received on lock keys.
+    notifications_received_total: IntCounterVec,
+    /// Label target: lock keys the watcher holds state for (holds and takeover tombstones).
+    lifecycle_tracked_locks: IntGaugeVec,
+}
+
+/// Handles of one namespace, resolved once.
+pub(crate) struct NsMetrics {
+    pub(crate) transitions: [IntCounter; 5],
+    pub(crate) takeovers: IntCounter,
+    pub(crate) hold: [Histogram; 2],
+}
+
+/// Handles of one target's watcher.
+pub(crate) struct TargetMetrics {
+    pub(crate) namespaces: Vec<NsMetrics>,
+    pub(crate) connected: IntGauge,
+    pub(crate) received: IntCounter,
+    pub(crate) tracked: IntGauge,
+}
+
+impl WatcherMetrics {
+    /// Register the families in `r`, every known series of watched targets at 0.
+    pub fn register(r: &Registry, config: &Config) -> Result<Self, prometheus::Error> {
+        let tn = &["target", "namespace"];
+        let t = &["target"];
+        let m = WatcherMetrics {
+            lock_transitions_total: r.register(IntCounterVec::new(
+                Opts::new(
+                    metric::LOCK_TRANSITIONS_TOTAL,
+                    "Lock state changes Redis performed, from keyspace notifications.",
+                ),
+                &["target", "namespace", "kind"],
+            )?)?,
+            lock_expiry_takeovers_total: r.register(IntCounterVec::new(
+                Opts::new(
+                    metric::LOCK_EXPIRY_TAKEOVERS_TOTAL,
+                    "Locks that expired or were evicted (not released) and were re-acquired by a different owner within one ttl.",
+                ),
+                tn,
+            )?)?,
+            lock_hold_duration_seconds: r.register(HistogramVec::new(
+                HistogramOpts::new(
+                    metric::LOCK_HOLD_DURATION_SECONDS,
+                    "Time from acquisition to release or expiry, for holds whose acquisition was seen.",
+                )
+                .buckets(HOLD_BUCKETS.to_vec()),
+                &["target", "namespace", "end"],
+            )?)?,
+            notifications_connected: r.register(IntGaugeVec::new(
+                Opts::new(
+                    metric::NOTIFICATIONS_CONNECTED,
+                    "1 while subscribed to the target's keyspace notifications.",
+                ),
+                t,
+            )?)?,
+            notifications_received_total: r.register(IntCounterVec::new(
+                Opts::new(
+                    metric::NOTIFICATIONS_RECEIVED_TOTAL,
+                    "Keyspace notifications received on lock keys.",
+                ),
+                t,
+            )?)?,
+            lifecycle_tracked_locks: r.register(IntGaugeVec::new(
+                Opts::new(
+                    metric::LIFECYCLE_TRACKED_LOCKS,
+                    "Lock keys the lifecycle watcher keeps state for: holds in progress and recent expiries.",
+                ),
+                t,
+            )?)?,
+        };
+        for target in config.targets.iter().filter(|t| t.notifications != Notifications::Off) {
+            // Resolving the handles creates every series at 0.
+            m.for_target(&target.name, &config.namespaces).connected.set(0);
+        }
+        Ok(m)
+    }
+
+    /// The handles of target `t`'s watcher.
+    pub(crate) fn for_target(&self, t: &str, namespaces: &[NamespaceConfig]) -> TargetMetrics {
+        TargetMetrics {
+            namespaces: namespaces
+                .iter()
+                .map(|n| {
+                    let ns = n.name.as_str();
+                    NsMetrics {
+                        transitions: Transition::ALL
+                            .map(|k| self.lock_transitions_total.with_label_values(&[t, ns, k.as_str()])),
+                        takeovers: self.lock_expiry_takeovers_total.with_label_values(&[t, ns]),
+                        hold: HoldEnd::ALL
+                            .map(|e| self.lock_hold_duration_seconds.with_label_values(&[t, ns, e.as_str()])),
+                    }
+                })
+                .collect(),
+            connected: self.notifications_connected.with_label_values(&[t]),
+            received: self.notifications_received_total.with_label_values(&[t]),
+            tracked: self.lifecycle_tracked_locks.with_label_values(&[t]),
+        }
+    }
+}

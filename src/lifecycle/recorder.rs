@@ -1,0 +1,133 @@
+//! What the watcher does with what the tracker reports (`Recorder`, the tracker's
+//! observer): count transitions, holds and takeovers, log them, record each key's history,
+//! queue owner reads. Also the start-up check of `notifications = "require"`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::history::History;
+use super::tracker::{Notice, Observer, Tracker};
+use super::{ReadRequest, WatchError, Watcher};
+use crate::access::notify::{self, NotifyError};
+use crate::config::{NamespaceConfig, Notifications, TargetConfig};
+use crate::vocab::{HoldEnd, Transition};
+
+/// The start-up check of `notifications = "require"`: refuse to start when the server is
+/// reachable and lacks the flags (or will not say). An unreachable server is not refused
+/// here: the watcher checks again on every connect and stays unsubscribed until they are on.
+pub async fn preflight(target: &TargetConfig, namespaces: &[NamespaceConfig]) -> Result<(), WatchError> {
+    if target.notifications != Notifications::Require {
+        return Ok(());
+    }
+    let mut conn = match crate::access::connect::once(target).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(target_name = %target.name, error = %e,
+                "cannot check notify-keyspace-events at start; the watcher will check on connect");
+            return Ok(());
+        }
+    };
+    match notify::apply(Notifications::Require, &notify::needed_flags(namespaces), &mut conn).await {
+        Ok(_) => Ok(()),
+        Err(NotifyError::Redis(e)) => {
+            tracing::warn!(target_name = %target.name, error = %e,
+                "cannot check notify-keyspace-events at start; the watcher will check on connect");
+            Ok(())
+        }
+        Err(source) => Err(WatchError::Notifications {
+            target: target.name.clone(),
+            source,
+        }),
+    }
+}
+
+pub(super) fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The tracker's observer: counts, logs, records history and queues owner reads.
+pub(super) struct Recorder<'a> {
+    w: &'a Watcher,
+    history: &'a mut History,
+    reads: &'a mut Vec<ReadRequest>,
+    wall_ms: i64,
+}
+
+impl<'a> Recorder<'a> {
+    pub(super) fn new(w: &'a Watcher, history: &'a mut History, reads: &'a mut Vec<ReadRequest>, wall_ms: i64) -> Self {
+        Recorder {
+            w,
+            history,
+            reads,
+            wall_ms,
+        }
+    }
+
+    /// One pub/sub message: which namespace (by the pattern it came through), which key, which event.
+    pub(super) fn handle(&mut self, tracker: &mut Tracker, msg: &redis::Msg, now_ms: i64, marks: &[u32]) {
+        let Some(notice) = Notice::parse(msg.get_payload_bytes()) else {
+            return;
+        };
+        let (Ok(Some(pattern)), Ok(channel)) = (msg.get_pattern::<Option<Vec<u8>>>(), msg.get_channel::<Vec<u8>>())
+        else {
+            return;
+        };
+        let Some(ns) = self.w.channels.iter().position(|c| *c == pattern) else {
+            return;
+        };
+        let Some(key) = channel.get(self.w.prefix_len..) else {
+            return;
+        };
+        let locks = &self.w.locks;
+        let fallback = || {
+            let ns_locks = locks.namespaces.get(ns)?;
+            ns_locks.table().owner_seen_after(key, marks.get(ns).copied()?)
+        };
+        tracker.notice(ns, key, notice, now_ms, fallback, self);
+    }
+}
+
+impl Observer for Recorder<'_> {
+    fn transition(&mut self, ns: usize, key: &[u8], kind: Transition, owner: Option<u64>) {
+        if let Some(m) = self.w.metrics.namespaces.get(ns) {
+            m.transitions[kind.index()].inc();
+        }
+        self.history.push(key, self.wall_ms, kind, owner);
+        if kind == Transition::Evicted {
+            tracing::warn!(target_name = %self.w.target.name, namespace = %self.w.namespaces[ns].name,
+                key = %String::from_utf8_lossy(key),
+                "lock evicted by the maxmemory policy while held: another worker can take it now; give lock keys a noeviction home");
+        }
+    }
+
+    fn hold(&mut self, ns: usize, end: HoldEnd, ms: i64) {
+        if let Some(m) = self.w.metrics.namespaces.get(ns) {
+            m.hold[end.index()].observe(ms.max(0) as f64 / 1000.0);
+        }
+    }
+
+    fn takeover(&mut self, ns: usize, key: &[u8], previous: u64, owner: u64, gap_ms: i64) {
+        if let Some(m) = self.w.metrics.namespaces.get(ns) {
+            m.takeovers.inc();
+        }
+        self.history.mark_takeover(key, owner);
+        tracing::warn!(target_name = %self.w.target.name, namespace = %self.w.namespaces[ns].name,
+            key = %String::from_utf8_lossy(key), previous_owner = %format!("{previous:016x}"),
+            owner = %format!("{owner:016x}"), after_ms = gap_ms,
+            "expiry takeover: the lock expired under one owner and another took it; if the first is still working, two run the same job");
+    }
+
+    fn read_owner(&mut self, ns: usize, key: &[u8], generation: u32) {
+        self.reads.push(ReadRequest {
+            ns,
+            key: key.to_vec(),
+            generation,
+        });
+    }
+
+    fn owner_learnt(&mut self, _ns: usize, key: &[u8], owner: u64) {
+        self.history.fill_owner(key, owner);
+    }
+}

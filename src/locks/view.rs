@@ -1,0 +1,83 @@
+//! Views of the lock tables for the HTTP side: the held locks of a target and namespace
+//! with their verdicts (overdue, age, fence), closest to expiry first. Callers ask; they
+//! never walk the tables or judge a lock themselves.
+
+use serde::Serialize;
+
+use super::{TargetLocks, ttl};
+
+/// One held lock as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LockView {
+    pub target: String,
+    pub namespace: String,
+    pub key: String,
+    /// The owner token, or `<redacted>` unless owners are shown.
+    pub owner: String,
+    /// Seeded hash of the owner: comparable between locks, not reversible.
+    pub owner_hash: String,
+    pub pttl_ms: i64,
+    pub age_s: f64,
+    pub fence: Option<i64>,
+    pub overdue: bool,
+}
+
+/// Which locks to list.
+#[derive(Debug, Clone, Copy)]
+pub struct Filter<'a> {
+    pub target: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub show_owners: bool,
+    pub limit: usize,
+}
+
+/// A listing: the first `limit` locks and how many matched in all.
+#[derive(Debug, Clone, Serialize)]
+pub struct LockList {
+    /// Locks matching the query before `limit` was applied.
+    pub total: usize,
+    pub truncated: bool,
+    pub locks: Vec<LockView>,
+}
+
+/// Held locks of `targets` matching `f`, those closest to expiry first (stalled holders
+/// lead the list); locks without expiry last.
+pub fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>) -> LockList {
+    let mut out = Vec::new();
+    for target in targets.iter().filter(|t| f.target.is_none_or(|name| t.name == name)) {
+        let now_ms = target.now_ms();
+        for ns_locks in target
+            .namespaces
+            .iter()
+            .filter(|n| f.namespace.is_none_or(|name| n.config.name == name))
+        {
+            let ns = &ns_locks.config;
+            let fence_of = ns.fence_map();
+            let table = ns_locks.table();
+            for (key, e) in table.locks() {
+                out.push(LockView {
+                    target: target.name.clone(),
+                    namespace: ns.name.clone(),
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    owner: match (table.token(key), f.show_owners) {
+                        (Some(t), true) => String::from_utf8_lossy(t).into_owned(),
+                        _ => "<redacted>".to_string(),
+                    },
+                    owner_hash: format!("{:016x}", e.owner),
+                    pttl_ms: i64::from(e.pttl_ms),
+                    age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
+                    fence: fence_of.key_for(key).and_then(|k| table.fence(&k)),
+                    overdue: ttl::renewal_overdue(i64::from(e.pttl_ms), ns.overdue_below()),
+                });
+            }
+        }
+    }
+    out.sort_by_key(|l| if l.pttl_ms < 0 { i64::MAX } else { l.pttl_ms });
+    let total = out.len();
+    out.truncate(f.limit);
+    LockList {
+        total,
+        truncated: total > f.limit,
+        locks: out,
+    }
+}

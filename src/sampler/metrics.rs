@@ -1,0 +1,253 @@
+//! The sampler's metric families, registered and pre-exported for every configured target
+//! and namespace, and the one place each pass outcome is logged and counted: counters
+//! after every pass, gauges after a completed cycle, the pass's own health.
+
+use std::time::SystemTime;
+
+use prometheus::{GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts};
+
+use super::PassReport;
+use crate::config::{Config, NamespaceConfig, TargetConfig};
+use crate::locks::TargetLocks;
+use crate::locks::table::{Census, Counts};
+use crate::metrics::Registry;
+use crate::vocab::{Unreadable, metric};
+
+/// Remaining-TTL buckets (seconds): fine near expiry, where a stalled holder shows up.
+const TTL_BUCKETS: &[f64] = &[
+    0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// The sampler's families; labels target + namespace unless said otherwise.
+#[derive(Clone)]
+pub struct SamplerMetrics {
+    locks_held: IntGaugeVec,
+    locks_without_ttl: IntGaugeVec,
+    locks_renewal_overdue: IntGaugeVec,
+    locks_held_too_long: IntGaugeVec,
+    lock_held_max_seconds: GaugeVec,
+    pub(crate) lock_ttl_remaining_seconds: HistogramVec,
+    lock_handoffs_total: IntCounterVec,
+    fence_token: GaugeVec,
+    fence_regressions_total: IntCounterVec,
+    /// Labels target, namespace, reason: keys present in a namespace that are not readable locks.
+    locks_unreadable: IntGaugeVec,
+    // Label target.
+    up: IntGaugeVec,
+    sample_duration_seconds: GaugeVec,
+    sample_errors_total: IntCounterVec,
+    sample_truncated_total: IntCounterVec,
+    sample_passes_total: IntCounterVec,
+    keys_scanned_total: IntCounterVec,
+}
+
+fn gauges(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, prometheus::Error> {
+    r.register(IntGaugeVec::new(Opts::new(name, help), labels)?)
+}
+
+fn counters(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
+    r.register(IntCounterVec::new(Opts::new(name, help), labels)?)
+}
+
+fn float_gauges(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<GaugeVec, prometheus::Error> {
+    r.register(GaugeVec::new(Opts::new(name, help), labels)?)
+}
+
+impl SamplerMetrics {
+    /// Register the families in `registry`, every known series at 0.
+    pub fn register(r: &Registry, config: &Config) -> Result<Self, prometheus::Error> {
+        let tn = &["target", "namespace"];
+        let t = &["target"];
+        let m = SamplerMetrics {
+            locks_held: gauges(r, metric::LOCKS_HELD, "Lock keys present at the last sample pass.", tn)?,
+            locks_without_ttl: gauges(
+                r,
+                metric::LOCKS_WITHOUT_TTL,
+                "Lock keys with no expiry (PTTL -1): never freed if the holder dies.",
+                tn,
+            )?,
+            locks_renewal_overdue: gauges(
+                r,
+                metric::LOCKS_RENEWAL_OVERDUE,
+                "Held locks whose remaining TTL shows the holder missed a renewal (PTTL < ttl - renew_every - renew_grace).",
+                tn,
+            )?,
+            locks_held_too_long: gauges(
+                r,
+                metric::LOCKS_HELD_TOO_LONG,
+                "Locks held by the same owner longer than max_hold.",
+                tn,
+            )?,
+            lock_held_max_seconds: float_gauges(
+                r,
+                metric::LOCK_HELD_MAX_SECONDS,
+                "Age of the longest-held lock (same owner since first seen).",
+                tn,
+            )?,
+            lock_ttl_remaining_seconds: r.register(HistogramVec::new(
+                HistogramOpts::new(
+                    metric::LOCK_TTL_REMAINING_SECONDS,
+                    "Remaining TTL of each held lock with an expiry, observed once per sample pass.",
+                )
+                .buckets(TTL_BUCKETS.to_vec()),
+                tn,
+            )?)?,
+            lock_handoffs_total: counters(
+                r,
+                metric::LOCK_HANDOFFS_TOTAL,
+                "Lock owner changed between two sample passes.",
+                tn,
+            )?,
+            fence_token: float_gauges(
+                r,
+                metric::FENCE_TOKEN,
+                "Highest fencing counter value seen at the last pass.",
+                tn,
+            )?,
+            fence_regressions_total: counters(
+                r,
+                metric::FENCE_REGRESSIONS_TOTAL,
+                "A fencing counter went backwards or vanished.",
+                tn,
+            )?,
+            locks_unreadable: gauges(
+                r,
+                metric::LOCKS_UNREADABLE,
+                "Keys matching a namespace's pattern that could not be read as locks at the last pass, by reason.",
+                &["target", "namespace", "reason"],
+            )?,
+            up: gauges(r, metric::UP, "1 when the last sample pass of the target succeeded.", t)?,
+            sample_duration_seconds: float_gauges(
+                r,
+                metric::SAMPLE_DURATION_SECONDS,
+                "Duration of the last sample pass.",
+                t,
+            )?,
+            sample_errors_total: counters(r, metric::SAMPLE_ERRORS_TOTAL, "Failed sample passes.", t)?,
+            sample_truncated_total: counters(
+                r,
+                metric::SAMPLE_TRUNCATED_TOTAL,
+                "Sample passes cut short by sample_budget.",
+                t,
+            )?,
+            sample_passes_total: counters(
+                r,
+                metric::SAMPLE_PASSES_TOTAL,
+                "Sample passes run, failed and truncated ones included.",
+                t,
+            )?,
+            keys_scanned_total: counters(r, metric::KEYS_SCANNED_TOTAL, "Keys returned by SCAN.", t)?,
+        };
+        for target in &config.targets {
+            m.pre_export(target, &config.namespaces);
+        }
+        Ok(m)
+    }
+
+    fn pre_export(&self, t: &TargetConfig, namespaces: &[NamespaceConfig]) {
+        let target = t.name.as_str();
+        self.up.with_label_values(&[target]).set(0);
+        self.sample_duration_seconds.with_label_values(&[target]).set(0.0);
+        self.sample_errors_total.with_label_values(&[target]);
+        self.sample_truncated_total.with_label_values(&[target]);
+        self.sample_passes_total.with_label_values(&[target]);
+        self.keys_scanned_total.with_label_values(&[target]);
+        for ns in namespaces {
+            let l = [target, ns.name.as_str()];
+            self.locks_held.with_label_values(&l);
+            self.locks_without_ttl.with_label_values(&l);
+            self.locks_renewal_overdue.with_label_values(&l);
+            self.locks_held_too_long.with_label_values(&l);
+            self.lock_held_max_seconds.with_label_values(&l);
+            self.lock_ttl_remaining_seconds.with_label_values(&l);
+            self.lock_handoffs_total.with_label_values(&l);
+            if ns.fence_pattern.is_some() {
+                self.fence_token.with_label_values(&l);
+                self.fence_regressions_total.with_label_values(&l);
+            }
+            for reason in Unreadable::ALL {
+                self.locks_unreadable
+                    .with_label_values(&[target, ns.name.as_str(), reason.as_str()]);
+            }
+        }
+    }
+
+    /// Counter increments; published after every pass, failed ones included.
+    pub(crate) fn publish_counts(&self, target: &str, ns: &NamespaceConfig, c: Counts) {
+        let l = [target, ns.name.as_str()];
+        self.lock_handoffs_total.with_label_values(&l).inc_by(c.handoffs);
+        if ns.fence_pattern.is_some() {
+            self.fence_regressions_total
+                .with_label_values(&l)
+                .inc_by(c.fence_regressions);
+        }
+        if c.fence_regressions > 0 {
+            tracing::warn!(target_name = %target, namespace = %ns.name, count = c.fence_regressions,
+                "fencing counter went backwards or vanished: a failover may have lost writes");
+        }
+    }
+
+    /// The gauges, from a completed cycle.
+    pub(crate) fn publish_census(&self, target: &str, ns: &NamespaceConfig, c: &Census) {
+        let l = [target, ns.name.as_str()];
+        self.locks_held.with_label_values(&l).set(c.held);
+        self.locks_without_ttl.with_label_values(&l).set(c.without_ttl);
+        self.locks_renewal_overdue.with_label_values(&l).set(c.overdue);
+        self.locks_held_too_long.with_label_values(&l).set(c.too_long);
+        self.lock_held_max_seconds
+            .with_label_values(&l)
+            .set(c.max_age_ms as f64 / 1000.0);
+        if ns.fence_pattern.is_some() {
+            self.fence_token
+                .with_label_values(&l)
+                .set(c.fence_max.unwrap_or(0) as f64);
+        }
+        for (reason, n) in [
+            (Unreadable::WrongType, c.wrong_type),
+            (Unreadable::BadValue, c.bad_value),
+        ] {
+            self.locks_unreadable
+                .with_label_values(&[l[0], l[1], reason.as_str()])
+                .set(n);
+        }
+    }
+
+    /// Record the pass: self metrics, status, and one log line when the health changes.
+    pub(crate) fn publish_pass(&self, t: &TargetConfig, locks: &TargetLocks, r: &PassReport) {
+        let l = [t.name.as_str()];
+        self.sample_passes_total.with_label_values(&l).inc();
+        self.sample_duration_seconds
+            .with_label_values(&l)
+            .set(r.duration.as_secs_f64());
+        self.keys_scanned_total.with_label_values(&l).inc_by(r.keys_scanned);
+        self.up.with_label_values(&l).set(i64::from(r.error.is_none()));
+        if r.truncated && r.error.is_none() {
+            self.sample_truncated_total.with_label_values(&l).inc();
+            tracing::warn!(target_name = %t.name, duration = ?r.duration,
+                "sample pass cut by sample_budget; raise sample_budget or scan_count");
+        }
+        locks.update_status(|s| {
+            match &r.error {
+                Some(e) => {
+                    self.sample_errors_total.with_label_values(&l).inc();
+                    if s.up || s.passes == 0 {
+                        tracing::warn!(target_name = %t.name, url = %t.display_url, error = %e,
+                            "sample pass failed; lockwatch_up is 0 until a pass succeeds");
+                    } else {
+                        tracing::debug!(target_name = %t.name, error = %e, "sample pass failed again");
+                    }
+                }
+                None if !s.up && s.passes > 0 => {
+                    tracing::info!(target_name = %t.name, "sampling recovered");
+                }
+                None => {}
+            }
+            s.passes += 1;
+            s.up = r.error.is_none();
+            s.last_error = r.error.clone();
+            s.last_duration = r.duration;
+            s.last_pass_at = Some(SystemTime::now());
+            s.last_truncated = r.truncated;
+        });
+    }
+}
