@@ -13,7 +13,6 @@ use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::child::{ChildError, RedisChild};
-use crate::cli::DemoArgs;
 use crate::config::{Config, ConfigError, Overrides};
 use workers::{AppLog, Profile};
 
@@ -75,7 +74,16 @@ path = "app.log"
 start_at = "beginning"
 "#;
 
-pub async fn run(args: &DemoArgs, shutdown: CancellationToken) -> Result<(), DemoError> {
+/// Where the demo listens and which `redis-server` it starts.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Address for the demo exporter.
+    pub listen: String,
+    /// Path of redis-server, when it is not on PATH.
+    pub redis_server: Option<std::path::PathBuf>,
+}
+
+pub async fn run(args: &Options, shutdown: CancellationToken) -> Result<(), DemoError> {
     let redis = RedisChild::start(args.redis_server.as_deref(), &["--notify-keyspace-events", "KEA"])?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await

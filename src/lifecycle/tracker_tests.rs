@@ -1,0 +1,169 @@
+//! The tracker's unit tests: notice sequences in, transitions, holds and takeovers out.
+
+use super::*;
+
+#[derive(Default)]
+struct Rec {
+    transitions: Vec<(Transition, Option<u64>)>,
+    holds: Vec<(HoldEnd, i64)>,
+    takeovers: Vec<(u64, u64, i64)>,
+    reads: Vec<(Vec<u8>, u32)>,
+}
+
+impl Observer for Rec {
+    fn transition(&mut self, _: usize, _: &[u8], kind: Transition, owner: Option<u64>) {
+        self.transitions.push((kind, owner));
+    }
+    fn hold(&mut self, _: usize, end: HoldEnd, ms: i64) {
+        self.holds.push((end, ms));
+    }
+    fn takeover(&mut self, _: usize, _: &[u8], previous: u64, owner: u64, gap_ms: i64) {
+        self.takeovers.push((previous, owner, gap_ms));
+    }
+    fn read_owner(&mut self, _: usize, key: &[u8], generation: u32) {
+        self.reads.push((key.to_vec(), generation));
+    }
+    fn owner_learnt(&mut self, _: usize, _: &[u8], _: u64) {}
+}
+
+impl Rec {
+    fn kinds(&self) -> Vec<Transition> {
+        self.transitions.iter().map(|t| t.0).collect()
+    }
+    /// Answer the latest read with `owner`.
+    fn answer(&mut self, t: &mut Tracker, owner: Option<u64>) {
+        let (key, generation) = self.reads.pop().expect("a read was asked for");
+        t.owner_read(&key, generation, owner, self);
+    }
+}
+
+fn tracker() -> Tracker {
+    Tracker::new(&[(1000, false)], 100)
+}
+
+fn n(t: &mut Tracker, o: &mut Rec, notice: Notice, at: i64) {
+    t.notice(0, b"k", notice, at, || None, o);
+}
+
+#[test]
+fn set_nx_px_then_renew_then_release() {
+    let (mut t, mut o) = (tracker(), Rec::default());
+    n(&mut t, &mut o, Notice::Set, 0);
+    n(&mut t, &mut o, Notice::Expire, 0);
+    o.answer(&mut t, Some(7));
+    n(&mut t, &mut o, Notice::Expire, 300);
+    n(&mut t, &mut o, Notice::Del, 500);
+    assert_eq!(
+        o.kinds(),
+        [Transition::Acquired, Transition::Renewed, Transition::Released]
+    );
+    assert_eq!(o.holds, [(HoldEnd::Released, 500)]);
+    assert!(t.is_empty(), "a released lock leaves nothing behind");
+}
+
+#[test]
+fn takeover_needs_a_different_known_owner_within_the_ttl() {
+    let (mut t, mut o) = (tracker(), Rec::default());
+    n(&mut t, &mut o, Notice::Set, 0);
+    o.answer(&mut t, Some(7));
+    n(&mut t, &mut o, Notice::Expired, 1000);
+    assert_eq!(o.holds, [(HoldEnd::Expired, 1000)]);
+    n(&mut t, &mut o, Notice::Set, 1200);
+    o.answer(&mut t, Some(8));
+    assert_eq!(o.takeovers, [(7, 8, 200)]);
+    // Same owner again after an expiry: none.
+    n(&mut t, &mut o, Notice::Expired, 2000);
+    n(&mut t, &mut o, Notice::Set, 2100);
+    o.answer(&mut t, Some(8));
+    // Another owner, but after the window: none.
+    n(&mut t, &mut o, Notice::Expired, 3000);
+    t.sweep(4001);
+    assert!(t.is_empty(), "the tombstone went with its window");
+    n(&mut t, &mut o, Notice::Set, 4001);
+    o.answer(&mut t, Some(9));
+    // Unknown new owner (released before the read): none.
+    n(&mut t, &mut o, Notice::Expired, 5000);
+    n(&mut t, &mut o, Notice::Set, 5100);
+    o.answer(&mut t, None);
+    assert_eq!(o.takeovers.len(), 1);
+}
+
+#[test]
+fn a_set_on_a_held_key_is_a_renewal_only_when_the_owner_is_the_same() {
+    let (mut t, mut o) = (tracker(), Rec::default());
+    n(&mut t, &mut o, Notice::Set, 0);
+    o.answer(&mut t, Some(7));
+    // SET k v XX PX: set + expire, the owner read decides.
+    n(&mut t, &mut o, Notice::Set, 100);
+    n(&mut t, &mut o, Notice::Expire, 100);
+    o.answer(&mut t, Some(7));
+    assert_eq!(o.kinds(), [Transition::Acquired, Transition::Renewed]);
+    n(&mut t, &mut o, Notice::Set, 200);
+    o.answer(&mut t, Some(9));
+    assert_eq!(
+        o.kinds(),
+        [Transition::Acquired, Transition::Renewed, Transition::Acquired]
+    );
+    // A set whose read never came is counted as what Redis did when the hold ends.
+    n(&mut t, &mut o, Notice::Set, 300);
+    n(&mut t, &mut o, Notice::Del, 400);
+    assert_eq!(o.kinds()[3..], [Transition::Acquired, Transition::Released]);
+}
+
+#[test]
+fn a_stale_read_is_ignored() {
+    let (mut t, mut o) = (tracker(), Rec::default());
+    n(&mut t, &mut o, Notice::Set, 0);
+    let stale = o.reads.pop().expect("read");
+    n(&mut t, &mut o, Notice::Del, 10);
+    n(&mut t, &mut o, Notice::Set, 20);
+    t.owner_read(&stale.0, stale.1, Some(5), &mut o);
+    o.answer(&mut t, Some(6));
+    n(&mut t, &mut o, Notice::Expired, 1000);
+    n(&mut t, &mut o, Notice::Set, 1100);
+    o.answer(&mut t, Some(5));
+    assert_eq!(o.takeovers, [(6, 5, 100)], "the hold's owner is 6, not the stale 5");
+}
+
+#[test]
+fn untracked_keys_are_counted_and_learnt() {
+    let (mut t, mut o) = (tracker(), Rec::default());
+    // A renewal of a lock acquired before the watcher started: counted, owner read.
+    n(&mut t, &mut o, Notice::Expire, 0);
+    assert_eq!(o.reads.len(), 1);
+    o.answer(&mut t, Some(3));
+    n(&mut t, &mut o, Notice::Expired, 500);
+    assert!(o.holds.is_empty(), "no duration for a hold whose start was not seen");
+    n(&mut t, &mut o, Notice::Set, 600);
+    o.answer(&mut t, Some(4));
+    assert_eq!(o.takeovers, [(3, 4, 100)]);
+    // An expiry of a key never seen: the fallback owner (the sampler's) stands in.
+    t.notice(0, b"j", Notice::Expired, 0, || Some(11), &mut o);
+    t.notice(0, b"j", Notice::Set, 10, || None, &mut o);
+    o.answer(&mut t, Some(12));
+    assert_eq!(o.takeovers.len(), 2);
+    // Without one, no takeover can be claimed.
+    t.notice(0, b"i", Notice::Expired, 0, || None, &mut o);
+    t.notice(0, b"i", Notice::Set, 10, || None, &mut o);
+    o.answer(&mut t, Some(12));
+    assert_eq!(o.takeovers.len(), 2);
+}
+
+#[test]
+fn the_table_is_bounded_and_reset_forgets() {
+    let mut t = Tracker::new(&[(1000, false)], 2);
+    let mut o = Rec::default();
+    for k in [b"a", b"b", b"c"] {
+        t.notice(0, k, Notice::Set, 0, || None, &mut o);
+    }
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.untracked, 1);
+    assert_eq!(o.kinds(), [Transition::Acquired; 3], "untracked keys are still counted");
+    t.reset();
+    assert!(t.is_empty());
+}
+
+#[test]
+fn entries_stay_small() {
+    assert!(std::mem::size_of::<Entry>() <= 56, "{}", std::mem::size_of::<Entry>());
+}
