@@ -79,7 +79,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Classify(args) => {
             let config = Config::load(&args.config.config, &args.config.overrides(None))?;
-            let format = parse_log_format(&args.input_format)?;
+            let format = args.input_format;
             let classifier = intake::Classifier::new(&config)?;
             let mut out = std::io::stdout().lock();
             if args.summary {
@@ -199,21 +199,6 @@ async fn run_drill(args: lockwatch::cli::DrillArgs) -> anyhow::Result<ExitCode> 
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
-}
-
-fn parse_log_format(s: &str) -> Result<lockwatch::config::LogFormat, UsageError> {
-    use lockwatch::config::LogFormat;
-    Ok(match s {
-        "auto" => LogFormat::Auto,
-        "json" => LogFormat::Json,
-        "logfmt" => LogFormat::Logfmt,
-        "text" => LogFormat::Text,
-        other => {
-            return Err(UsageError(format!(
-                "--as `{other}`: expected auto, json, logfmt or text"
-            )));
-        }
     })
 }
 
