@@ -132,14 +132,15 @@ pub struct ClassifyArgs {
     /// Log file to classify; `-` (the default) reads stdin.
     #[arg(default_value = "-")]
     pub file: PathBuf,
-    /// How to read lines: auto (per line), json, logfmt or text.
+    /// How to read lines (`auto` decides per line).
     #[arg(
         long = "input-format",
         visible_alias = "as",
         env = "LOCKWATCH_INPUT_FORMAT",
-        default_value = "auto"
+        value_enum,
+        default_value_t = crate::config::LogFormat::Auto
     )]
-    pub input_format: String,
+    pub input_format: crate::config::LogFormat,
     /// Print only the count of each kind of lock event (and the line totals), not each line.
     #[arg(long)]
     pub summary: bool,

@@ -7,12 +7,11 @@ use anyhow::Context;
 
 use super::{CommandError, Status};
 use crate::cli::ClassifyArgs;
-use crate::config::LogFormat;
 use crate::intake::{self, Classifier};
 
 pub(super) fn run(args: ClassifyArgs) -> Result<Status, CommandError> {
     let config = super::load(&args.config, None)?;
-    let format = parse_log_format(&args.input_format)?;
+    let format = args.input_format;
     let classifier = Classifier::new(&config).map_err(anyhow::Error::from)?;
     let mut out = std::io::stdout().lock();
     let input: Box<dyn Read> = if args.file.as_os_str() == "-" {
@@ -37,18 +36,4 @@ pub(super) fn run(args: ClassifyArgs) -> Result<Status, CommandError> {
         totals.lines, totals.events, totals.ignored, totals.malformed
     );
     Ok(Status::Fine)
-}
-
-fn parse_log_format(s: &str) -> Result<LogFormat, CommandError> {
-    Ok(match s {
-        "auto" => LogFormat::Auto,
-        "json" => LogFormat::Json,
-        "logfmt" => LogFormat::Logfmt,
-        "text" => LogFormat::Text,
-        other => {
-            return Err(CommandError::Usage(format!(
-                "--as `{other}`: expected auto, json, logfmt or text"
-            )));
-        }
-    })
 }

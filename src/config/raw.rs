@@ -1,7 +1,7 @@
 //! The TOML file as written: serde shapes with source spans, nothing validated yet.
 //!
 //! Every table refuses unknown keys, so a typo is an error that names the key and line
-//! rather than a silently ignored setting. Validation lives in the parent module.
+//! rather than a silently ignored setting. Validation lives in each section's module.
 
 use serde::Deserialize;
 use toml::Spanned;

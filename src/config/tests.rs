@@ -1,3 +1,4 @@
+use super::server::parse_listen;
 use super::*;
 
 fn load(text: &str) -> Result<Config, ConfigError> {
@@ -286,4 +287,37 @@ fn bad_alert_settings_name_key_and_line() {
     assert!(e.contains("alerts.job"), "{e}");
     let e = err(&format!("{TARGET}[alerts]\nmin_bad_event = 3\n"));
     assert!(e.contains("min_bad_event"), "{e}");
+}
+
+#[test]
+fn bad_choices_name_key_line_and_the_allowed_words() {
+    let e = err(&format!("{TARGET}notifications = \"xyz\"\n"));
+    assert_eq!(
+        e,
+        "t.toml line 4: target[0].notifications: `xyz` is not one of auto, require, off, configure"
+    );
+    let logs = |body: &str| {
+        err(&format!(
+            "{TARGET}[[logs]]\nname = \"a\"\npath = \"/var/log/*.log\"\n{body}"
+        ))
+    };
+    assert_eq!(
+        logs("format = \"yaml\"\n"),
+        "t.toml line 7: logs[0].format: `yaml` is not one of auto, json, logfmt, text"
+    );
+    assert_eq!(
+        logs("start_at = \"Beginning\"\n"),
+        "t.toml line 7: logs[0].start_at: `Beginning` is not one of end, beginning"
+    );
+}
+
+#[test]
+fn choices_are_read_from_the_file() {
+    let cfg = load(&format!(
+        "{TARGET}notifications = \"configure\"\n[[logs]]\nname = \"a\"\npath = \"-\"\nformat = \"logfmt\"\nstart_at = \"beginning\"\n"
+    ))
+    .unwrap();
+    assert_eq!(cfg.targets[0].notifications, Notifications::Configure);
+    assert_eq!(cfg.logs[0].format, LogFormat::Logfmt);
+    assert_eq!(cfg.logs[0].start_at, StartAt::Beginning);
 }

@@ -1,0 +1,90 @@
+//! `[[logs]]`: the application log files (or stdin) the event intake tails — source name,
+//! path glob, line format and where to start in a file with no saved offset. Tailing and
+//! classifying are `intake`'s job; `LogFormat` is also `classify --input-format`'s type.
+
+use std::path::Path;
+
+use super::choice::choice_enum;
+use super::raw::RawLogs;
+use super::{ConfigError, Cx};
+use crate::vocab::PUSH_SOURCE;
+
+choice_enum!(
+    /// How the lines of a log source are read (`format`, and `classify --input-format`).
+    LogFormat {
+        /// Per line: a JSON object, else logfmt, else plain text.
+        #[default]
+        Auto => "auto",
+        Json => "json",
+        Logfmt => "logfmt",
+        Text => "text",
+    }
+);
+
+choice_enum!(
+    /// Where to start reading a file that has no saved offset (`start_at`).
+    StartAt {
+        /// Only lines written from now on.
+        #[default]
+        End => "end",
+        /// The whole file.
+        Beginning => "beginning",
+    }
+);
+
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    pub name: String,
+    /// A file glob, or `-` for stdin.
+    pub path: String,
+    pub format: LogFormat,
+    pub start_at: StartAt,
+}
+
+impl Cx<'_> {
+    pub(super) fn logs(&self, raw: Vec<RawLogs>, base: &Path) -> Result<Vec<LogConfig>, ConfigError> {
+        let mut out: Vec<LogConfig> = Vec::new();
+        for (i, l) in raw.into_iter().enumerate() {
+            let k = |field: &str| format!("logs[{i}].{field}");
+            let name = self.name(&l.name, &k("name"))?;
+            if out.iter().any(|o| o.name == name) {
+                return Err(self.err(Some(&l.name.span()), k("name"), format!("duplicate logs name `{name}`")));
+            }
+            if l.path.get_ref().trim().is_empty() {
+                return Err(self.err(Some(&l.path.span()), k("path"), "empty path"));
+            }
+            if name == PUSH_SOURCE {
+                return Err(self.err(
+                    Some(&l.name.span()),
+                    k("name"),
+                    "`push` is the source name of POST /api/v1/events; choose another",
+                ));
+            }
+            let path = if l.path.get_ref() == "-" {
+                if out.iter().any(|o| o.path == "-") {
+                    return Err(self.err(
+                        Some(&l.path.span()),
+                        k("path"),
+                        "only one [[logs]] can read stdin (`-`)",
+                    ));
+                }
+                "-".to_string()
+            } else {
+                let p = base.join(l.path.get_ref()).display().to_string();
+                if let Err(e) = glob::Pattern::new(&p) {
+                    return Err(self.err(Some(&l.path.span()), k("path"), format!("not a valid glob: {e}")));
+                }
+                p
+            };
+            let format = self.choice(l.format.as_ref(), &k("format"))?;
+            let start_at = self.choice(l.start_at.as_ref(), &k("start_at"))?;
+            out.push(LogConfig {
+                name,
+                path,
+                format,
+                start_at,
+            });
+        }
+        Ok(out)
+    }
+}

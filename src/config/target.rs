@@ -1,0 +1,208 @@
+//! `[[target]]`: the Redis servers to watch — name, URL with its password (from
+//! `password_file`, `--redis-password-file` or `LOCKWATCH_REDIS_PASSWORD`), the sampling
+//! pace and the keyspace-notification policy — and `redact_url` for showing a URL safely.
+//! Connecting is `access::connect`'s job.
+
+use std::path::Path;
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use super::choice::choice_enum;
+use super::raw::{RawTarget, S};
+use super::secret::read_secret;
+use super::{ConfigError, Cx, Overrides, Secret};
+use crate::duration;
+
+choice_enum!(
+    /// What to do about the keyspace notifications the lifecycle watcher needs (`notifications`).
+    Notifications {
+        /// Check `notify-keyspace-events`, warn when flags are missing, subscribe anyway.
+        #[default]
+        Auto => "auto",
+        /// Refuse to start when they are off or cannot be checked.
+        Require => "require",
+        /// No lifecycle watcher.
+        Off => "off",
+        /// Add the missing flags with `CONFIG SET`, keeping those already set.
+        Configure => "configure",
+    }
+);
+
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    pub name: String,
+    pub environment: Option<String>,
+    /// The URL as configured with any password removed: safe to log.
+    pub display_url: String,
+    /// Everything needed to connect, password included.
+    pub connection: redis::ConnectionInfo,
+    pub sample_interval: Duration,
+    pub scan_count: usize,
+    pub sample_budget: Duration,
+    pub notifications: Notifications,
+}
+
+impl Cx<'_> {
+    pub(super) fn targets(
+        &self,
+        raw: Vec<RawTarget>,
+        base: &Path,
+        ov: &Overrides,
+    ) -> Result<Vec<TargetConfig>, ConfigError> {
+        if ov.redis_url.is_some() && raw.len() > 1 {
+            return Err(self.err(
+                None,
+                "--redis-url",
+                format!(
+                    "the config has {} targets; --redis-url can only replace the url of a single target",
+                    raw.len()
+                ),
+            ));
+        }
+        if raw.is_empty() {
+            let Some(url) = &ov.redis_url else {
+                return Err(self.err(None, "target", "no [[target]] configured: add one, or pass --redis-url"));
+            };
+            let target = RawTarget {
+                name: S::new(0..0, "main".to_string()),
+                environment: None,
+                url: S::new(0..0, url.clone()),
+                password_file: None,
+                sample_interval: None,
+                scan_count: None,
+                sample_budget: None,
+                notifications: None,
+            };
+            return Ok(vec![self.target(target, 0, base, ov)?]);
+        }
+        let mut out: Vec<TargetConfig> = Vec::with_capacity(raw.len());
+        for (i, t) in raw.into_iter().enumerate() {
+            let name_span = t.name.span();
+            let target = self.target(t, i, base, ov)?;
+            if out.iter().any(|o| o.name == target.name) {
+                return Err(self.err(
+                    Some(&name_span),
+                    format!("target[{i}].name"),
+                    format!("duplicate target name `{}`", target.name),
+                ));
+            }
+            out.push(target);
+        }
+        Ok(out)
+    }
+
+    fn target(&self, t: RawTarget, i: usize, base: &Path, ov: &Overrides) -> Result<TargetConfig, ConfigError> {
+        let k = |field: &str| format!("target[{i}].{field}");
+        let name = self.name(&t.name, &k("name"))?;
+        let (url, url_span, url_key) = match &ov.redis_url {
+            Some(u) => (u.clone(), None, "--redis-url".to_string()),
+            None => (t.url.get_ref().clone(), Some(t.url.span()), k("url")),
+        };
+        let info = url.as_str().into_connection_info().map_err(|e| {
+            self.err(
+                url_span.as_ref(),
+                &url_key,
+                format!("not a Redis URL ({e}): write redis://host:port/db or rediss:// for TLS"),
+            )
+        })?;
+        let connection = match self.password(&t, i, base, ov)? {
+            Some(p) => {
+                let settings = info.redis_settings().clone().set_password(p.expose());
+                info.set_redis_settings(settings)
+            }
+            None => info,
+        };
+        let sample_interval = match &t.sample_interval {
+            Some(v) => self.duration(v, &k("sample_interval"))?,
+            None => Duration::from_secs(5),
+        };
+        let sample_budget = match &t.sample_budget {
+            Some(v) => self.duration(v, &k("sample_budget"))?,
+            None => Duration::from_secs(2).min(sample_interval),
+        };
+        if sample_budget > sample_interval {
+            let span = t.sample_budget.as_ref().map(|s| s.span());
+            return Err(self.err(
+                span.as_ref(),
+                k("sample_budget"),
+                format!(
+                    "{} is longer than sample_interval ({}): a pass must end before the next one is due",
+                    duration::format(sample_budget),
+                    duration::format(sample_interval)
+                ),
+            ));
+        }
+        let scan_count = match &t.scan_count {
+            Some(v) if !(1..=100_000).contains(v.get_ref()) => {
+                return Err(self.err(
+                    Some(&v.span()),
+                    k("scan_count"),
+                    format!("{} is out of range 1..=100000", v.get_ref()),
+                ));
+            }
+            Some(v) => *v.get_ref() as usize,
+            None => 500,
+        };
+        let notifications = self.choice(t.notifications.as_ref(), &k("notifications"))?;
+        Ok(TargetConfig {
+            name,
+            environment: t.environment.map(|e| e.into_inner()),
+            display_url: redact_url(&url),
+            connection,
+            sample_interval,
+            scan_count,
+            sample_budget,
+            notifications,
+        })
+    }
+
+    /// The target's own `password_file` first, then `--redis-password-file`, then
+    /// `LOCKWATCH_REDIS_PASSWORD`; none means the URL's own password, if any.
+    fn password(&self, t: &RawTarget, i: usize, base: &Path, ov: &Overrides) -> Result<Option<Secret>, ConfigError> {
+        Ok(match (&t.password_file, &ov.redis_password_file, &ov.redis_password) {
+            (Some(f), _, _) => Some(
+                read_secret(&base.join(f.get_ref()))
+                    .map_err(|e| self.err(Some(&f.span()), format!("target[{i}].password_file"), e))?,
+            ),
+            (None, Some(f), _) => Some(read_secret(f).map_err(|e| self.err(None, "LOCKWATCH_REDIS_PASSWORD_FILE", e))?),
+            (None, None, Some(p)) => Some(p.clone()),
+            (None, None, None) => None,
+        })
+    }
+}
+
+/// The URL with any password replaced by `***` — in the user info (`user:pw@`) and in a
+/// unix-socket URL's `pass=` parameter — for logs and status pages.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let mut out = match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            let shown = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                "***".to_string()
+            };
+            format!("{}://{shown}@{}", &url[..scheme_end], &rest[at + 1..])
+        }
+        None => url.to_string(),
+    };
+    if let Some(q) = out.find('?') {
+        let params: Vec<String> = out[q + 1..]
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some(("pass" | "password", _)) => format!("{}=***", p.split('=').next().unwrap_or("pass")),
+                _ => p.to_string(),
+            })
+            .collect();
+        out = format!("{}?{}", &out[..q], params.join("&"));
+    }
+    out
+}
