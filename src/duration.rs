@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Why a duration string was refused; the message is shown to the operator as is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
+pub(crate) enum DurationError {
     #[error("empty duration")]
     Empty,
     #[error("`{0}` is not a duration: write a number followed by a unit (ms, s, m, h, d), e.g. \"30s\" or \"1m30s\"")]
@@ -18,7 +18,7 @@ pub enum DurationError {
 
 /// Parse a duration such as `30s`, `1m30s`, `250ms` or `2h`. A bare number is refused:
 /// a TTL of "30" could mean seconds or milliseconds, and guessing wrong hides incidents.
-pub fn parse(text: &str) -> Result<Duration, DurationError> {
+pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
     let s = text.trim();
     if s.is_empty() {
         return Err(DurationError::Empty);
@@ -59,7 +59,7 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
 }
 
 /// Format a duration the way `parse` reads it, shortest exact form first (`1m30s`, `250ms`).
-pub fn format(d: Duration) -> String {
+pub(crate) fn format(d: Duration) -> String {
     let mut ms = d.as_millis();
     if ms == 0 {
         return "0s".to_string();

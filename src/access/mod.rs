@@ -10,8 +10,8 @@ pub mod child;
 pub mod connect;
 pub mod notify;
 pub(crate) mod owner;
-pub mod probe;
-pub mod read;
+pub(crate) mod probe;
+pub(crate) mod read;
 pub mod scripts;
 
 pub use connect::{Link, LinkError};

@@ -9,7 +9,7 @@ use super::owner;
 use crate::config::ValueKind;
 
 /// A key's Redis type (`none` when absent) and PTTL, read atomically.
-pub async fn type_and_pttl(conn: &mut impl ConnectionLike, key: &str) -> RedisResult<(String, i64)> {
+pub(crate) async fn type_and_pttl(conn: &mut impl ConnectionLike, key: &str) -> RedisResult<(String, i64)> {
     redis::pipe()
         .atomic()
         .cmd("TYPE")
@@ -22,7 +22,7 @@ pub async fn type_and_pttl(conn: &mut impl ConnectionLike, key: &str) -> RedisRe
 
 /// The owner of a lock key of `redis_type`, read the way `kind` says; `Err` explains in
 /// words why the key holds no owner where the namespace expects one.
-pub async fn owner_of(
+pub(crate) async fn owner_of(
     conn: &mut impl ConnectionLike,
     key: &str,
     redis_type: &str,
@@ -49,7 +49,7 @@ pub async fn owner_of(
 }
 
 /// The values of `keys` as text (fencing counters as they are stored), `None` where absent.
-pub async fn texts(conn: &mut impl ConnectionLike, keys: &[Vec<u8>]) -> RedisResult<Vec<Option<String>>> {
+pub(crate) async fn texts(conn: &mut impl ConnectionLike, keys: &[Vec<u8>]) -> RedisResult<Vec<Option<String>>> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
@@ -58,7 +58,7 @@ pub async fn texts(conn: &mut impl ConnectionLike, keys: &[Vec<u8>]) -> RedisRes
 }
 
 /// The `redis_version` of `INFO server`, or `unknown`.
-pub async fn server_version(conn: &mut impl ConnectionLike) -> String {
+pub(crate) async fn server_version(conn: &mut impl ConnectionLike) -> String {
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(conn)
@@ -74,7 +74,7 @@ pub async fn server_version(conn: &mut impl ConnectionLike) -> String {
 /// The commands a namespace's sampling needs that the server refuses, each with the
 /// refusal, tried on `probe_key` (a key the pattern matches). Also returns the name of the
 /// read command the namespace's `value` needs.
-pub async fn refused_for_namespace(
+pub(crate) async fn refused_for_namespace(
     conn: &mut impl ConnectionLike,
     pattern: &str,
     probe_key: &str,
@@ -102,7 +102,7 @@ pub async fn refused_for_namespace(
 }
 
 /// `PING`.
-pub async fn ping(conn: &mut impl ConnectionLike) -> RedisResult<()> {
+pub(crate) async fn ping(conn: &mut impl ConnectionLike) -> RedisResult<()> {
     redis::cmd("PING").query_async(conn).await
 }
 

@@ -15,7 +15,7 @@ use crate::vocab::Unreadable;
 
 /// What a key turned out to hold.
 #[derive(Debug, PartialEq, Eq)]
-pub enum KeyRead {
+pub(crate) enum KeyRead {
     Lock {
         owner: Vec<u8>,
         pttl_ms: i64,
@@ -26,7 +26,7 @@ pub enum KeyRead {
 }
 
 /// One SCAN page: the next cursor (0 when the walk is done) and the keys.
-pub async fn scan_page(
+pub(crate) async fn scan_page(
     conn: &mut impl ConnectionLike,
     pattern: &str,
     cursor: u64,
@@ -43,7 +43,7 @@ pub async fn scan_page(
 }
 
 /// Owner and PTTL of each key, in one pipeline.
-pub async fn read_locks(
+pub(crate) async fn read_locks(
     conn: &mut impl ConnectionLike,
     kind: &ValueKind,
     keys: &[Vec<u8>],
@@ -94,7 +94,7 @@ pub async fn read_locks(
 
 /// Just the owners of `keys` (`None`: gone or unreadable), for the lifecycle watcher:
 /// one `MGET`, or one `HGETALL` per Redisson key, in one pipeline without MULTI.
-pub async fn read_owners(
+pub(crate) async fn read_owners(
     conn: &mut impl ConnectionLike,
     kind: &ValueKind,
     keys: &[Vec<u8>],
@@ -126,7 +126,7 @@ pub async fn read_owners(
 
 /// What a fencing counter key held.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Counter {
+pub(crate) enum Counter {
     Value(i64),
     /// Deleted between SCAN and the read (or not a string: `MGET` cannot tell).
     Gone,
@@ -134,7 +134,7 @@ pub enum Counter {
 }
 
 /// Values of fencing counters, in one `MGET`.
-pub async fn read_counters(conn: &mut impl ConnectionLike, keys: &[Vec<u8>]) -> RedisResult<Vec<Counter>> {
+pub(crate) async fn read_counters(conn: &mut impl ConnectionLike, keys: &[Vec<u8>]) -> RedisResult<Vec<Counter>> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }

@@ -17,7 +17,7 @@ use crate::config::{Config, ConfigError, Overrides};
 use workers::{AppLog, Profile};
 
 #[derive(Debug, thiserror::Error)]
-pub enum DemoError {
+pub(crate) enum DemoError {
     #[error(transparent)]
     Redis(#[from] ChildError),
     #[error("demo config: {0}")]
@@ -76,14 +76,14 @@ start_at = "beginning"
 
 /// Where the demo listens and which `redis-server` it starts.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// Address for the demo exporter.
-    pub listen: String,
+    pub(crate) listen: String,
     /// Path of redis-server, when it is not on PATH.
-    pub redis_server: Option<std::path::PathBuf>,
+    pub(crate) redis_server: Option<std::path::PathBuf>,
 }
 
-pub async fn run(args: &Options, shutdown: CancellationToken) -> Result<(), DemoError> {
+pub(crate) async fn run(args: &Options, shutdown: CancellationToken) -> Result<(), DemoError> {
     let redis = RedisChild::start(args.redis_server.as_deref(), &["--notify-keyspace-events", "KEA"])?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await

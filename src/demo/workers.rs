@@ -13,34 +13,34 @@ use tokio_util::sync::CancellationToken;
 use crate::access::scripts::{LockScripts, next_fence};
 
 /// A small xorshift generator: the demo needs variety, not statistics.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn seeded(salt: u64) -> Self {
+    pub(crate) fn seeded(salt: u64) -> Self {
         use std::hash::{BuildHasher, RandomState};
         Rng(RandomState::new().hash_one(salt) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
     /// Uniform-ish in `lo..hi` (milliseconds or indices).
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+    pub(crate) fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.next() % (hi - lo).max(1)
     }
-    pub fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
 }
 
 /// The application log the workers write, in logfmt.
 #[derive(Clone)]
-pub struct AppLog(Arc<Mutex<std::fs::File>>);
+pub(crate) struct AppLog(Arc<Mutex<std::fs::File>>);
 
 impl AppLog {
-    pub fn create(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn create(path: &Path) -> std::io::Result<Self> {
         Ok(AppLog(Arc::new(Mutex::new(std::fs::File::create(path)?))))
     }
     fn line(&self, level: &str, msg: &str, key: &str, extra: &str) {
@@ -59,24 +59,24 @@ fn humantime_now() -> String {
 
 /// How one kind of worker behaves.
 #[derive(Clone)]
-pub struct Profile {
-    pub label: &'static str,
+pub(crate) struct Profile {
+    pub(crate) label: &'static str,
     /// Lock key prefix; the job id follows.
-    pub prefix: &'static str,
-    pub fence_prefix: Option<&'static str>,
-    pub jobs: u64,
-    pub ttl: Duration,
-    pub renew_every: Option<Duration>,
+    pub(crate) prefix: &'static str,
+    pub(crate) fence_prefix: Option<&'static str>,
+    pub(crate) jobs: u64,
+    pub(crate) ttl: Duration,
+    pub(crate) renew_every: Option<Duration>,
     /// Hold time range in milliseconds.
-    pub hold_ms: (u64, u64),
+    pub(crate) hold_ms: (u64, u64),
     /// Chance (percent) that a hold stalls past the TTL.
-    pub stall_percent: u64,
+    pub(crate) stall_percent: u64,
     /// Phrase the application uses in its log messages ("run lock", "approval lock"…).
-    pub phrase: &'static str,
+    pub(crate) phrase: &'static str,
 }
 
 /// Run one worker until `stop`.
-pub async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: AppLog, stop: CancellationToken) {
+pub(crate) async fn run(worker: String, p: Profile, mut conn: ConnectionManager, log: AppLog, stop: CancellationToken) {
     let mut rng = Rng::seeded(worker.len() as u64 ^ p.jobs);
     let scripts = LockScripts::default();
     let mut n = 0u64;

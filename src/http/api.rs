@@ -18,14 +18,14 @@ const MAX_LIMIT: usize = 100_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LocksQuery {
+pub(crate) struct LocksQuery {
     namespace: Option<String>,
     target: Option<String>,
     limit: Option<usize>,
 }
 
 /// Held locks, those closest to expiry first (stalled holders lead the list).
-pub async fn locks(
+pub(crate) async fn locks(
     State(s): State<AppState>,
     query: Result<Query<LocksQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<view::LockList>, HttpError> {
@@ -58,13 +58,13 @@ pub async fn locks(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HistoryQuery {
+pub(crate) struct HistoryQuery {
     key: Option<String>,
     target: Option<String>,
 }
 
 #[derive(Serialize)]
-pub struct HistoryResponse {
+pub(crate) struct HistoryResponse {
     key: String,
     namespace: String,
     /// Oldest first, all watched targets together.
@@ -75,7 +75,7 @@ pub struct HistoryResponse {
 }
 
 #[derive(Serialize)]
-pub struct TransitionView {
+pub(crate) struct TransitionView {
     target: String,
     at: String,
     at_ms: i64,
@@ -85,7 +85,7 @@ pub struct TransitionView {
 }
 
 /// The recent lifecycle of one key, from each target's bounded history.
-pub async fn history(
+pub(crate) async fn history(
     State(s): State<AppState>,
     query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<HistoryResponse>, HttpError> {

@@ -6,7 +6,7 @@
 //! it without a socket.
 
 mod api;
-pub mod push;
+pub(crate) mod push;
 mod status_page;
 
 use std::sync::Arc;
@@ -25,22 +25,22 @@ use crate::metrics::Registry;
 
 /// What the handlers read.
 #[derive(Clone)]
-pub struct AppState {
-    pub config: Arc<Config>,
-    pub registry: Registry,
+pub(crate) struct AppState {
+    pub(crate) config: Arc<Config>,
+    pub(crate) registry: Registry,
     /// Each target's lock tables and sampling status.
-    pub targets: Arc<[Arc<TargetLocks>]>,
+    pub(crate) targets: Arc<[Arc<TargetLocks>]>,
     /// Lifecycle watchers, of the targets whose notifications are not off.
-    pub lifecycles: Arc<[Arc<LifecycleState>]>,
+    pub(crate) lifecycles: Arc<[Arc<LifecycleState>]>,
     /// The intake's counts, for the status page.
-    pub intake: IntakeMetrics,
+    pub(crate) intake: IntakeMetrics,
     /// `POST /api/v1/events`.
-    pub push: Arc<push::PushIntake>,
+    pub(crate) push: Arc<push::PushIntake>,
 }
 
 /// An error a handler answers with: a status and one sentence naming the problem.
 #[derive(Debug)]
-pub struct HttpError(pub StatusCode, pub String);
+pub(crate) struct HttpError(pub StatusCode, pub String);
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
@@ -53,7 +53,7 @@ impl IntoResponse for HttpError {
     }
 }
 
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(status_page::page))
         .route("/metrics", get(metrics))

@@ -21,10 +21,10 @@ use crate::intake::push::{self as parse, MAX_BODY};
 use crate::intake::{Classifier, Counters};
 
 /// What the push endpoint needs.
-pub struct PushIntake {
-    pub classifier: Arc<Classifier>,
-    pub counters: Counters,
-    pub token: Option<Secret>,
+pub(crate) struct PushIntake {
+    pub(crate) classifier: Arc<Classifier>,
+    pub(crate) counters: Counters,
+    pub(crate) token: Option<Secret>,
 }
 
 enum Kind {
@@ -32,7 +32,7 @@ enum Kind {
     Text,
 }
 
-pub async fn events(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
+pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
     let push = &s.push;
     if let Some(token) = &push.token
         && !authorized(&headers, token)

@@ -36,7 +36,7 @@ fn ago(t: Option<SystemTime>) -> String {
     }
 }
 
-pub async fn page(State(s): State<AppState>) -> Html<String> {
+pub(crate) async fn page(State(s): State<AppState>) -> Html<String> {
     let mut h = String::with_capacity(8 * 1024);
     let _ = write!(
         h,

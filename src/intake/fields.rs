@@ -16,25 +16,25 @@ const NAMESPACE: &[&str] = &["namespace", "lock_namespace"];
 
 /// The fields of a line that matter for classification.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     /// The line's format as read.
-    pub format: Option<LogFormat>,
+    pub(crate) format: Option<LogFormat>,
     /// The message; for a text line, the whole line.
-    pub message: Cow<'a, str>,
-    pub error: Option<Cow<'a, str>>,
-    pub key: Option<Cow<'a, str>>,
-    pub namespace: Option<Cow<'a, str>>,
+    pub(crate) message: Cow<'a, str>,
+    pub(crate) error: Option<Cow<'a, str>>,
+    pub(crate) key: Option<Cow<'a, str>>,
+    pub(crate) namespace: Option<Cow<'a, str>>,
 }
 
 /// Why a line could not be read in the forced format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Malformed {
+pub(crate) enum Malformed {
     NotJson,
     NotLogfmt,
 }
 
 impl Malformed {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Malformed::NotJson => "not a JSON object",
             Malformed::NotLogfmt => "not logfmt (no key=value pair)",
@@ -43,7 +43,7 @@ impl Malformed {
 }
 
 /// Read `line` as `format` says (`Auto`: JSON object, else logfmt, else text).
-pub fn read(line: &str, format: LogFormat) -> Result<Fields<'_>, Malformed> {
+pub(crate) fn read(line: &str, format: LogFormat) -> Result<Fields<'_>, Malformed> {
     let trimmed = line.trim();
     match format {
         LogFormat::Json => json(trimmed).ok_or(Malformed::NotJson),
@@ -60,7 +60,7 @@ pub fn read(line: &str, format: LogFormat) -> Result<Fields<'_>, Malformed> {
 }
 
 /// Cheap structural check for lines that need no full parse: `{…}`.
-pub fn looks_like_json(line: &str) -> bool {
+pub(crate) fn looks_like_json(line: &str) -> bool {
     let t = line.trim();
     t.starts_with('{') && t.ends_with('}')
 }
@@ -111,7 +111,7 @@ fn looks_like_logfmt(line: &str) -> bool {
 }
 
 /// logfmt pairs of `line`; `None` without a single `key=value`.
-pub fn logfmt_pairs(line: &str) -> Option<Vec<(&str, Cow<'_, str>)>> {
+pub(crate) fn logfmt_pairs(line: &str) -> Option<Vec<(&str, Cow<'_, str>)>> {
     let b = line.as_bytes();
     let mut i = 0;
     let mut pairs = Vec::new();

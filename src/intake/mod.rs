@@ -6,14 +6,14 @@
 //! `tail` follows `[[logs]]` files, `stdin` reads a pipe, `push` reads pushed event objects.
 
 pub mod classify;
-pub mod count;
-pub mod fields;
+pub(crate) mod count;
+pub(crate) mod fields;
 pub mod lines;
-pub mod metrics;
-pub mod print;
-pub mod push;
-pub mod stdin;
-pub mod tail;
+pub(crate) mod metrics;
+pub(crate) mod print;
+pub(crate) mod push;
+pub(crate) mod stdin;
+pub(crate) mod tail;
 
 pub use classify::{Classifier, ClassifierError, Verdict};
 pub use count::{Counters, Tally};

@@ -11,16 +11,16 @@ use crate::config::LogFormat;
 
 /// Totals of a run.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
-    pub lines: u64,
-    pub events: u64,
-    pub ignored: u64,
-    pub malformed: u64,
+pub(crate) struct Totals {
+    pub(crate) lines: u64,
+    pub(crate) events: u64,
+    pub(crate) ignored: u64,
+    pub(crate) malformed: u64,
 }
 
 /// Classify every line of `input`, writing `line<TAB>namespace<TAB>op<TAB>outcome<TAB>why`
 /// (`-` for namespace and op, and `ignored` / `malformed` as the outcome, when no event).
-pub fn run(
+pub(crate) fn run(
     classifier: &Classifier,
     input: impl BufRead,
     format: LogFormat,
@@ -65,7 +65,7 @@ pub fn run(
 }
 
 /// Classify all of `input` in 1 MiB reads, as the file tailer does, and count.
-pub fn tally(classifier: &Classifier, mut input: impl Read, format: LogFormat) -> std::io::Result<Tally> {
+pub(crate) fn tally(classifier: &Classifier, mut input: impl Read, format: LogFormat) -> std::io::Result<Tally> {
     let mut tally = Tally::new(classifier.namespace_count());
     let mut splitter = Splitter::default();
     let mut buf = vec![0u8; 1024 * 1024];
@@ -86,7 +86,7 @@ pub fn tally(classifier: &Classifier, mut input: impl Read, format: LogFormat) -
 }
 
 /// Write a tally as `namespace<TAB>op<TAB>outcome<TAB>count`, one row per event kind seen.
-pub fn summary(classifier: &Classifier, tally: &Tally, out: &mut impl Write) -> std::io::Result<()> {
+pub(crate) fn summary(classifier: &Classifier, tally: &Tally, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "namespace\top\toutcome\tcount")?;
     for (ns, op, outcome, n) in tally.events() {
         writeln!(out, "{}\t{op}\t{outcome}\t{n}", classifier.namespace_name(ns))?;

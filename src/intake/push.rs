@@ -12,29 +12,29 @@ use crate::vocab::UNKNOWN_NAMESPACE;
 use crate::vocab::{Op, Outcome};
 
 /// Largest body taken, in bytes (413 above).
-pub const MAX_BODY: usize = 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 1024 * 1024;
 
 /// The first line of a batch that is not a valid event object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {problem}")]
-pub struct BadLine {
+pub(crate) struct BadLine {
     /// 1-based.
-    pub line: usize,
-    pub problem: String,
+    pub(crate) line: usize,
+    pub(crate) problem: String,
 }
 
 /// What a body added up to.
 #[derive(Debug)]
-pub struct Batch {
-    pub tally: Tally,
+pub(crate) struct Batch {
+    pub(crate) tally: Tally,
     /// Events whose `namespace` is not configured, counted as `unknown`.
-    pub unknown_namespace: u64,
+    pub(crate) unknown_namespace: u64,
 }
 
 /// Read NDJSON event objects `{"namespace","op","outcome","key"?,"ts"?}`, one per line
 /// (blank lines skipped, other fields ignored). Namespace: the field when configured (other
 /// names count as `unknown`), else the namespace whose pattern matches `key`, else `unknown`.
-pub fn events(body: &[u8], classifier: &Classifier) -> Result<Batch, BadLine> {
+pub(crate) fn events(body: &[u8], classifier: &Classifier) -> Result<Batch, BadLine> {
     let mut batch = Batch {
         tally: Tally::new(classifier.namespace_count()),
         unknown_namespace: 0,
@@ -96,7 +96,7 @@ fn json_problem(e: &serde_json::Error) -> String {
 }
 
 /// Classify raw log lines, as a tailed file's would be.
-pub fn text(body: &[u8], classifier: &Classifier) -> Tally {
+pub(crate) fn text(body: &[u8], classifier: &Classifier) -> Tally {
     let mut tally = Tally::new(classifier.namespace_count());
     Splitter::default().feed(body, MAX_LINE, true, |line| match line {
         Line::Text(b) => tally.line(&classifier.classify(b, LogFormat::Auto)),

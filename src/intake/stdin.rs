@@ -11,7 +11,7 @@ use super::{Classifier, MAX_LINE, Verdict};
 use crate::config::LogFormat;
 
 /// Start reading `input` (stdin in `serve`) on a thread; counts go to `counters`.
-pub fn spawn(
+pub(crate) fn spawn(
     source: String,
     input: impl BufRead + Send + 'static,
     format: LogFormat,

@@ -13,29 +13,29 @@ use foldhash::fast::RandomState;
 use crate::vocab::Transition;
 
 /// Records kept per key.
-pub const PER_KEY: usize = 32;
+pub(crate) const PER_KEY: usize = 32;
 
 /// One transition of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Record {
+pub(crate) struct Record {
     /// Wall-clock time, ms since the Unix epoch.
-    pub at_ms: i64,
-    pub kind: Transition,
+    pub(crate) at_ms: i64,
+    pub(crate) kind: Transition,
     /// Owner hash, 0 when unknown (see [`Record::owner`]).
     owner: u64,
     /// This acquisition took over a lock that expired or was evicted under another owner.
-    pub takeover: bool,
+    pub(crate) takeover: bool,
     seq: u64,
 }
 
 impl Record {
     /// Owner hash, when known (the same seeded hash as the sampler's `owner_hash`).
-    pub fn owner(&self) -> Option<u64> {
+    pub(crate) fn owner(&self) -> Option<u64> {
         (self.owner != 0).then_some(self.owner)
     }
 }
 
-pub struct History {
+pub(crate) struct History {
     keys: HashMap<u64, VecDeque<Record>, foldhash::fast::FixedState>,
     /// (key hash, sequence number) of every record, oldest first.
     order: VecDeque<(u64, u64)>,
@@ -45,7 +45,7 @@ pub struct History {
 }
 
 impl History {
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         History {
             keys: HashMap::default(),
             order: VecDeque::new(),
@@ -56,16 +56,13 @@ impl History {
     }
 
     /// Records held now, all keys together.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.order.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
     /// Add a record for `key`; the oldest go when a bound is reached.
-    pub fn push(&mut self, key: &[u8], at_ms: i64, kind: Transition, owner: Option<u64>) {
+    pub(crate) fn push(&mut self, key: &[u8], at_ms: i64, kind: Transition, owner: Option<u64>) {
         let h = self.hasher.hash_one(key);
         self.seq += 1;
         let rec = Record {
@@ -88,7 +85,7 @@ impl History {
     }
 
     /// The owner read after the latest record of `key` came back: fill it in.
-    pub fn fill_owner(&mut self, key: &[u8], owner: u64) {
+    pub(crate) fn fill_owner(&mut self, key: &[u8], owner: u64) {
         let h = self.hasher.hash_one(key);
         if let Some(rec) = self.keys.get_mut(&h).and_then(|l| l.back_mut())
             && rec.owner == 0
@@ -98,7 +95,7 @@ impl History {
     }
 
     /// Mark the latest acquisition of `key` as a takeover and give it its owner.
-    pub fn mark_takeover(&mut self, key: &[u8], owner: u64) {
+    pub(crate) fn mark_takeover(&mut self, key: &[u8], owner: u64) {
         let h = self.hasher.hash_one(key);
         if let Some(rec) = self
             .keys
@@ -126,7 +123,7 @@ impl History {
     }
 
     /// The records of `key`, oldest first.
-    pub fn of(&self, key: &[u8]) -> Vec<Record> {
+    pub(crate) fn of(&self, key: &[u8]) -> Vec<Record> {
         let h = self.hasher.hash_one(key);
         self.keys
             .get(&h)

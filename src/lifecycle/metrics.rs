@@ -14,7 +14,7 @@ const HOLD_BUCKETS: &[f64] = &[
 
 /// The watcher's families.
 #[derive(Clone)]
-pub struct WatcherMetrics {
+pub(crate) struct WatcherMetrics {
     /// Labels target, namespace, kind.
     lock_transitions_total: IntCounterVec,
     /// Labels target, namespace.

@@ -6,10 +6,10 @@
 //! After a gap in the stream it forgets its state rather than guess what it missed, and
 //! takes owners from the sampler's passes begun after the resubscribe.
 
-pub mod history;
-pub mod metrics;
+pub(crate) mod history;
+pub(crate) mod metrics;
 mod recorder;
-pub mod tracker;
+pub(crate) mod tracker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,14 +27,14 @@ use crate::config::{NamespaceConfig, TargetConfig};
 use crate::locks::TargetLocks;
 use history::History;
 use metrics::{TargetMetrics, WatcherMetrics};
-pub use recorder::preflight;
+pub(crate) use recorder::preflight;
 use recorder::{Recorder, wall_ms};
 use tracker::Tracker;
 
 /// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 56-byte entry each).
-pub const MAX_TRACKED: usize = 1_000_000;
+pub(crate) const MAX_TRACKED: usize = 1_000_000;
 /// History records kept, all keys together (32 bytes each, 16 more in the eviction queue).
-pub const HISTORY_CAP: usize = 100_000;
+pub(crate) const HISTORY_CAP: usize = 100_000;
 /// Notices handled in one go before the watcher looks at anything else.
 const BATCH: usize = 512;
 /// Owner-read pipelines in flight at once.
@@ -68,8 +68,8 @@ enum SessionError {
 }
 
 /// What the HTTP side may read about a target's watcher.
-pub struct LifecycleState {
-    pub target: String,
+pub(crate) struct LifecycleState {
+    pub(crate) target: String,
     connected: AtomicBool,
     history: Mutex<History>,
     notifications: Mutex<String>,
@@ -88,17 +88,17 @@ impl LifecycleState {
         }
     }
     /// Expiry takeovers counted so far in namespace `ns`.
-    pub fn takeovers(&self, ns: &str) -> u64 {
+    pub(crate) fn takeovers(&self, ns: &str) -> u64 {
         self.takeovers.iter().find(|(n, _)| n == ns).map_or(0, |(_, c)| c.get())
     }
-    pub fn connected(&self) -> bool {
+    pub(crate) fn connected(&self) -> bool {
         self.connected.load(Ordering::Relaxed)
     }
-    pub fn history(&self) -> MutexGuard<'_, History> {
+    pub(crate) fn history(&self) -> MutexGuard<'_, History> {
         self.history.lock().unwrap_or_else(|p| p.into_inner())
     }
     /// The server's notification setting as last found, in words.
-    pub fn notifications(&self) -> String {
+    pub(crate) fn notifications(&self) -> String {
         self.notifications.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
@@ -114,7 +114,7 @@ pub(crate) struct ReadRequest {
 /// when the read failed.
 type ReadResult = (Vec<(Vec<u8>, u32)>, Option<Vec<Option<u64>>>);
 
-pub struct Watcher {
+pub(crate) struct Watcher {
     target: TargetConfig,
     namespaces: Vec<NamespaceConfig>,
     /// `__keyspace@<db>__:<pattern>` per namespace, in namespace order.
@@ -133,7 +133,7 @@ pub struct Watcher {
 impl Watcher {
     /// Set up the watcher of `target`; connects lazily. `locks` are the same target's lock
     /// tables (for owner hashes and owners seen after a gap). Call inside a tokio runtime.
-    pub fn new(
+    pub(crate) fn new(
         target: &TargetConfig,
         namespaces: &[NamespaceConfig],
         locks: Arc<TargetLocks>,
@@ -167,12 +167,12 @@ impl Watcher {
         })
     }
 
-    pub fn state(&self) -> Arc<LifecycleState> {
+    pub(crate) fn state(&self) -> Arc<LifecycleState> {
         self.state.clone()
     }
 
     /// Subscribe, follow the stream, and resubscribe with backoff until `shutdown`.
-    pub async fn run(mut self, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         let ns: Vec<(i64, bool)> = self
             .namespaces
             .iter()

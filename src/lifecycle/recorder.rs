@@ -14,7 +14,7 @@ use crate::vocab::{HoldEnd, Transition};
 /// The start-up check of `notifications = "require"`: refuse to start when the server is
 /// reachable and lacks the flags (or will not say). An unreachable server is not refused
 /// here: the watcher checks again on every connect and stays unsubscribed until they are on.
-pub async fn preflight(target: &TargetConfig, namespaces: &[NamespaceConfig]) -> Result<(), WatchError> {
+pub(crate) async fn preflight(target: &TargetConfig, namespaces: &[NamespaceConfig]) -> Result<(), WatchError> {
     if target.notifications != Notifications::Require {
         return Ok(());
     }

@@ -17,7 +17,7 @@ use crate::vocab::{HoldEnd, Transition};
 
 /// A keyspace notification that matters for locks, parsed from its event name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notice {
+pub(crate) enum Notice {
     /// `set`: a string value was written (SET NX PX acquires; SET XX PX may renew).
     Set,
     /// `hset` / `hincrby`: a Redisson hash lock was written (acquire or re-entry).
@@ -34,7 +34,7 @@ pub enum Notice {
 
 impl Notice {
     /// The notice for a keyspace event name; `None` for events locks do not care about.
-    pub fn parse(event: &[u8]) -> Option<Notice> {
+    pub(crate) fn parse(event: &[u8]) -> Option<Notice> {
         Some(match event {
             b"set" => Notice::Set,
             b"hset" | b"hincrby" | b"hincrbyfloat" => Notice::HashWrite,
@@ -48,7 +48,7 @@ impl Notice {
 }
 
 /// What the tracker reports; the watcher counts, logs and records history from it.
-pub trait Observer {
+pub(crate) trait Observer {
     /// Redis performed a state change on `key`. `owner` is the owner hash when known.
     fn transition(&mut self, ns: usize, key: &[u8], kind: Transition, owner: Option<u64>);
     /// A hold whose acquisition was seen ended after `ms`.
@@ -67,7 +67,7 @@ const UNKNOWN: u64 = 0;
 /// `since_ms` of a hold whose acquisition was not seen.
 const UNSEEN: i64 = i64::MIN;
 
-pub fn known(owner: u64) -> u64 {
+pub(crate) fn known(owner: u64) -> u64 {
     if owner == UNKNOWN { 1 } else { owner }
 }
 
@@ -114,7 +114,7 @@ struct Entry {
 }
 
 /// Lifecycle state of one target's lock keys.
-pub struct Tracker {
+pub(crate) struct Tracker {
     /// By a seeded 64-bit hash of the key: no key bytes are stored (two keys colliding
     /// among a million tracked is a one-in-ten-million chance, and would mix two locks' state).
     keys: HashMap<u64, Entry, FixedState>,
@@ -126,12 +126,12 @@ pub struct Tracker {
     max_keys: usize,
     generation: u32,
     /// Notices on keys that were not tracked because `max_keys` was reached.
-    pub untracked: u64,
+    pub(crate) untracked: u64,
 }
 
 impl Tracker {
     /// `namespaces`: (ttl ms, Redisson hash locks) by namespace index.
-    pub fn new(namespaces: &[(i64, bool)], max_keys: usize) -> Self {
+    pub(crate) fn new(namespaces: &[(i64, bool)], max_keys: usize) -> Self {
         Tracker {
             keys: HashMap::default(),
             key_hasher: RandomState::default(),
@@ -143,18 +143,14 @@ impl Tracker {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.keys.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 
     /// After a gap in the notification stream: forget everything. Holds may have ended and
     /// others begun unseen; a tombstone may have been taken over unseen. Owners are learnt
     /// again from the next `set`, from reads, and from the sampler (`fallback_owner`).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.keys.clear();
     }
 
@@ -187,7 +183,7 @@ impl Tracker {
 
     /// One notice for `key` in namespace `ns` at `now_ms`. `fallback_owner` is asked (only)
     /// when an untracked key expires: the owner the sampler saw since the last (re)subscribe.
-    pub fn notice(
+    pub(crate) fn notice(
         &mut self,
         ns: usize,
         key: &[u8],
@@ -337,7 +333,7 @@ impl Tracker {
     }
 
     /// The owner read for `generation` of `key` came back (`None`: gone or unreadable).
-    pub fn owner_read(&mut self, key: &[u8], generation: u32, owner: Option<u64>, obs: &mut impl Observer) {
+    pub(crate) fn owner_read(&mut self, key: &[u8], generation: u32, owner: Option<u64>, obs: &mut impl Observer) {
         let Some(e) = self.keys.get_mut(&self.key_hasher.hash_one(key)) else {
             return;
         };
@@ -383,7 +379,7 @@ impl Tracker {
     }
 
     /// Drop tombstones older than their namespace's `ttl`.
-    pub fn sweep(&mut self, now_ms: i64) {
+    pub(crate) fn sweep(&mut self, now_ms: i64) {
         let ttl = &self.ttl_ms;
         self.keys.retain(|_, e| match e.state {
             State::Ended { at_ms, .. } => now_ms.saturating_sub(at_ms) <= ttl.get(e.ns as usize).copied().unwrap_or(0),

@@ -6,8 +6,8 @@
 //! Knows nothing of Redis or metrics; TTL arithmetic is in `ttl` (pure).
 
 pub mod table;
-pub mod ttl;
-pub mod view;
+pub(crate) mod ttl;
+pub(crate) mod view;
 
 use std::hash::BuildHasher;
 use std::sync::{Mutex, MutexGuard};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// A holder that renews every `renew_every` keeps PTTL above `ttl - renew_every`; below
 /// `overdue_below` (that minus a grace) it has missed a renewal and is stalled *now*.
-pub fn renewal_overdue(pttl_ms: i64, overdue_below: Option<Duration>) -> bool {
+pub(crate) fn renewal_overdue(pttl_ms: i64, overdue_below: Option<Duration>) -> bool {
     match overdue_below {
         Some(below) => pttl_ms >= 0 && (pttl_ms as u128) < below.as_millis(),
         None => false,
@@ -17,7 +17,7 @@ pub fn renewal_overdue(pttl_ms: i64, overdue_below: Option<Duration>) -> bool {
 /// `ttl` and `pttl_ms` left was set (or last renewed) `ttl - pttl` ago, and acquired no
 /// later than that. Without an expiry, or with more left than `ttl`, only `now` is known.
 /// Times are milliseconds on the sampler clock, which may go below zero (before start).
-pub fn acquired_no_later_than(now_ms: i64, pttl_ms: i64, ttl: Duration) -> i64 {
+pub(crate) fn acquired_no_later_than(now_ms: i64, pttl_ms: i64, ttl: Duration) -> i64 {
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     if (0..=ttl_ms).contains(&pttl_ms) {
         now_ms.saturating_sub(ttl_ms - pttl_ms)
@@ -27,7 +27,7 @@ pub fn acquired_no_later_than(now_ms: i64, pttl_ms: i64, ttl: Duration) -> i64 {
 }
 
 /// Held longer than `max_hold`?
-pub fn held_too_long(age_ms: u64, max_hold: Option<Duration>) -> bool {
+pub(crate) fn held_too_long(age_ms: u64, max_hold: Option<Duration>) -> bool {
     max_hold.is_some_and(|m| u128::from(age_ms) > m.as_millis())
 }
 

@@ -8,41 +8,41 @@ use super::{TargetLocks, ttl};
 
 /// One held lock as the API shows it.
 #[derive(Debug, Clone, Serialize)]
-pub struct LockView {
-    pub target: String,
-    pub namespace: String,
-    pub key: String,
+pub(crate) struct LockView {
+    pub(crate) target: String,
+    pub(crate) namespace: String,
+    pub(crate) key: String,
     /// The owner token, or `<redacted>` unless owners are shown.
-    pub owner: String,
+    pub(crate) owner: String,
     /// Seeded hash of the owner: comparable between locks, not reversible.
-    pub owner_hash: String,
-    pub pttl_ms: i64,
-    pub age_s: f64,
-    pub fence: Option<i64>,
-    pub overdue: bool,
+    pub(crate) owner_hash: String,
+    pub(crate) pttl_ms: i64,
+    pub(crate) age_s: f64,
+    pub(crate) fence: Option<i64>,
+    pub(crate) overdue: bool,
 }
 
 /// Which locks to list.
 #[derive(Debug, Clone, Copy)]
-pub struct Filter<'a> {
-    pub target: Option<&'a str>,
-    pub namespace: Option<&'a str>,
-    pub show_owners: bool,
-    pub limit: usize,
+pub(crate) struct Filter<'a> {
+    pub(crate) target: Option<&'a str>,
+    pub(crate) namespace: Option<&'a str>,
+    pub(crate) show_owners: bool,
+    pub(crate) limit: usize,
 }
 
 /// A listing: the first `limit` locks and how many matched in all.
 #[derive(Debug, Clone, Serialize)]
-pub struct LockList {
+pub(crate) struct LockList {
     /// Locks matching the query before `limit` was applied.
-    pub total: usize,
-    pub truncated: bool,
-    pub locks: Vec<LockView>,
+    pub(crate) total: usize,
+    pub(crate) truncated: bool,
+    pub(crate) locks: Vec<LockView>,
 }
 
 /// Held locks of `targets` matching `f`, those closest to expiry first (stalled holders
 /// lead the list); locks without expiry last.
-pub fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>) -> LockList {
+pub(crate) fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>) -> LockList {
     let mut out = Vec::new();
     for target in targets.iter().filter(|t| f.target.is_none_or(|name| t.name == name)) {
         let now_ms = target.now_ms();

@@ -5,7 +5,7 @@
 //! published. A pass stops starting new batches at `sample_budget` (counted as truncated);
 //! a failing Redis marks `lockwatch_up 0` and the next pass tries again.
 
-pub mod metrics;
+pub(crate) mod metrics;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -14,17 +14,17 @@ use crate::intake::MAX_LINE;
 use crate::intake::lines::{Line, Splitter};
 
 /// Bytes at the start of a file that identify it beside its inode.
-pub const FINGERPRINT_MAX: u32 = 1024;
+pub(crate) const FINGERPRINT_MAX: u32 = 1024;
 
 /// Device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FileId {
-    pub dev: u64,
-    pub ino: u64,
+pub(crate) struct FileId {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
 }
 
 impl FileId {
-    pub fn of(meta: &Metadata) -> Self {
+    pub(crate) fn of(meta: &Metadata) -> Self {
         FileId {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -35,14 +35,14 @@ impl FileId {
 /// CRC-32 of the first `len` bytes (at most `FINGERPRINT_MAX`): tells a reused inode, or a
 /// file rewritten in place, from the file whose offset was kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint {
-    pub len: u32,
-    pub crc: u32,
+pub(crate) struct Fingerprint {
+    pub(crate) len: u32,
+    pub(crate) crc: u32,
 }
 
 impl Fingerprint {
     /// The fingerprint of `file`, `size` bytes long.
-    pub fn read(file: &File, size: u64) -> io::Result<Self> {
+    pub(crate) fn read(file: &File, size: u64) -> io::Result<Self> {
         let len = size.min(u64::from(FINGERPRINT_MAX)) as u32;
         Ok(Fingerprint {
             len,
@@ -51,7 +51,7 @@ impl Fingerprint {
     }
 
     /// Whether `file` (now `size` bytes) still begins with the fingerprinted bytes.
-    pub fn matches(&self, file: &File, size: u64) -> io::Result<bool> {
+    pub(crate) fn matches(&self, file: &File, size: u64) -> io::Result<bool> {
         if size < u64::from(self.len) {
             return Ok(false);
         }
@@ -67,35 +67,35 @@ fn crc_of_first(file: &File, len: u32) -> io::Result<u32> {
 
 /// What `Tracked::read` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ReadReport {
+pub(crate) struct ReadReport {
     /// Bytes consumed (counted lines, or skipped bytes of an over-long line).
-    pub consumed: u64,
+    pub(crate) consumed: u64,
     /// The budget ran out before the end of the file.
-    pub more: bool,
+    pub(crate) more: bool,
     /// The file was truncated or rewritten in place: reading started again at 0.
-    pub restarted: Option<&'static str>,
+    pub(crate) restarted: Option<&'static str>,
 }
 
 /// A file being read.
-pub struct Tracked {
+pub(crate) struct Tracked {
     file: File,
     /// Where the file was last seen.
-    pub path: PathBuf,
-    pub id: FileId,
-    pub fingerprint: Fingerprint,
+    pub(crate) path: PathBuf,
+    pub(crate) id: FileId,
+    pub(crate) fingerprint: Fingerprint,
     /// Bytes up to here are counted.
-    pub offset: u64,
-    pub splitter: Splitter,
+    pub(crate) offset: u64,
+    pub(crate) splitter: Splitter,
     /// Set when the file stopped being at a path the glob matches (renamed away or deleted):
     /// it is read to its end, then closed once it has not grown for a while.
-    pub rotated: Option<Instant>,
+    pub(crate) rotated: Option<Instant>,
     last_growth: Instant,
     seen: (u64, Option<SystemTime>),
 }
 
 impl Tracked {
     /// Open `path` at `offset` (`None`: after its last complete line, for `start_at = end`).
-    pub fn open(path: &Path, offset: Option<u64>, splitter: Splitter) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path, offset: Option<u64>, splitter: Splitter) -> io::Result<Self> {
         let file = File::open(path)?;
         let meta = file.metadata()?;
         let size = meta.len();
@@ -119,14 +119,14 @@ impl Tracked {
 
     /// Whether a rotated file is done: read up to its end (an unfinished last line aside)
     /// and quiet for `wait`. The caller reads it once more with `eof` and closes it.
-    pub fn finished(&self, wait: std::time::Duration) -> bool {
+    pub(crate) fn finished(&self, wait: std::time::Duration) -> bool {
         self.rotated.is_some() && self.last_growth.elapsed() >= wait && self.seen.0 != u64::MAX
     }
 
     /// Read what was appended since the last call, at most about `budget` bytes, into `buf`,
     /// handing each line to `on_line`. With `eof`, a last line without a newline counts too
     /// (for a rotated file being closed).
-    pub fn read(
+    pub(crate) fn read(
         &mut self,
         buf: &mut [u8],
         budget: u64,

@@ -19,7 +19,7 @@ use prometheus::IntGauge;
 use tokio_util::sync::CancellationToken;
 
 use self::file::{FileId, Fingerprint, Tracked};
-pub use self::offsets::{OffsetsError, Saved, SavedFile, Store};
+pub(crate) use self::offsets::{SavedFile, Store};
 use super::count::{Counters, Tally};
 use super::lines::{Line, Splitter};
 use super::{Classifier, Verdict};
@@ -27,28 +27,28 @@ use crate::config::{LogConfig, StartAt};
 use crate::intake::metrics::IntakeMetrics;
 
 /// How often files are checked for new lines (and the glob for new files).
-pub const POLL_EVERY: Duration = Duration::from_millis(250);
+pub(crate) const POLL_EVERY: Duration = Duration::from_millis(250);
 /// How often offsets are saved while running; the bound on replay after a crash.
-pub const SAVE_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
 /// How long a rotated file must stay quiet before it is closed.
-pub const ROTATE_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const ROTATE_WAIT: Duration = Duration::from_secs(5);
 /// Files one source follows at most; more are warned about and left unread.
-pub const MAX_FILES: usize = 1024;
+pub(crate) const MAX_FILES: usize = 1024;
 /// Bytes read per file per poll before the others get a turn.
 const READ_BUDGET: u64 = 32 * 1024 * 1024;
 const BUF_SIZE: usize = 1024 * 1024;
 
 /// Lines and events one source took in since start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SourceTotals {
-    pub lines: u64,
-    pub matched: u64,
-    pub ignored: u64,
-    pub malformed: u64,
+pub(crate) struct SourceTotals {
+    pub(crate) lines: u64,
+    pub(crate) matched: u64,
+    pub(crate) ignored: u64,
+    pub(crate) malformed: u64,
 }
 
 /// Follows the files of one source.
-pub struct Tailer {
+pub(crate) struct Tailer {
     source: LogConfig,
     classifier: Arc<Classifier>,
     counters: Counters,
@@ -70,7 +70,7 @@ pub struct Tailer {
 
 impl Tailer {
     /// A tailer for `source`, resuming from `state_dir` when set.
-    pub fn new(
+    pub(crate) fn new(
         source: &LogConfig,
         classifier: Arc<Classifier>,
         metrics: &IntakeMetrics,
@@ -109,7 +109,7 @@ impl Tailer {
     }
 
     /// Poll until `shutdown`, then save offsets.
-    pub async fn run(mut self, shutdown: CancellationToken) -> SourceTotals {
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) -> SourceTotals {
         tracing::info!(source = %self.source.name, path = %self.source.path, resumed = self.resumed, "reading logs");
         loop {
             let polled = tokio::task::spawn_blocking(move || {
@@ -145,7 +145,7 @@ impl Tailer {
     }
 
     /// Save offsets and report the totals.
-    pub fn stop(mut self) -> SourceTotals {
+    pub(crate) fn stop(mut self) -> SourceTotals {
         self.save();
         let t = self.totals;
         tracing::info!(source = %self.source.name, lines = t.lines, matched = t.matched, ignored = t.ignored,
@@ -153,13 +153,9 @@ impl Tailer {
         t
     }
 
-    pub fn totals(&self) -> SourceTotals {
-        self.totals
-    }
-
     /// One round: rescan the glob, read every file, close finished rotated ones, save
     /// offsets when due. Returns whether some file has more to read right away.
-    pub fn poll(&mut self) -> bool {
+    pub(crate) fn poll(&mut self) -> bool {
         self.rescan();
         let mut more = false;
         // Rotated files first: finish the old file, then read the new one.

@@ -12,28 +12,28 @@ const VERSION: u32 = 1;
 
 /// A source's saved state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Saved {
-    pub version: u32,
-    pub source: String,
-    pub files: Vec<SavedFile>,
+pub(crate) struct Saved {
+    pub(crate) version: u32,
+    pub(crate) source: String,
+    pub(crate) files: Vec<SavedFile>,
 }
 
 /// One file's identity and offset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SavedFile {
-    pub path: PathBuf,
-    pub dev: u64,
-    pub ino: u64,
-    pub fingerprint_len: u32,
+pub(crate) struct SavedFile {
+    pub(crate) path: PathBuf,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) fingerprint_len: u32,
     pub fingerprint_crc32: u32,
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Inside an over-long line: skip to its newline first.
     #[serde(default)]
-    pub skipping: bool,
+    pub(crate) skipping: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum OffsetsError {
+pub(crate) enum OffsetsError {
     #[error("cannot read saved offsets {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("saved offsets {path} are unreadable ({reason})")]
@@ -44,24 +44,20 @@ pub enum OffsetsError {
 
 /// Where a source's offsets live.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub(crate) struct Store {
     path: PathBuf,
 }
 
 impl Store {
     /// The store of `source` in `dir`: `dir/logs-<source>.offsets.json`.
-    pub fn new(dir: &Path, source: &str) -> Self {
+    pub(crate) fn new(dir: &Path, source: &str) -> Self {
         Store {
             path: dir.join(format!("logs-{source}.offsets.json")),
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The saved state; `None` when nothing was saved yet.
-    pub fn load(&self) -> Result<Option<Saved>, OffsetsError> {
+    pub(crate) fn load(&self) -> Result<Option<Saved>, OffsetsError> {
         let text = match std::fs::read(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -87,14 +83,14 @@ impl Store {
     }
 
     /// Move an unreadable file aside (kept for a look) so the next save starts clean.
-    pub fn set_aside(&self) -> std::io::Result<PathBuf> {
+    pub(crate) fn set_aside(&self) -> std::io::Result<PathBuf> {
         let aside = self.path.with_extension("json.unreadable");
         std::fs::rename(&self.path, &aside)?;
         Ok(aside)
     }
 
     /// Replace the saved state atomically.
-    pub fn save(&self, source: &str, files: Vec<SavedFile>) -> Result<(), OffsetsError> {
+    pub(crate) fn save(&self, source: &str, files: Vec<SavedFile>) -> Result<(), OffsetsError> {
         let saved = Saved {
             version: VERSION,
             source: source.to_string(),
@@ -139,7 +135,7 @@ mod tests {
         };
         store.save("app", vec![file.clone()]).unwrap();
         assert_eq!(store.load().unwrap().unwrap().files, vec![file]);
-        std::fs::write(store.path(), b"{\"version\":1,").unwrap();
+        std::fs::write(&store.path, b"{\"version\":1,").unwrap();
         assert!(matches!(store.load(), Err(OffsetsError::Corrupt { .. })));
         let aside = store.set_aside().unwrap();
         assert!(aside.exists());
