@@ -5,7 +5,7 @@
 //! pre-exports its own families here, and alone updates them; `/metrics` only encodes.
 
 use prometheus::core::Collector;
-use prometheus::{Encoder, IntGaugeVec, Opts, TextEncoder};
+use prometheus::{Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, TextEncoder};
 
 use crate::vocab::metric;
 
@@ -37,6 +37,35 @@ impl Registry {
     pub fn register<C: Collector + Clone + 'static>(&self, family: C) -> Result<C, prometheus::Error> {
         self.inner.register(Box::new(family.clone()))?;
         Ok(family)
+    }
+
+    /// A registered family of integer gauges.
+    pub fn int_gauges(&self, name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, prometheus::Error> {
+        self.register(IntGaugeVec::new(Opts::new(name, help), labels)?)
+    }
+
+    /// A registered family of float gauges.
+    pub fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> Result<GaugeVec, prometheus::Error> {
+        self.register(GaugeVec::new(Opts::new(name, help), labels)?)
+    }
+
+    /// A registered family of counters.
+    pub fn counters(&self, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
+        self.register(IntCounterVec::new(Opts::new(name, help), labels)?)
+    }
+
+    /// A registered family of histograms with `buckets` (upper bounds, seconds).
+    pub fn histograms(
+        &self,
+        name: &str,
+        help: &str,
+        buckets: &[f64],
+        labels: &[&str],
+    ) -> Result<HistogramVec, prometheus::Error> {
+        self.register(HistogramVec::new(
+            HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+            labels,
+        )?)
     }
 
     /// The text exposition format of everything registered.

@@ -50,25 +50,6 @@ impl LockScripts {
         }
     }
 
-    /// `SET key token NX PX ttl`: true when the lock was free and is now `token`'s.
-    pub async fn acquire(
-        &self,
-        conn: &mut impl ConnectionLike,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-    ) -> RedisResult<bool> {
-        let set: Option<String> = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(ttl))
-            .query_async(conn)
-            .await?;
-        Ok(set.is_some())
-    }
-
     /// Release `key` if `token` holds it; false when it does not (any more).
     pub async fn release(&self, conn: &mut impl ConnectionLike, key: &str, token: &str) -> RedisResult<bool> {
         let v: Value = self.release.key(key).arg(token).invoke_async(conn).await?;
@@ -76,20 +57,14 @@ impl LockScripts {
     }
 
     /// Extend `key` to `ttl` if `token` holds it; false when it does not (any more).
-    pub async fn renew(
+    pub async fn renew<C: ConnectionLike>(
         &self,
-        conn: &mut impl ConnectionLike,
+        c: &mut C,
         key: &str,
         token: &str,
         ttl: Duration,
     ) -> RedisResult<bool> {
-        let v: Value = self
-            .renew
-            .key(key)
-            .arg(token)
-            .arg(millis(ttl))
-            .invoke_async(conn)
-            .await?;
+        let v: Value = self.renew.key(key).arg(token).arg(millis(ttl)).invoke_async(c).await?;
         Ok(truthy(&v))
     }
 
@@ -111,6 +86,19 @@ impl LockScripts {
             .await?;
         Ok(truthy(&v))
     }
+}
+
+/// `SET key token NX PX ttl`: true when the lock was free and is now `token`'s.
+pub async fn acquire<C: ConnectionLike>(c: &mut C, key: &str, token: &str, ttl: Duration) -> RedisResult<bool> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(millis(ttl))
+        .query_async(c)
+        .await?;
+    Ok(set.is_some())
 }
 
 /// `INCR` of a fencing counter: the next token.

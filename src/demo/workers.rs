@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::scripts::{LockScripts, next_fence};
+use crate::access::scripts::{LockScripts, acquire, next_fence};
 
 /// A small xorshift generator: the demo needs variety, not statistics.
 pub(crate) struct Rng(u64);
@@ -84,7 +84,7 @@ pub(crate) async fn run(worker: String, p: Profile, mut conn: ConnectionManager,
         n += 1;
         let key = format!("{}{}", p.prefix, rng.range(0, p.jobs));
         let token = format!("{worker}-{n}-{:08x}", rng.next() as u32);
-        match scripts.acquire(&mut conn, &key, &token, p.ttl).await {
+        match acquire(&mut conn, &key, &token, p.ttl).await {
             Ok(true) => {}
             Ok(false) => {
                 log.line("INFO", &format!("{} busy, will retry", p.phrase), &key, "");

@@ -2,7 +2,7 @@
 //! `lockwatch_log_files` — registered and pre-exported from the config, and read back for
 //! the status page. Sources count through `Counters` resolved from here.
 
-use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec};
 
 use crate::config::Config;
 use crate::metrics::Registry;
@@ -23,27 +23,21 @@ impl IntakeMetrics {
     /// Register the families in `registry`, every known series at 0.
     pub fn register(registry: &Registry, config: &Config) -> Result<Self, prometheus::Error> {
         let m = IntakeMetrics {
-            lock_events_total: registry.register(IntCounterVec::new(
-                Opts::new(
-                    metric::LOCK_EVENTS_TOTAL,
-                    "Lock events reported by applications (classified log lines and pushed events).",
-                ),
+            lock_events_total: registry.counters(
+                metric::LOCK_EVENTS_TOTAL,
+                "Lock events reported by applications (classified log lines and pushed events).",
                 &["namespace", "op", "outcome"],
-            )?)?,
-            log_lines_total: registry.register(IntCounterVec::new(
-                Opts::new(
-                    metric::LOG_LINES_TOTAL,
-                    "Log lines taken in, by what they were: a lock event, ignored, or malformed.",
-                ),
+            )?,
+            log_lines_total: registry.counters(
+                metric::LOG_LINES_TOTAL,
+                "Log lines taken in, by what they were: a lock event, ignored, or malformed.",
                 &["source", "result"],
-            )?)?,
-            log_files: registry.register(IntGaugeVec::new(
-                Opts::new(
-                    metric::LOG_FILES,
-                    "Files a log source is reading, rotated files still being finished included.",
-                ),
+            )?,
+            log_files: registry.int_gauges(
+                metric::LOG_FILES,
+                "Files a log source is reading, rotated files still being finished included.",
                 &["source"],
-            )?)?,
+            )?,
         };
         let namespaces = config
             .namespaces

@@ -1,7 +1,7 @@
 //! The lifecycle watcher's metric families, registered for every target and pre-exported
 //! for the targets whose notifications are not off, and each watcher's handles resolved once.
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
 use crate::config::{Config, NamespaceConfig, Notifications};
 use crate::metrics::Registry;
@@ -50,49 +50,37 @@ impl WatcherMetrics {
         let tn = &["target", "namespace"];
         let t = &["target"];
         let m = WatcherMetrics {
-            lock_transitions_total: r.register(IntCounterVec::new(
-                Opts::new(
-                    metric::LOCK_TRANSITIONS_TOTAL,
-                    "Lock state changes Redis performed, from keyspace notifications.",
-                ),
+            lock_transitions_total: r.counters(
+                metric::LOCK_TRANSITIONS_TOTAL,
+                "Lock state changes Redis performed, from keyspace notifications.",
                 &["target", "namespace", "kind"],
-            )?)?,
-            lock_expiry_takeovers_total: r.register(IntCounterVec::new(
-                Opts::new(
-                    metric::LOCK_EXPIRY_TAKEOVERS_TOTAL,
-                    "Locks that expired or were evicted (not released) and were re-acquired by a different owner within one ttl.",
-                ),
+            )?,
+            lock_expiry_takeovers_total: r.counters(
+                metric::LOCK_EXPIRY_TAKEOVERS_TOTAL,
+                "Locks that expired or were evicted (not released) and were re-acquired by a different owner within one ttl.",
                 tn,
-            )?)?,
-            lock_hold_duration_seconds: r.register(HistogramVec::new(
-                HistogramOpts::new(
-                    metric::LOCK_HOLD_DURATION_SECONDS,
-                    "Time from acquisition to release or expiry, for holds whose acquisition was seen.",
-                )
-                .buckets(HOLD_BUCKETS.to_vec()),
+            )?,
+            lock_hold_duration_seconds: r.histograms(
+                metric::LOCK_HOLD_DURATION_SECONDS,
+                "Time from acquisition to release or expiry, for holds whose acquisition was seen.",
+                HOLD_BUCKETS,
                 &["target", "namespace", "end"],
-            )?)?,
-            notifications_connected: r.register(IntGaugeVec::new(
-                Opts::new(
-                    metric::NOTIFICATIONS_CONNECTED,
-                    "1 while subscribed to the target's keyspace notifications.",
-                ),
+            )?,
+            notifications_connected: r.int_gauges(
+                metric::NOTIFICATIONS_CONNECTED,
+                "1 while subscribed to the target's keyspace notifications.",
                 t,
-            )?)?,
-            notifications_received_total: r.register(IntCounterVec::new(
-                Opts::new(
-                    metric::NOTIFICATIONS_RECEIVED_TOTAL,
-                    "Keyspace notifications received on lock keys.",
-                ),
+            )?,
+            notifications_received_total: r.counters(
+                metric::NOTIFICATIONS_RECEIVED_TOTAL,
+                "Keyspace notifications received on lock keys.",
                 t,
-            )?)?,
-            lifecycle_tracked_locks: r.register(IntGaugeVec::new(
-                Opts::new(
-                    metric::LIFECYCLE_TRACKED_LOCKS,
-                    "Lock keys the lifecycle watcher keeps state for: holds in progress and recent expiries.",
-                ),
+            )?,
+            lifecycle_tracked_locks: r.int_gauges(
+                metric::LIFECYCLE_TRACKED_LOCKS,
+                "Lock keys the lifecycle watcher keeps state for: holds in progress and recent expiries.",
                 t,
-            )?)?,
+            )?,
         };
         for target in config.targets.iter().filter(|t| t.notifications != Notifications::Off) {
             // Resolving the handles creates every series at 0.

@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use prometheus::{GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts};
+use prometheus::{GaugeVec, HistogramVec, IntCounterVec, IntGaugeVec};
 
 use super::PassReport;
 use crate::config::{Config, NamespaceConfig, TargetConfig};
@@ -41,102 +41,77 @@ pub struct SamplerMetrics {
     keys_scanned_total: IntCounterVec,
 }
 
-fn gauges(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, prometheus::Error> {
-    r.register(IntGaugeVec::new(Opts::new(name, help), labels)?)
-}
-
-fn counters(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
-    r.register(IntCounterVec::new(Opts::new(name, help), labels)?)
-}
-
-fn float_gauges(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<GaugeVec, prometheus::Error> {
-    r.register(GaugeVec::new(Opts::new(name, help), labels)?)
-}
-
 impl SamplerMetrics {
     /// Register the families in `registry`, every known series at 0.
     pub fn register(r: &Registry, config: &Config) -> Result<Self, prometheus::Error> {
         let tn = &["target", "namespace"];
         let t = &["target"];
         let m = SamplerMetrics {
-            locks_held: gauges(r, metric::LOCKS_HELD, "Lock keys present at the last sample pass.", tn)?,
-            locks_without_ttl: gauges(
-                r,
+            locks_held: r.int_gauges(metric::LOCKS_HELD, "Lock keys present at the last sample pass.", tn)?,
+            locks_without_ttl: r.int_gauges(
                 metric::LOCKS_WITHOUT_TTL,
                 "Lock keys with no expiry (PTTL -1): never freed if the holder dies.",
                 tn,
             )?,
-            locks_renewal_overdue: gauges(
-                r,
+            locks_renewal_overdue: r.int_gauges(
                 metric::LOCKS_RENEWAL_OVERDUE,
                 "Held locks whose remaining TTL shows the holder missed a renewal (PTTL < ttl - renew_every - renew_grace).",
                 tn,
             )?,
-            locks_held_too_long: gauges(
-                r,
+            locks_held_too_long: r.int_gauges(
                 metric::LOCKS_HELD_TOO_LONG,
                 "Locks held by the same owner longer than max_hold.",
                 tn,
             )?,
-            lock_held_max_seconds: float_gauges(
-                r,
+            lock_held_max_seconds: r.gauges(
                 metric::LOCK_HELD_MAX_SECONDS,
                 "Age of the longest-held lock (same owner since first seen).",
                 tn,
             )?,
-            lock_ttl_remaining_seconds: r.register(HistogramVec::new(
-                HistogramOpts::new(
-                    metric::LOCK_TTL_REMAINING_SECONDS,
-                    "Remaining TTL of each held lock with an expiry, observed once per sample pass.",
-                )
-                .buckets(TTL_BUCKETS.to_vec()),
+            lock_ttl_remaining_seconds: r.histograms(
+                metric::LOCK_TTL_REMAINING_SECONDS,
+                "Remaining TTL of each held lock with an expiry, observed once per sample pass.",
+                TTL_BUCKETS,
                 tn,
-            )?)?,
-            lock_handoffs_total: counters(
-                r,
+            )?,
+            lock_handoffs_total: r.counters(
                 metric::LOCK_HANDOFFS_TOTAL,
                 "Lock owner changed between two sample passes.",
                 tn,
             )?,
-            fence_token: float_gauges(
-                r,
+            fence_token: r.gauges(
                 metric::FENCE_TOKEN,
                 "Highest fencing counter value seen at the last pass.",
                 tn,
             )?,
-            fence_regressions_total: counters(
-                r,
+            fence_regressions_total: r.counters(
                 metric::FENCE_REGRESSIONS_TOTAL,
                 "A fencing counter went backwards or vanished.",
                 tn,
             )?,
-            locks_unreadable: gauges(
-                r,
+            locks_unreadable: r.int_gauges(
                 metric::LOCKS_UNREADABLE,
                 "Keys matching a namespace's pattern that could not be read as locks at the last pass, by reason.",
                 &["target", "namespace", "reason"],
             )?,
-            up: gauges(r, metric::UP, "1 when the last sample pass of the target succeeded.", t)?,
-            sample_duration_seconds: float_gauges(
-                r,
+            up: r.int_gauges(metric::UP, "1 when the last sample pass of the target succeeded.", t)?,
+            sample_duration_seconds: r.gauges(
                 metric::SAMPLE_DURATION_SECONDS,
                 "Duration of the last sample pass.",
                 t,
             )?,
-            sample_errors_total: counters(r, metric::SAMPLE_ERRORS_TOTAL, "Failed sample passes.", t)?,
-            sample_truncated_total: counters(
-                r,
+            sample_errors_total: r.counters(metric::SAMPLE_ERRORS_TOTAL, "Failed sample passes.", t)?,
+            sample_truncated_total: r.counters(
                 metric::SAMPLE_TRUNCATED_TOTAL,
                 "Sample passes cut short by sample_budget.",
                 t,
             )?,
-            sample_passes_total: counters(
-                r,
+            sample_passes_total: r.counters(
                 metric::SAMPLE_PASSES_TOTAL,
                 "Sample passes run, failed and truncated ones included.",
                 t,
             )?,
-            keys_scanned_total: counters(r, metric::KEYS_SCANNED_TOTAL, "Keys returned by SCAN.", t)?,
+            keys_scanned_total: r.counters(metric::KEYS_SCANNED_TOTAL, "Keys returned by SCAN.", t)?,
         };
         for target in &config.targets {
             m.pre_export(target, &config.namespaces);
