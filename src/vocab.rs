@@ -99,6 +99,29 @@ label_enum!(
 );
 
 label_enum!(
+    /// How a target's locks are found (`mode` of `lockwatch_tracking_mode`).
+    TrackingMode {
+        /// From keyspace notifications; SCAN only reconciles.
+        Events => "events",
+        /// By SCAN passes over the namespaces' patterns.
+        Scan => "scan",
+    }
+);
+
+label_enum!(
+    /// What a reconciling SCAN found that the events had missed (`kind` of
+    /// `lockwatch_reconcile_repairs_total`).
+    Repair {
+        /// A lock key present in Redis that events had not announced.
+        Missing => "missing",
+        /// A tracked lock key that no longer exists, with no event saying so.
+        Gone => "gone",
+        /// A tracked lock whose owner or expiry differs from what events said.
+        Changed => "changed",
+    }
+);
+
+label_enum!(
     /// What a log line turned out to be (`result` of `lockwatch_log_lines_total`).
     LineResult {
         Matched => "matched",
@@ -142,6 +165,8 @@ pub mod metric {
     pub const SAMPLE_TRUNCATED_TOTAL: &str = "lockwatch_sample_truncated_total";
     pub const SAMPLE_PASSES_TOTAL: &str = "lockwatch_sample_passes_total";
     pub const KEYS_SCANNED_TOTAL: &str = "lockwatch_keys_scanned_total";
+    pub const TRACKING_MODE: &str = "lockwatch_tracking_mode";
+    pub const RECONCILE_REPAIRS_TOTAL: &str = "lockwatch_reconcile_repairs_total";
     // The lifecycle watcher's.
     pub const LOCK_TRANSITIONS_TOTAL: &str = "lockwatch_lock_transitions_total";
     pub const LOCK_EXPIRY_TAKEOVERS_TOTAL: &str = "lockwatch_lock_expiry_takeovers_total";

@@ -7,11 +7,11 @@ use std::time::SystemTime;
 use prometheus::{GaugeVec, HistogramVec, IntCounterVec, IntGaugeVec};
 
 use super::PassReport;
-use crate::config::{Config, NamespaceConfig, TargetConfig};
+use crate::config::{Config, NamespaceConfig, Notifications, TargetConfig};
 use crate::locks::TargetLocks;
 use crate::locks::table::{Census, Counts};
 use crate::metrics::Registry;
-use crate::vocab::{Unreadable, metric};
+use crate::vocab::{Repair, TrackingMode, Unreadable, metric};
 
 /// Remaining-TTL buckets (seconds): fine near expiry, where a stalled holder shows up.
 const TTL_BUCKETS: &[f64] = &[
@@ -39,6 +39,10 @@ pub struct SamplerMetrics {
     sample_truncated_total: IntCounterVec,
     sample_passes_total: IntCounterVec,
     keys_scanned_total: IntCounterVec,
+    /// Labels target, mode: 1 for the mode the target is in.
+    tracking_mode: IntGaugeVec,
+    /// Labels target, namespace, kind.
+    reconcile_repairs_total: IntCounterVec,
 }
 
 impl SamplerMetrics {
@@ -112,6 +116,16 @@ impl SamplerMetrics {
                 t,
             )?,
             keys_scanned_total: r.counters(metric::KEYS_SCANNED_TOTAL, "Keys returned by SCAN.", t)?,
+            tracking_mode: r.int_gauges(
+                metric::TRACKING_MODE,
+                "1 for the mode the target is in: locks tracked from keyspace notifications (events), or found by SCAN passes (scan).",
+                &["target", "mode"],
+            )?,
+            reconcile_repairs_total: r.counters(
+                metric::RECONCILE_REPAIRS_TOTAL,
+                "What the reconciling SCAN found that keyspace notifications had missed: a lock not announced (missing), one gone unannounced (gone), one whose owner or expiry differs (changed).",
+                &["target", "namespace", "kind"],
+            )?,
         };
         for target in &config.targets {
             m.pre_export(target, &config.namespaces);
@@ -127,6 +141,11 @@ impl SamplerMetrics {
         self.sample_truncated_total.with_label_values(&[target]);
         self.sample_passes_total.with_label_values(&[target]);
         self.keys_scanned_total.with_label_values(&[target]);
+        for mode in TrackingMode::ALL {
+            self.tracking_mode
+                .with_label_values(&[target, mode.as_str()])
+                .set(i64::from(mode == TrackingMode::Scan));
+        }
         for ns in namespaces {
             let l = [target, ns.name.as_str()];
             self.locks_held.with_label_values(&l);
@@ -143,6 +162,12 @@ impl SamplerMetrics {
             for reason in Unreadable::ALL {
                 self.locks_unreadable
                     .with_label_values(&[target, ns.name.as_str(), reason.as_str()]);
+            }
+            if t.notifications != Notifications::Off {
+                for kind in Repair::ALL {
+                    self.reconcile_repairs_total
+                        .with_label_values(&[target, ns.name.as_str(), kind.as_str()]);
+                }
             }
         }
     }
