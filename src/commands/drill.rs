@@ -37,19 +37,28 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
         target: args.target.clone(),
         exporter: args.exporter.clone(),
         prometheus: args.prometheus.clone(),
-        interactive: args.interactive,
         release_script: args.release_script.clone(),
         renew_script: args.renew_script.clone(),
         sustain,
         rate: args.rate.unwrap_or(6),
         allow_production: args.allow_production,
-        live_progress: std::io::stderr().is_terminal(),
+        worker_program: None,
     };
-    let mut say = std::io::stderr();
-    let report = drill::run(&config, &opts, &mut say).await.map_err(|e| match e {
-        DrillError::Usage(m) => CommandError::Usage(m),
-        other => CommandError::Failed(other.into()),
-    })?;
+    let mut narrator = drill::narrator::console(args.interactive, std::io::stderr().is_terminal());
+    // Ctrl-C stops the scenario; the drill still rolls back and reports.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let on_ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_ctrl_c.cancel();
+        }
+    });
+    let report = drill::run(&config, &opts, narrator.as_mut(), cancel)
+        .await
+        .map_err(|e| match e {
+            DrillError::Usage(m) => CommandError::Usage(m),
+            other => CommandError::Failed(other.into()),
+        })?;
     let rendered = match args.format {
         DrillFormat::Text => report.text(),
         DrillFormat::Json => serde_json::to_string_pretty(&report).context("cannot render the report")? + "\n",

@@ -3,7 +3,9 @@
 //! with SIGSTOP. It runs the lock operations with the scripts it is given and reports its
 //! own failures to the exporter as lock events, the way an application would.
 
+use std::path::Path;
 use std::process::Stdio;
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -12,12 +14,12 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::access::scripts::{FENCED_WRITE, truthy};
+use crate::access::scripts::{LockScripts, acquire, next_fence};
 
 /// What the drill asks a worker to do.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum Request {
+pub(crate) enum Request {
     /// `INCR fence` for a token, then `SET key token NX PX ttl`.
     Acquire {
         key: String,
@@ -44,91 +46,57 @@ pub enum Request {
 
 /// A worker's answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// Redis accepted the operation.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// For an acquisition: the token set (`owner:fence`) and its fencing number.
-    pub token: Option<String>,
-    pub fence: Option<i64>,
+    pub(crate) token: Option<String>,
+    pub(crate) fence: Option<i64>,
     /// A Redis or I/O error, when the operation could not be run at all.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// The lock event reported to the exporter, if any (`op/outcome`).
-    pub reported: Option<String>,
+    pub(crate) reported: Option<String>,
 }
 
-/// The Lua the worker runs.
+/// The Lua the worker runs, as sent on its stdin's first line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Scripts {
-    pub release: String,
-    pub renew: String,
+pub(crate) struct Scripts {
+    pub(crate) release: String,
+    pub(crate) renew: String,
 }
 
-/// Run one operation on `c`.
-pub async fn perform(c: &mut MultiplexedConnection, scripts: &Scripts, req: &Request) -> redis::RedisResult<Reply> {
-    Ok(match req {
+/// Run one operation on `c` with `scripts` (the release and renew worker A was given).
+pub(crate) async fn perform(
+    c: &mut MultiplexedConnection,
+    scripts: &LockScripts,
+    req: &Request,
+) -> redis::RedisResult<Reply> {
+    let ok = match req {
         Request::Acquire {
             key,
             fence_key,
             owner,
             ttl_ms,
         } => {
-            let fence: i64 = redis::cmd("INCR").arg(fence_key).query_async(c).await?;
+            let fence = next_fence(c, fence_key).await?;
             let token = format!("{owner}:{fence}");
-            let set: Option<String> = redis::cmd("SET")
-                .arg(key)
-                .arg(&token)
-                .arg("NX")
-                .arg("PX")
-                .arg(*ttl_ms)
-                .query_async(c)
-                .await?;
-            Reply {
-                ok: set.is_some(),
+            let set = acquire(c, key, &token, Duration::from_millis(*ttl_ms)).await?;
+            return Ok(Reply {
+                ok: set,
                 token: Some(token),
                 fence: Some(fence),
                 ..Reply::default()
-            }
+            });
         }
-        Request::Renew { key, token, ttl_ms } => {
-            let v: redis::Value = redis::Script::new(&scripts.renew)
-                .key(key)
-                .arg(token)
-                .arg(*ttl_ms)
-                .invoke_async(c)
-                .await?;
-            Reply {
-                ok: truthy(&v),
-                ..Reply::default()
-            }
-        }
-        Request::Release { key, token } => {
-            let v: redis::Value = redis::Script::new(&scripts.release)
-                .key(key)
-                .arg(token)
-                .invoke_async(c)
-                .await?;
-            Reply {
-                ok: truthy(&v),
-                ..Reply::default()
-            }
-        }
-        Request::Write { resource, fence, value } => {
-            let v: redis::Value = redis::Script::new(FENCED_WRITE)
-                .key(resource)
-                .arg(*fence)
-                .arg(value)
-                .invoke_async(c)
-                .await?;
-            Reply {
-                ok: truthy(&v),
-                ..Reply::default()
-            }
-        }
-    })
+        Request::Renew { key, token, ttl_ms } => scripts.renew(c, key, token, Duration::from_millis(*ttl_ms)).await?,
+        Request::Release { key, token } => scripts.release(c, key, token).await?,
+        Request::Write { resource, fence, value } => scripts.fenced_write(c, resource, *fence, value).await?,
+    };
+    Ok(Reply { ok, ..Reply::default() })
 }
 
 /// The lock event a refused operation reports: `(op, outcome)`.
-pub fn failure_event(req: &Request) -> Option<(&'static str, &'static str)> {
+pub(crate) fn failure_event(req: &Request) -> Option<(&'static str, &'static str)> {
     match req {
         Request::Acquire { .. } => Some(("acquire", "busy")),
         Request::Renew { .. } => Some(("renew", "not_owned")),
@@ -140,7 +108,7 @@ pub fn failure_event(req: &Request) -> Option<(&'static str, &'static str)> {
 /// The child side: the scripts on the first line of stdin, then requests until stdin
 /// closes, each answered on stdout. Refusals are pushed to `exporter`, with the config's
 /// push token when it has one.
-pub async fn serve(
+pub(crate) async fn serve(
     mut conn: MultiplexedConnection,
     namespace: String,
     exporter: Option<String>,
@@ -152,6 +120,7 @@ pub async fn serve(
         .await?
         .ok_or_else(|| std::io::Error::other("no scripts on stdin"))?;
     let scripts: Scripts = serde_json::from_str(&first).map_err(std::io::Error::other)?;
+    let scripts = LockScripts::custom(&scripts.release, &scripts.renew);
     let mut out = tokio::io::stdout();
     let http = reqwest::Client::new();
     while let Some(line) = lines.next_line().await? {
@@ -204,16 +173,16 @@ pub async fn serve(
 }
 
 /// The parent's handle on worker A.
-pub struct Worker {
+pub(crate) struct Worker {
     child: Child,
     stdin: ChildStdin,
     stdout: tokio::io::Lines<BufReader<ChildStdout>>,
-    pub pid: i32,
+    pub(crate) pid: i32,
     stopped: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
+pub(crate) enum WorkerError {
     #[error("cannot start worker A ({0})")]
     Spawn(std::io::Error),
     #[error("worker A stopped answering ({0})")]
@@ -228,10 +197,9 @@ pub enum WorkerError {
 }
 
 impl Worker {
-    /// Start `lockwatch drill-worker` with `args`, scripts on its stdin's first line.
-    pub async fn spawn(args: &[String], scripts: &Scripts) -> Result<Worker, WorkerError> {
-        let exe = std::env::current_exe().map_err(WorkerError::Spawn)?;
-        let mut child = tokio::process::Command::new(exe)
+    /// Start `program drill-worker` with `args`, scripts on its stdin's first line.
+    pub(crate) async fn spawn(program: &Path, args: &[String], scripts: &Scripts) -> Result<Worker, WorkerError> {
+        let mut child = tokio::process::Command::new(program)
             .arg("drill-worker")
             .args(args)
             .stdin(Stdio::piped())
@@ -255,7 +223,7 @@ impl Worker {
         })
     }
 
-    pub async fn call(&mut self, req: &Request) -> Result<Reply, WorkerError> {
+    pub(crate) async fn call(&mut self, req: &Request) -> Result<Reply, WorkerError> {
         let mut line = serde_json::to_string(req).map_err(|e| WorkerError::Reply(e.to_string()))?;
         line.push('\n');
         self.stdin.write_all(line.as_bytes()).await?;
@@ -274,7 +242,7 @@ impl Worker {
 
     /// SIGSTOP: the process is frozen, as by a long GC pause. Returns once the kernel
     /// shows it stopped (where `/proc` says so; at most a second).
-    pub async fn pause(&mut self) -> Result<(), WorkerError> {
+    pub(crate) async fn pause(&mut self) -> Result<(), WorkerError> {
         self.signal(Signal::SIGSTOP)?;
         self.stopped = true;
         let stat = format!("/proc/{}/stat", self.pid);
@@ -295,14 +263,14 @@ impl Worker {
     }
 
     /// SIGCONT.
-    pub fn resume(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn resume(&mut self) -> Result<(), WorkerError> {
         self.signal(Signal::SIGCONT)?;
         self.stopped = false;
         Ok(())
     }
 
     /// Continue (if stopped) and end the process; wait for it.
-    pub async fn end(mut self) -> std::io::Result<()> {
+    pub(crate) async fn end(mut self) -> std::io::Result<()> {
         if self.stopped {
             let _ = self.signal(Signal::SIGCONT);
         }

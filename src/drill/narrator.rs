@@ -1,0 +1,399 @@
+//! How a run speaks: the `Narrator` trait every finding, step, countdown and rollback line
+//! goes through, and the console narrators of the binary — `Plain` (pipes and logs: the
+//! pause is one line), `Terminal` (redraws the countdown in place) and `Interactive`
+//! (explains each gated step and waits for Enter). The run decides; a narrator only tells.
+
+use std::future::Future;
+use std::io::Write;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+use super::plan::Keys;
+use super::report::{CounterCheck, Step};
+
+/// What [`Narrator::gate`] returns: ready when the step may run.
+pub type Gate<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// What the run says, in the order it happens.
+#[derive(Debug, Clone, Copy)]
+pub enum Said<'a> {
+    /// Before the scenario: the run, the pre-flight findings, and the plan on the keys of
+    /// the first cycle.
+    Intro {
+        run_id: &'a str,
+        findings: &'a [(String, String)],
+        namespace: &'a str,
+        ttl: Duration,
+        keys: &'a Keys,
+    },
+    /// A step of the narrated cycle. (Sustained cycles record only their deviations, in
+    /// the report, and say nothing.)
+    Step(&'a Step),
+    /// The exporter's counters after the cycle; `watched`: transitions and takeovers were
+    /// among them (the exporter watches the target's notifications).
+    Counters { checks: &'a [CounterCheck], watched: bool },
+    /// Lock alerts pending or firing in Prometheus at the end.
+    Alerts(&'a [(String, String)]),
+    /// The sustained cycles are over.
+    Sustained { cycles: u64, seconds: f64 },
+    /// The run was cancelled; the rollback follows.
+    Interrupted,
+    /// What the rollback did, one finding each.
+    RolledBack(&'a [String]),
+}
+
+/// Something under way, told repeatedly; a terminal redraws it, a pipe gets one line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Progress {
+    /// Worker A (`pid`) was just frozen; its lock expires in `ttl`.
+    PauseStarted { pid: i32, ttl: Duration },
+    /// About every 100 ms while A is frozen.
+    Paused { pid: i32, left: Duration },
+    /// The TTL has run out; the run now watches Redis expire the key.
+    PauseOver,
+    /// After each sustained cycle.
+    Sustaining {
+        cycles: u64,
+        elapsed: Duration,
+        of: Duration,
+    },
+}
+
+/// What a drill run speaks through.
+pub trait Narrator: Send {
+    fn say(&mut self, said: Said<'_>);
+
+    /// Progress of the pause and of sustained cycles; by default not told.
+    fn progress(&mut self, _progress: Progress) {}
+
+    /// Before a gated step of the narrated cycle, with what it will do. Ready at once by
+    /// default; the interactive narrator explains it and waits for Enter.
+    fn gate<'a>(&'a mut self, _explain: &'a str) -> Gate<'a> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// The narrator of `lockwatch drill` on stderr: interactive (reading stdin) when asked,
+/// with the countdown redrawn when `live` (stderr is a terminal).
+pub fn console(interactive: bool, live: bool) -> Box<dyn Narrator> {
+    let err = std::io::stderr();
+    if interactive {
+        Box::new(Interactive::new(
+            err,
+            tokio::io::BufReader::new(tokio::io::stdin()),
+            live,
+        ))
+    } else if live {
+        Box::new(Terminal::new(err))
+    } else {
+        Box::new(Plain::new(err))
+    }
+}
+
+/// For pipes and logs: every line once, the pause as a single line.
+pub struct Plain<W>(Text<W>);
+
+impl<W: Write + Send> Plain<W> {
+    pub fn new(out: W) -> Self {
+        Plain(Text(out))
+    }
+
+    pub fn into_inner(self) -> W {
+        self.0.0
+    }
+}
+
+impl<W: Write + Send> Narrator for Plain<W> {
+    fn say(&mut self, said: Said<'_>) {
+        self.0.say(said);
+    }
+
+    fn progress(&mut self, progress: Progress) {
+        self.0.once(progress);
+    }
+}
+
+/// For a person at a terminal: the countdown and the sustained cycles redrawn in place.
+pub struct Terminal<W>(Text<W>);
+
+impl<W: Write + Send> Terminal<W> {
+    pub fn new(out: W) -> Self {
+        Terminal(Text(out))
+    }
+
+    pub fn into_inner(self) -> W {
+        self.0.0
+    }
+}
+
+impl<W: Write + Send> Narrator for Terminal<W> {
+    fn say(&mut self, said: Said<'_>) {
+        self.0.say(said);
+    }
+
+    fn progress(&mut self, progress: Progress) {
+        self.0.live(progress);
+    }
+}
+
+/// `--interactive`: before each gated step, explain it and wait for a line on `input`.
+pub struct Interactive<W, R> {
+    text: Text<W>,
+    input: R,
+    live: bool,
+}
+
+impl<W: Write + Send, R: AsyncBufRead + Unpin + Send> Interactive<W, R> {
+    pub fn new(out: W, input: R, live: bool) -> Self {
+        Interactive {
+            text: Text(out),
+            input,
+            live,
+        }
+    }
+
+    pub fn into_inner(self) -> W {
+        self.text.0
+    }
+}
+
+impl<W: Write + Send, R: AsyncBufRead + Unpin + Send> Narrator for Interactive<W, R> {
+    fn say(&mut self, said: Said<'_>) {
+        self.text.say(said);
+    }
+
+    fn progress(&mut self, progress: Progress) {
+        if self.live {
+            self.text.live(progress);
+        } else {
+            self.text.once(progress);
+        }
+    }
+
+    fn gate<'a>(&'a mut self, explain: &'a str) -> Gate<'a> {
+        Box::pin(async move {
+            let out = &mut self.text.0;
+            let _ = write!(out, "\nnext: {explain}\npress Enter to run it… ");
+            let _ = out.flush();
+            let mut line = String::new();
+            // End of input runs the rest straight through, as no answer can come.
+            let _ = self.input.read_line(&mut line).await;
+        })
+    }
+}
+
+/// The console's wording, shared by the console narrators. Write errors are ignored: a
+/// closed stderr must not stop the run before its rollback.
+struct Text<W>(W);
+
+impl<W: Write> Text<W> {
+    fn say(&mut self, said: Said<'_>) {
+        let _ = self.write(said);
+        let _ = self.0.flush();
+    }
+
+    fn write(&mut self, said: Said<'_>) -> std::io::Result<()> {
+        let out = &mut self.0;
+        match said {
+            Said::Intro {
+                run_id,
+                findings,
+                namespace,
+                ttl,
+                keys,
+            } => {
+                writeln!(out, "lockwatch drill {run_id}: stale holder")?;
+                for (k, v) in findings {
+                    writeln!(out, "  {k}: {v}")?;
+                }
+                let ttl = crate::duration::format(ttl);
+                writeln!(
+                    out,
+                    "plan (namespace {namespace}, ttl {ttl}, lock {lock}, fence {fence}, resource {res}):
+  1. worker A (a child process) acquires with a fencing token
+  2. B's acquire is refused while A holds
+  3. A is frozen with SIGSTOP past the TTL; the key expires
+  4. B acquires with a higher token   5. B writes to the fenced resource
+  6-8. A is resumed (SIGCONT) and tries to renew, release and write with its old token: all must be refused
+  9. B's lock and write are intact   then: lockwatch's counters, alert states, rollback",
+                    lock = keys.lock,
+                    fence = keys.fence,
+                    res = keys.resource
+                )?;
+            }
+            Said::Step(step) => {
+                writeln!(
+                    out,
+                    "{} step {}: {}\n    happened: {}\n    expected: {}",
+                    mark(step.ok),
+                    step.n,
+                    step.title,
+                    step.happened,
+                    step.expected
+                )?;
+                if let Some(c) = &step.consequence {
+                    writeln!(out, "    DEVIATION: {c}")?;
+                }
+                for c in &step.check {
+                    writeln!(out, "    see it yourself: {c}")?;
+                }
+            }
+            Said::Counters { checks, watched } => {
+                for c in checks {
+                    writeln!(
+                        out,
+                        "{} {} moved by {} (expected {})",
+                        mark(c.ok),
+                        c.series,
+                        c.moved,
+                        c.expected
+                    )?;
+                }
+                if !watched {
+                    writeln!(
+                        out,
+                        "  (transitions and takeovers not checked: the exporter does not watch this target's notifications)"
+                    )?;
+                }
+            }
+            Said::Alerts(alerts) => {
+                for (n, s) in alerts {
+                    writeln!(out, "alert {n}: {s}")?;
+                }
+                if alerts.is_empty() {
+                    writeln!(
+                        out,
+                        "no lock alert pending or firing (one run is not a sustained ratio)"
+                    )?;
+                }
+            }
+            Said::Sustained { cycles, seconds } => {
+                writeln!(out, "\n  sustained: {cycles} cycles in {seconds:.0}s")?;
+            }
+            Said::Interrupted => writeln!(out, "\ninterrupted: rolling back")?,
+            Said::RolledBack(lines) => {
+                for r in lines {
+                    writeln!(out, "rollback: {r}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Progress as one line where it starts, for pipes.
+    fn once(&mut self, progress: Progress) {
+        if let Progress::PauseStarted { pid, ttl } = progress {
+            let _ = writeln!(
+                self.0,
+                "    A paused (pid {pid}): the lock expires in {:.1}s",
+                ttl.as_secs_f64()
+            );
+        }
+    }
+
+    /// Progress redrawn in place, for a terminal.
+    fn live(&mut self, progress: Progress) {
+        let out = &mut self.0;
+        let _ = match progress {
+            Progress::PauseStarted { .. } => return,
+            Progress::Paused { pid, left } => write!(
+                out,
+                "\r    A paused (pid {pid}): the lock expires in {:>5.1}s ",
+                left.as_secs_f64()
+            ),
+            Progress::PauseOver => writeln!(out),
+            Progress::Sustaining { cycles, elapsed, of } => write!(
+                out,
+                "\r  sustained: {cycles} cycles in {:.0}s of {:.0}s ",
+                elapsed.as_secs_f64(),
+                of.as_secs_f64()
+            ),
+        };
+        let _ = out.flush();
+    }
+}
+
+fn mark(ok: bool) -> &'static str {
+    if ok { "✓" } else { "✗" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(ok: bool) -> Step {
+        Step {
+            n: 7,
+            title: "A tries to release".into(),
+            at_ms: 0,
+            happened: if ok { "refused" } else { "A's release was ACCEPTED" }.into(),
+            expected: "refused: compare-and-delete sees B's token".into(),
+            ok,
+            check: vec!["redis-cli -u 'redis://x' GET k".into()],
+            consequence: (!ok).then(|| "a plain DEL".into()),
+        }
+    }
+
+    fn text(b: Vec<u8>) -> String {
+        String::from_utf8_lossy(&b).into_owned()
+    }
+
+    #[test]
+    fn plain_says_each_step_and_the_pause_once() {
+        let mut n = Plain::new(Vec::new());
+        n.say(Said::Step(&step(true)));
+        n.say(Said::Step(&step(false)));
+        n.progress(Progress::PauseStarted {
+            pid: 42,
+            ttl: Duration::from_secs(1),
+        });
+        n.progress(Progress::Paused {
+            pid: 42,
+            left: Duration::from_millis(500),
+        });
+        n.progress(Progress::PauseOver);
+        n.say(Said::Interrupted);
+        n.say(Said::RolledBack(&["worker A (pid 42) continued and ended".into()]));
+        assert_eq!(
+            text(n.into_inner()),
+            "✓ step 7: A tries to release\n    happened: refused\n    expected: refused: compare-and-delete sees B's token\n    see it yourself: redis-cli -u 'redis://x' GET k\n\
+             ✗ step 7: A tries to release\n    happened: A's release was ACCEPTED\n    expected: refused: compare-and-delete sees B's token\n    DEVIATION: a plain DEL\n    see it yourself: redis-cli -u 'redis://x' GET k\n\
+             \x20   A paused (pid 42): the lock expires in 1.0s\n\
+             \ninterrupted: rolling back\nrollback: worker A (pid 42) continued and ended\n"
+        );
+    }
+
+    #[test]
+    fn a_terminal_redraws_the_countdown() {
+        let mut n = Terminal::new(Vec::new());
+        n.progress(Progress::PauseStarted {
+            pid: 42,
+            ttl: Duration::from_secs(1),
+        });
+        for ms in [1000, 900] {
+            n.progress(Progress::Paused {
+                pid: 42,
+                left: Duration::from_millis(ms),
+            });
+        }
+        n.progress(Progress::PauseOver);
+        assert_eq!(
+            text(n.into_inner()),
+            "\r    A paused (pid 42): the lock expires in   1.0s \r    A paused (pid 42): the lock expires in   0.9s \n"
+        );
+    }
+
+    #[tokio::test]
+    async fn interactive_explains_and_waits_for_each_line() {
+        let mut n = Interactive::new(Vec::new(), &b"\n\n"[..], false);
+        n.gate("A is frozen").await;
+        n.gate("B takes over").await;
+        // No more input: the gate does not hang.
+        n.gate("A wakes").await;
+        let t = text(n.into_inner());
+        assert_eq!(t.matches("press Enter to run it… ").count(), 3);
+        assert!(t.starts_with("\nnext: A is frozen\npress Enter to run it… "), "{t}");
+    }
+}

@@ -1,0 +1,190 @@
+//! One run under way: what it holds (connection, worker A, the report, every key it
+//! created) and the order of the scenario — start worker A, the narrated cycle, the
+//! exporter's counters, sustained cycles, alert states. The steps are `cycle`'s.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+
+use super::Options;
+use super::cycle;
+use super::narrator::{Narrator, Progress, Said};
+use super::plan::Plan;
+use super::probes::{self, Probes};
+use super::report::{Report, Step, SustainSummary};
+use super::worker::{Worker, WorkerError};
+use crate::access::scripts::LockScripts;
+
+/// The alert a sustained drill rehearses.
+const RATIO_ALERT: &str = "LockNotOwnedRatioHigh";
+
+pub(crate) struct Session<'a> {
+    pub(crate) plan: Plan<'a>,
+    pub(crate) opts: &'a Options,
+    /// B's connection, and the drill's own reads.
+    pub(crate) conn: MultiplexedConnection,
+    /// B's scripts: always the safe ones, whatever A runs.
+    pub(crate) b: LockScripts,
+    pub(crate) worker: Option<Worker>,
+    pub(crate) report: Report,
+    pub(crate) started: Instant,
+    /// Every key the run created, for the rollback.
+    pub(crate) created: Vec<String>,
+    pub(crate) probes: Probes,
+}
+
+impl<'a> Session<'a> {
+    pub(crate) fn new(plan: Plan<'a>, opts: &'a Options, conn: MultiplexedConnection) -> Self {
+        let report = Report {
+            run_id: plan.run_id.clone(),
+            started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            target: plan.target.name.clone(),
+            namespace: plan.ns.name.clone(),
+            lock_key: plan.keys(1).lock,
+            ..Report::default()
+        };
+        Session {
+            plan,
+            opts,
+            conn,
+            b: LockScripts::default(),
+            worker: None,
+            report,
+            started: Instant::now(),
+            created: Vec::new(),
+            probes: Probes::new(opts.exporter.clone(), opts.prometheus.clone()),
+        }
+    }
+
+    /// Milliseconds since the run started.
+    pub(crate) fn at_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The number the next recorded step gets.
+    pub(crate) fn next_n(&self) -> usize {
+        self.report.steps.len() + 1
+    }
+
+    pub(crate) fn worker(&mut self) -> Result<&mut Worker, WorkerError> {
+        self.worker
+            .as_mut()
+            .ok_or_else(|| WorkerError::Reply("worker A is not running".into()))
+    }
+
+    /// The scenario could not go on: a step of its own says why.
+    pub(crate) fn broken(&mut self, e: &WorkerError) {
+        let step = Step {
+            n: self.next_n(),
+            title: "the drill itself".into(),
+            at_ms: self.at_ms(),
+            happened: e.to_string(),
+            expected: "every step runs".into(),
+            ok: false,
+            check: vec![],
+            consequence: Some("the scenario could not be completed".into()),
+        };
+        self.report.steps.push(step);
+    }
+
+    /// Pre-flight findings into the report, and the intro with the plan said.
+    pub(crate) async fn preflight(&mut self, narrator: &mut dyn Narrator) {
+        let found = super::preflight::findings(&self.plan, &mut self.conn, &self.probes).await;
+        narrator.say(Said::Intro {
+            run_id: &self.plan.run_id,
+            findings: &found,
+            namespace: &self.plan.ns.name,
+            ttl: self.plan.ns.ttl,
+            keys: &self.plan.keys(1),
+        });
+        self.report.preflight = found;
+    }
+}
+
+/// Worker A, the narrated cycle, the counters, sustained cycles and the alert states.
+pub(crate) async fn scenario(s: &mut Session<'_>, narrator: &mut dyn Narrator) -> Result<(), WorkerError> {
+    let before = s.probes.scrape().await;
+    let watched = before.as_deref().is_some_and(probes::watches_takeovers);
+    s.worker = Some(start_worker(s).await?);
+    cycle::stale_holder(s, narrator, 1, true).await?;
+    if let Some(before) = before {
+        let expected = probes::expected_moves(&s.plan.ns.name, &s.plan.target.name, watched);
+        let checks = s.probes.counters(&expected, &before).await;
+        narrator.say(Said::Counters {
+            checks: &checks,
+            watched,
+        });
+        s.report.counters = checks;
+    }
+    if let Some(d) = s.opts.sustain {
+        sustain(s, narrator, d).await?;
+    }
+    match s.probes.lock_alerts().await {
+        None => {}
+        Some(Ok(a)) => {
+            narrator.say(Said::Alerts(&a));
+            s.report.alerts = a;
+        }
+        Some(Err(e)) => s.report.alerts = vec![("prometheus".into(), e)],
+    }
+    Ok(())
+}
+
+/// `lockwatch drill-worker` for this run's target and namespace, from `worker_program`
+/// (by default this very executable).
+async fn start_worker(s: &Session<'_>) -> Result<Worker, WorkerError> {
+    let program = match &s.opts.worker_program {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(WorkerError::Spawn)?,
+    };
+    let mut args = vec![
+        "-c".to_string(),
+        s.opts.config_path.display().to_string(),
+        "--target".into(),
+        s.plan.target.name.clone(),
+        "--namespace".into(),
+        s.plan.ns.name.clone(),
+    ];
+    if let Some(e) = &s.opts.exporter {
+        args.extend(["--exporter".into(), e.clone()]);
+    }
+    Worker::spawn(&program, &args, &s.plan.scripts).await
+}
+
+/// Repeat stale-holder cycles for `d` at `rate` per minute, watching the ratio alert.
+async fn sustain(s: &mut Session<'_>, narrator: &mut dyn Narrator, d: Duration) -> Result<(), WorkerError> {
+    let started = Instant::now();
+    let every = Duration::from_secs(60) / s.opts.rate.max(1);
+    let mut summary = SustainSummary::default();
+    let mut n = 1;
+    while started.elapsed() < d {
+        let cycle = Instant::now();
+        n += 1;
+        cycle::stale_holder(s, narrator, n, false).await?;
+        summary.cycles += 1;
+        if let Some(Ok(alerts)) = s.probes.lock_alerts().await {
+            let at = started.elapsed().as_secs_f64();
+            for (_, state) in alerts.iter().filter(|(a, _)| a == RATIO_ALERT) {
+                if summary.pending_after_s.is_none() {
+                    summary.pending_after_s = Some(at);
+                }
+                if state == "firing" && summary.firing_after_s.is_none() {
+                    summary.firing_after_s = Some(at);
+                }
+            }
+        }
+        narrator.progress(Progress::Sustaining {
+            cycles: summary.cycles,
+            elapsed: started.elapsed(),
+            of: d,
+        });
+        tokio::time::sleep(every.saturating_sub(cycle.elapsed())).await;
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    narrator.say(Said::Sustained {
+        cycles: summary.cycles,
+        seconds: summary.seconds,
+    });
+    s.report.cycles = Some(summary);
+    Ok(())
+}
