@@ -9,10 +9,14 @@ use prometheus::{Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, 
 
 use crate::vocab::metric;
 
+/// Work run just before each encoding, so gauges that follow the clock are current.
+type Hook = Box<dyn Fn() + Send + Sync>;
+
 /// The registry every family is registered in.
 #[derive(Clone)]
 pub struct Registry {
     inner: prometheus::Registry,
+    hooks: std::sync::Arc<std::sync::Mutex<Vec<Hook>>>,
 }
 
 impl Registry {
@@ -30,7 +34,10 @@ impl Registry {
         inner.register(Box::new(build_info))?;
         #[cfg(target_os = "linux")]
         inner.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))?;
-        Ok(Registry { inner })
+        Ok(Registry {
+            inner,
+            hooks: Default::default(),
+        })
     }
 
     /// Register `family` and hand it back, for the part that owns it.
@@ -68,8 +75,16 @@ impl Registry {
         )?)
     }
 
+    /// Run `hook` before every encoding (e.g. to set gauges computed from the time now).
+    pub fn before_encode(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).push(Box::new(hook));
+    }
+
     /// The text exposition format of everything registered.
     pub fn encode(&self) -> Result<String, prometheus::Error> {
+        for hook in self.hooks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            hook();
+        }
         let families = self.inner.gather();
         let mut buf = Vec::with_capacity(16 * 1024);
         TextEncoder::new().encode(&families, &mut buf)?;

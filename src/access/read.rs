@@ -92,38 +92,6 @@ pub(crate) async fn read_locks(
     Ok(out)
 }
 
-/// Just the owners of `keys` (`None`: gone or unreadable), for the lifecycle watcher:
-/// one `MGET`, or one `HGETALL` per Redisson key, in one pipeline without MULTI.
-pub(crate) async fn read_owners(
-    conn: &mut impl ConnectionLike,
-    kind: &ValueKind,
-    keys: &[Vec<u8>],
-) -> RedisResult<Vec<Option<Vec<u8>>>> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
-    if *kind == ValueKind::Redisson {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for k in keys {
-            pipe.cmd("HGETALL").arg(k);
-        }
-        let replies: Vec<Value> = pipe.query_async(conn).await?;
-        return Ok(replies
-            .into_iter()
-            .map(|hash| match redisson_read(hash, 0) {
-                Ok(KeyRead::Lock { owner, .. }) => Some(owner),
-                _ => None,
-            })
-            .collect());
-    }
-    let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(keys).query_async(conn).await?;
-    Ok(values
-        .into_iter()
-        .map(|v| v.and_then(|b| owner::from_string(kind, &b).ok().map(|o| o.into_owned())))
-        .collect())
-}
-
 /// What a fencing counter key held.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Counter {

@@ -43,6 +43,8 @@ pub struct RawTarget {
     pub scan_count: Option<S<i64>>,
     pub sample_budget: Option<S<String>>,
     pub notifications: Option<S<String>>,
+    pub reconcile_interval: Option<S<String>>,
+    pub reconcile_rate: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -64,10 +64,16 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
             h,
             r#"<h2 id="target-{name}">target {name}</h2><p><code>{url}</code> — {health}; last pass {ago}, took {took} ms{trunc}</p>
 <p>keyspace notifications: {watch}</p>
+<p>tracking: {mode}</p>
 <table><tr><th>namespace</th><th>held</th><th>renewal overdue</th><th>without TTL</th><th>held too long</th><th>longest hold (s)</th><th>unreadable keys</th><th>expiry takeovers</th><th></th></tr>
 "#,
             name = esc(&t.name),
             url = esc(&t.display_url),
+            mode = if t.subscription().is_some() {
+                r#"<span class="ok" data-mode="events">events</span> — locks followed from keyspace notifications; a slow SCAN reconciles"#
+            } else {
+                r#"<span data-mode="scan">scan</span> — locks found by SCAN passes"#
+            },
             ago = ago(st.last_pass_at),
             took = st.last_duration.as_millis(),
             watch = match s.lifecycles.iter().find(|l| l.target == t.name) {

@@ -22,8 +22,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::notify::{self, Applied, NotifyError};
-use crate::access::{Link, LinkError, read};
-use crate::config::{NamespaceConfig, TargetConfig};
+use crate::access::read::{self, KeyRead};
+use crate::access::{Link, LinkError};
+use crate::locks::events::Found;
+use crate::config::{NamespaceConfig, Notifications, TargetConfig};
 use crate::locks::TargetLocks;
 use history::History;
 use metrics::{TargetMetrics, WatcherMetrics};
@@ -43,6 +45,27 @@ const READS_IN_FLIGHT: usize = 8;
 const MAX_PENDING_READS: usize = 100_000;
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Scan mode again when a subscription ends, however it ends.
+struct Unsubscribe(Arc<TargetLocks>);
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        self.0.unsubscribed();
+    }
+}
+
+/// A read as the lock table takes it.
+fn found(read: &KeyRead) -> Found<'_> {
+    match read {
+        KeyRead::Lock { owner, pttl_ms } => Found::Lock {
+            owner,
+            pttl_ms: *pttl_ms,
+        },
+        KeyRead::Gone => Found::Gone,
+        KeyRead::Unreadable(reason) => Found::Unreadable(*reason),
+    }
+}
+
 /// How often the pub/sub connection is pinged, so a dead peer is noticed.
 const PING_EVERY: Duration = Duration::from_secs(10);
 
@@ -103,22 +126,28 @@ impl LifecycleState {
     }
 }
 
-/// An owner read asked for by the tracker.
+/// A read of a lock key's owner and TTL, asked for by the tracker (`generation`) and/or by
+/// the lock table after an event (`seq`).
 pub(crate) struct ReadRequest {
     ns: usize,
     key: Vec<u8>,
-    generation: u32,
+    generation: Option<u32>,
+    seq: Option<u16>,
 }
 
-/// Owners read for one pipeline: (key, generation) pairs and their owner hashes, `None`
-/// when the read failed.
-type ReadResult = (Vec<(Vec<u8>, u32)>, Option<Vec<Option<u64>>>);
+/// One pipeline's reads: the namespace, the requests, and what each key held (`None` when
+/// the read failed).
+type ReadResult = (usize, Vec<ReadRequest>, Option<Vec<KeyRead>>);
+
+/// How often the server's `notify-keyspace-events` is checked again while subscribed.
+const FLAGS_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 pub(crate) struct Watcher {
     target: TargetConfig,
     namespaces: Vec<NamespaceConfig>,
-    /// `__keyspace@<db>__:<pattern>` per namespace, in namespace order.
-    channels: Vec<Vec<u8>>,
+    /// `__keyspace@<db>__:<pattern>` of each namespace's locks and fencing counters, with
+    /// the namespace and whether the pattern is the fence pattern.
+    channels: Vec<(Vec<u8>, usize, bool)>,
     prefix_len: usize,
     needed: String,
     /// The target's lock tables: owner hashes, and owners the sampler saw after a gap.
@@ -142,10 +171,14 @@ impl Watcher {
         let link = Link::new(target)?;
         let conn = link.managed()?;
         let prefix = format!("__keyspace@{}__:", link.db());
-        let channels = namespaces
-            .iter()
-            .map(|n| [prefix.as_bytes(), n.pattern.as_str().as_bytes()].concat())
-            .collect();
+        let channel = |glob: &crate::glob::Glob| [prefix.as_bytes(), glob.as_str().as_bytes()].concat();
+        let mut channels = Vec::new();
+        for (i, n) in namespaces.iter().enumerate() {
+            channels.push((channel(&n.pattern), i, false));
+            if let Some(f) = &n.fence_pattern {
+                channels.push((channel(f), i, true));
+            }
+        }
         let metrics = metrics.for_target(&target.name, namespaces);
         let takeovers = namespaces
             .iter()
@@ -237,7 +270,7 @@ impl Watcher {
             .await
             .map_err(|_| SessionError::Timeout("connecting for pub/sub"))??;
         let (mut sink, mut stream) = pubsub.split();
-        for channel in &self.channels {
+        for (channel, _, _) in &self.channels {
             tokio::time::timeout(limit, sink.psubscribe(channel.as_slice()))
                 .await
                 .map_err(|_| SessionError::Timeout("PSUBSCRIBE"))??;
@@ -248,6 +281,13 @@ impl Watcher {
         let marks: Vec<u32> = self.locks.namespaces.iter().map(|n| n.table().pass_number()).collect();
         self.set_connected(true);
         tracing::info!(target_name = %self.target.name, patterns = self.channels.len(), "subscribed to keyspace notifications");
+        let mut complete = !matches!(applied, Applied::Missing { .. });
+        if complete {
+            self.locks.subscribed();
+        }
+        let _unsubscribe = Unsubscribe(self.locks.clone());
+        let mut flags_check = tokio::time::interval(FLAGS_CHECK_EVERY);
+        flags_check.reset();
 
         let (tx, mut rx) = mpsc::channel::<ReadResult>(READS_IN_FLIGHT * 2);
         let mut pending: Vec<ReadRequest> = Vec::new();
@@ -260,17 +300,13 @@ impl Watcher {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return Ok(()),
-                Some((keys, owners)) = rx.recv() => {
+                Some((ns, requests, reads)) = rx.recv() => {
                     in_flight -= 1;
-                    let wall = wall_ms();
-                    let mut history = self.state.history();
-                    let mut obs = Recorder::new(self, &mut history, &mut pending, wall);
-                    for (i, (key, generation)) in keys.iter().enumerate() {
-                        let owner = owners.as_ref().and_then(|o| o.get(i).copied().flatten());
-                        tracker.owner_read(key, *generation, owner, &mut obs);
-                    }
-                    drop(history);
+                    self.reads_done(tracker, ns, &requests, reads.as_deref(), &mut pending);
                     self.flush_reads(&mut pending, &mut in_flight, &tx);
+                }
+                _ = flags_check.tick() => {
+                    complete = self.recheck_flags(complete, limit).await;
                 }
                 msg = stream.next() => {
                     let Some(first) = msg else { return Err(SessionError::Closed) };
@@ -308,51 +344,106 @@ impl Watcher {
         }
     }
 
-    /// Start owner-read pipelines for what is pending, as far as the in-flight bound allows.
+    /// Start read pipelines for what is pending, as far as the in-flight bound allows.
     fn flush_reads(&self, pending: &mut Vec<ReadRequest>, in_flight: &mut usize, tx: &mpsc::Sender<ReadResult>) {
         if pending.len() > MAX_PENDING_READS {
             pending.drain(..pending.len() - MAX_PENDING_READS);
         }
         while !pending.is_empty() && *in_flight < READS_IN_FLIGHT {
             let ns = pending[0].ns;
-            let mut keys = Vec::new();
             let mut batch = Vec::new();
-            pending.retain_mut(|r| {
-                if r.ns == ns && keys.len() < 1000 {
-                    keys.push(std::mem::take(&mut r.key));
-                    batch.push(r.generation);
-                    false
+            let mut i = 0;
+            while i < pending.len() && batch.len() < 1000 {
+                if pending[i].ns == ns {
+                    batch.push(pending.swap_remove(i));
                 } else {
-                    true
+                    i += 1;
                 }
-            });
+            }
             let kind = self.namespaces[ns].value.clone();
             let mut conn = self.conn.clone();
-            let locks = self.locks.clone();
             let tx = tx.clone();
             let timeout = self.target.sample_budget;
             *in_flight += 1;
             tokio::spawn(async move {
-                let read = tokio::time::timeout(timeout, read::read_owners(&mut conn, &kind, &keys)).await;
-                let owners = match read {
-                    Ok(Ok(owners)) => {
-                        let ns_locks = &locks.namespaces[ns];
-                        Some(
-                            owners
-                                .iter()
-                                .map(|o| o.as_deref().map(|o| ns_locks.owner_hash(o)))
-                                .collect(),
-                        )
-                    }
+                let keys: Vec<Vec<u8>> = batch.iter().map(|r| r.key.clone()).collect();
+                let reads = match tokio::time::timeout(timeout, read::read_locks(&mut conn, &kind, &keys)).await {
+                    Ok(Ok(reads)) => Some(reads),
                     Ok(Err(e)) => {
                         tracing::debug!(error = %e, "owner read failed; those owners stay unknown");
                         None
                     }
                     Err(_) => None,
                 };
-                let _ = tx.send((keys.into_iter().zip(batch).collect(), owners)).await;
+                let _ = tx.send((ns, batch, reads)).await;
             });
         }
+    }
+
+    /// Reads answered: owners to the tracker, owners and TTLs to the lock table.
+    fn reads_done(
+        &self,
+        tracker: &mut Tracker,
+        ns: usize,
+        requests: &[ReadRequest],
+        reads: Option<&[KeyRead]>,
+        pending: &mut Vec<ReadRequest>,
+    ) {
+        let Some(ns_locks) = self.locks.namespaces.get(ns) else {
+            return;
+        };
+        if let Some(reads) = reads {
+            let now = self.locks.now_ms();
+            let mut table = ns_locks.table();
+            for (r, read) in requests.iter().zip(reads) {
+                if let Some(seq) = r.seq {
+                    table.event_read(&ns_locks.config, &r.key, seq, found(read), now);
+                }
+            }
+        }
+        let wall = wall_ms();
+        let mut history = self.state.history();
+        let mut obs = Recorder::new(self, &mut history, pending, wall);
+        for (i, r) in requests.iter().enumerate() {
+            let Some(generation) = r.generation else { continue };
+            let owner = match reads.and_then(|x| x.get(i)) {
+                Some(KeyRead::Lock { owner, .. }) => Some(ns_locks.owner_hash(owner)),
+                _ => None,
+            };
+            tracker.owner_read(&r.key, generation, owner, &mut obs);
+        }
+    }
+
+    /// Check `notify-keyspace-events` again: flags switched off at runtime (or a restart
+    /// without them) put the target in scan mode, flags back return it to events mode
+    /// (`configure` puts them back itself). Returns whether the flags are complete.
+    async fn recheck_flags(&mut self, complete: bool, limit: Duration) -> bool {
+        let policy = match self.target.notifications {
+            Notifications::Configure => Notifications::Configure,
+            _ => Notifications::Auto,
+        };
+        let applied = match tokio::time::timeout(limit, notify::apply(policy, &self.needed, &mut self.conn)).await {
+            Ok(Ok(a)) => a,
+            _ => return complete, // the PING of the subscription tells about the connection
+        };
+        let now = !matches!(applied, Applied::Missing { .. });
+        if now != complete || matches!(applied, Applied::Configured { .. }) {
+            self.report_applied(&applied);
+        }
+        match (complete, now) {
+            (true, false) => {
+                tracing::warn!(target_name = %self.target.name,
+                    "notify-keyspace-events no longer has what lockwatch needs: scan mode until it does");
+                self.locks.unsubscribed();
+            }
+            (false, true) => {
+                tracing::info!(target_name = %self.target.name,
+                    "notify-keyspace-events has what lockwatch needs again: events mode");
+                self.locks.subscribed();
+            }
+            _ => {}
+        }
+        now
     }
 
     fn report_applied(&self, applied: &Applied) {

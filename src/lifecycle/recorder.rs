@@ -67,25 +67,96 @@ impl<'a> Recorder<'a> {
 
     /// One pub/sub message: which namespace (by the pattern it came through), which key, which event.
     pub(super) fn handle(&mut self, tracker: &mut Tracker, msg: &redis::Msg, now_ms: i64, marks: &[u32]) {
-        let Some(notice) = Notice::parse(msg.get_payload_bytes()) else {
-            return;
-        };
+        let event = msg.get_payload_bytes();
         let (Ok(Some(pattern)), Ok(channel)) = (msg.get_pattern::<Option<Vec<u8>>>(), msg.get_channel::<Vec<u8>>())
         else {
             return;
         };
-        let Some(ns) = self.w.channels.iter().position(|c| *c == pattern) else {
+        let Some(&(_, ns, fence)) = self.w.channels.iter().find(|(c, _, _)| *c == pattern) else {
             return;
         };
         let Some(key) = channel.get(self.w.prefix_len..) else {
             return;
         };
+        // The tracker first: its owner fallback reads the lock table as it was before
+        // this event.
+        if !fence && let Some(notice) = Notice::parse(event) {
+            self.notice(tracker, ns, key, notice, now_ms, marks);
+        }
+        if self.w.locks.subscription().is_some() {
+            self.track(ns, fence, key, event);
+        }
+    }
+
+    fn notice(&mut self, tracker: &mut Tracker, ns: usize, key: &[u8], notice: Notice, now_ms: i64, marks: &[u32]) {
         let locks = &self.w.locks;
         let fallback = || {
             let ns_locks = locks.namespaces.get(ns)?;
             ns_locks.table().owner_seen_after(key, marks.get(ns).copied()?)
         };
         tracker.notice(ns, key, notice, now_ms, fallback, self);
+    }
+}
+
+impl Recorder<'_> {
+    /// Events mode: the event's word on whether `key` exists, into the lock table; a
+    /// written lock key is read (owner and TTL) next.
+    fn track(&mut self, ns: usize, fence: bool, key: &[u8], event: &[u8]) {
+        let Some(ns_locks) = self.w.locks.namespaces.get(ns) else {
+            return;
+        };
+        let membership = Membership::of(event);
+        if membership == Membership::Unrelated {
+            return;
+        }
+        let now = self.w.locks.now_ms();
+        let mut table = ns_locks.table();
+        match (membership, fence) {
+            (Membership::Written, false) => {
+                let seq = table.announce(key, now);
+                drop(table);
+                // The tracker may have asked for this key's owner for the same event.
+                if let Some(last) = self.reads.last_mut()
+                    && last.ns == ns
+                    && last.key == key
+                    && last.seq.is_none()
+                {
+                    last.seq = Some(seq);
+                    return;
+                }
+                self.reads.push(ReadRequest {
+                    ns,
+                    key: key.to_vec(),
+                    generation: None,
+                    seq: Some(seq),
+                });
+            }
+            (Membership::Written, true) => table.announce_fence(key),
+            (Membership::Removed, false) => table.forget(key),
+            (Membership::Removed, true) => table.forget_fence(key),
+            (Membership::Unrelated, _) => {}
+        }
+    }
+}
+
+/// What a keyspace event says about the key's existence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Membership {
+    /// It exists and was written: its value or TTL may have changed.
+    Written,
+    /// It is gone (deleted, expired, evicted, renamed or moved away).
+    Removed,
+    Unrelated,
+}
+
+impl Membership {
+    fn of(event: &[u8]) -> Self {
+        match event {
+            b"set" | b"hset" | b"hincrby" | b"hincrbyfloat" | b"hdel" | b"expire" | b"persist" | b"rename_to"
+            | b"restore" | b"copy_to" | b"incrby" | b"incrbyfloat" | b"move_to" => Membership::Written,
+            b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => Membership::Removed,
+            _ => Membership::Unrelated,
+        }
     }
 }
 
@@ -123,7 +194,8 @@ impl Observer for Recorder<'_> {
         self.reads.push(ReadRequest {
             ns,
             key: key.to_vec(),
-            generation,
+            generation: Some(generation),
+            seq: None,
         });
     }
 

@@ -5,11 +5,13 @@
 //!
 //! Knows nothing of Redis or metrics; TTL arithmetic is in `ttl` (pure).
 
+pub mod events;
 pub mod table;
 pub(crate) mod ttl;
 pub(crate) mod view;
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -62,6 +64,10 @@ pub struct TargetLocks {
     status: Mutex<TargetStatus>,
     /// Origin of the sampler clock: lock ages are measured from it.
     origin: Instant,
+    /// The watcher's subscription: 0 while not subscribed, else the number of the
+    /// subscription (it grows with each one), so the sampler sees every resubscription.
+    subscription: AtomicU64,
+    subscriptions: AtomicU64,
 }
 
 impl TargetLocks {
@@ -83,6 +89,8 @@ impl TargetLocks {
                 .collect(),
             status: Mutex::new(TargetStatus::default()),
             origin: Instant::now(),
+            subscription: AtomicU64::new(0),
+            subscriptions: AtomicU64::new(0),
         }
     }
 
@@ -93,6 +101,23 @@ impl TargetLocks {
     /// Change the status under its lock; `f` sees the previous one.
     pub fn update_status<R>(&self, f: impl FnOnce(&mut TargetStatus) -> R) -> R {
         f(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The watcher is subscribed, with flags that let it see every lock event: the
+    /// target's locks are tracked from events from now on.
+    pub fn subscribed(&self) {
+        let n = self.subscriptions.fetch_add(1, Ordering::Relaxed) + 1;
+        self.subscription.store(n, Ordering::Relaxed);
+    }
+
+    /// The watcher lost its subscription (or found the flags off): scan mode.
+    pub fn unsubscribed(&self) {
+        self.subscription.store(0, Ordering::Relaxed);
+    }
+
+    /// The number of the subscription in force, `None` in scan mode.
+    pub fn subscription(&self) -> Option<u64> {
+        Some(self.subscription.load(Ordering::Relaxed)).filter(|n| *n != 0)
     }
 
     /// Milliseconds on the sampler clock now.

@@ -2,8 +2,8 @@
 //! SCAN walk stands, and the census of the walk in progress.
 //!
 //! One entry per lock key: a seeded hash of its owner, when that owner was first seen, the
-//! last PTTL and the pass that last saw it — 24 bytes beside the key in the map (and the
-//! owner token in a side map only when `show_owners` is on). A *cycle* is one complete walk
+//! last PTTL and when it was read, the pass that last saw it and the events seen — 40 bytes
+//! beside the key in the map (and the owner token in a side map only when `show_owners` is on). A *cycle* is one complete walk
 //! of the namespace, over one pass or several when the budget cuts it; only a completed
 //! cycle may drop entries of keys it did not see. Knows nothing of Redis.
 
@@ -16,26 +16,48 @@ use super::ttl;
 use crate::config::NamespaceConfig;
 use crate::vocab::Unreadable;
 
-/// What the sampler remembers of one lock.
+/// What is remembered of one lock.
 #[derive(Debug, Clone)]
 pub struct LockEntry {
     /// Seeded (per-process random) hash of the owner token: comparable, not reversible offline.
     pub owner: u64,
     /// Since when (ms on the sampler clock) the current owner holds it, at the latest.
     pub since_ms: i64,
-    /// PTTL at the last pass (-1: no expiry), saturated at `i32::MAX` (24.8 days).
+    /// PTTL at the last read (-1: no expiry), saturated at `i32::MAX` (24.8 days).
     pub pttl_ms: i32,
     /// Pass number that last saw the key.
-    pass: u32,
+    pub(super) pass: u32,
+    /// When (sampler clock) the PTTL was read: the lock expires at `read_ms + pttl_ms`.
+    pub(super) read_ms: i64,
+    /// Events seen for the key (wrapping): a read answered after an event may be stale.
+    pub(super) seq: u16,
+    /// Announced by an event, owner and TTL not read yet.
+    pub(super) unread: bool,
+}
+
+impl LockEntry {
+    /// Whether the owner and TTL have been read (an entry announced by an event waits
+    /// for its read).
+    pub fn known(&self) -> bool {
+        !self.unread
+    }
+
+    /// Milliseconds left at `now_ms` (-1: no expiry; 0 once past due), from the last read.
+    pub fn pttl_at(&self, now_ms: i64) -> i64 {
+        if self.pttl_ms < 0 {
+            return i64::from(self.pttl_ms);
+        }
+        (self.read_ms + i64::from(self.pttl_ms) - now_ms).max(0)
+    }
 }
 
 /// Lock keys to what is known of them, hashed with a per-process seed.
-type KeyMap<V> = HashMap<Box<[u8]>, V, RandomState>;
+pub(super) type KeyMap<V> = HashMap<Box<[u8]>, V, RandomState>;
 
 #[derive(Debug, Clone, Copy)]
-struct FenceEntry {
-    value: i64,
-    pass: u32,
+pub(super) struct FenceEntry {
+    pub(super) value: i64,
+    pub(super) pass: u32,
 }
 
 /// Was pass `seen` part of the cycle that began at `cycle_start` and is at pass `now`?
@@ -84,6 +106,8 @@ pub struct Census {
 pub struct Counts {
     pub handoffs: u64,
     pub fence_regressions: u64,
+    /// Reconcile repairs by `Repair` index: missing, gone, changed.
+    pub repairs: [u64; 3],
 }
 
 /// Result of observing one lock, for the caller's histogram.
@@ -94,19 +118,23 @@ pub struct Observed {
 }
 
 pub struct NamespaceTable {
-    locks: KeyMap<LockEntry>,
-    fences: KeyMap<FenceEntry>,
+    pub(super) locks: KeyMap<LockEntry>,
+    pub(super) fences: KeyMap<FenceEntry>,
     /// Owner tokens by lock key; `Some` only when the config shows owners.
-    tokens: Option<KeyMap<Box<[u8]>>>,
+    pub(super) tokens: Option<KeyMap<Box<[u8]>>>,
     hasher: RandomState,
-    pass: u32,
+    pub(super) pass: u32,
     /// First pass of the cycle in progress.
     cycle_start: u32,
     /// Where the next pass continues the walk.
     position: WalkPosition,
     census: Census,
-    pending: Counts,
+    pub(super) pending: Counts,
     last: Census,
+    /// Events mode: keys of the namespace that are not readable locks, and why.
+    pub(super) odd: KeyMap<Unreadable>,
+    /// Events mode: discrepancies a read found, waiting for a second read to confirm them.
+    pub(super) suspects: KeyMap<super::events::Suspect>,
 }
 
 impl NamespaceTable {
@@ -127,6 +155,8 @@ impl NamespaceTable {
             census: Census::default(),
             pending: Counts::default(),
             last: Census::default(),
+            odd: HashMap::default(),
+            suspects: HashMap::default(),
         }
     }
 
@@ -158,8 +188,25 @@ impl NamespaceTable {
 
     /// The owner hash of `key` if a pass begun after pass `mark` saw it.
     pub fn owner_seen_after(&self, key: &[u8], mark: u32) -> Option<u64> {
-        let e = self.locks.get(key)?;
+        let e = self.locks.get(key).filter(|e| !e.unread)?;
         (self.pass.wrapping_sub(e.pass) < self.pass.wrapping_sub(mark)).then_some(e.owner)
+    }
+
+    pub(super) fn hasher(&self) -> &RandomState {
+        &self.hasher
+    }
+
+    /// Events mode: a pass begins; its number marks the keys it reads.
+    pub fn next_pass(&mut self) {
+        self.pass = self.pass.wrapping_add(1);
+    }
+
+    /// Back to scan mode: what only events mode keeps is dropped, and the next pass
+    /// starts a fresh cycle (which drops the locks it does not find).
+    pub fn enter_scan_mode(&mut self) {
+        self.odd.clear();
+        self.suspects.clear();
+        self.position = WalkPosition::START;
     }
 
     /// Seeded hash of an owner token, comparable with `LockEntry::owner`.
@@ -184,6 +231,7 @@ impl NamespaceTable {
             Some(e) if in_cycle(e.pass, cycle_start, pass) => {
                 // SCAN may return a key twice in one cycle; count it once.
                 e.pttl_ms = stored_pttl;
+                e.read_ms = now_ms;
                 return Observed { ttl_remaining_s: None };
             }
             Some(e) => {
@@ -193,6 +241,8 @@ impl NamespaceTable {
                     e.since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
                 }
                 e.pttl_ms = stored_pttl;
+                e.read_ms = now_ms;
+                e.unread = false;
                 e.pass = pass;
                 e.since_ms
             }
@@ -203,6 +253,9 @@ impl NamespaceTable {
                     since_ms,
                     pttl_ms: stored_pttl,
                     pass,
+                    read_ms: now_ms,
+                    seq: 0,
+                    unread: false,
                 };
                 self.locks.insert(Box::from(key), entry);
                 since_ms
@@ -313,179 +366,5 @@ impl NamespaceTable {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::ValueKind;
-    use crate::glob::Glob;
-    use std::time::Duration;
-
-    fn ns() -> NamespaceConfig {
-        NamespaceConfig {
-            name: "wf".into(),
-            pattern: Glob::new("wf:*").unwrap(),
-            ttl: Duration::from_secs(30),
-            renew_every: Some(Duration::from_secs(10)),
-            renew_grace: Duration::from_secs(5),
-            max_hold: Some(Duration::from_secs(60)),
-            value: ValueKind::Token,
-            fence_pattern: None,
-            log_phrases: vec![],
-            alerts: Default::default(),
-        }
-    }
-
-    #[test]
-    fn tallies_held_no_ttl_overdue_and_age() {
-        let (ns, mut t) = (ns(), NamespaceTable::new(false));
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"a", 29_000, 100_000);
-        t.observe_lock(&ns, b"wf:2", b"b", -1, 100_000);
-        let o = t.observe_lock(&ns, b"wf:3", b"c", 4_000, 100_000);
-        assert_eq!(o.ttl_remaining_s, Some(4.0));
-        let tally = t.complete();
-        assert_eq!(
-            (tally.held, tally.without_ttl, tally.overdue, tally.too_long),
-            (3, 1, 1, 0)
-        );
-        assert_eq!(tally.max_age_ms, 26_000, "wf:3 was set at least 26 s ago");
-    }
-
-    #[test]
-    fn handoff_counts_owner_change_and_resets_age() {
-        let (ns, mut t) = (ns(), NamespaceTable::new(true));
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"a", 30_000, 0);
-        t.complete();
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"a", 30_000, 70_000);
-        let tally = t.complete();
-        assert_eq!(
-            (t.take_counts().handoffs, tally.too_long, tally.max_age_ms),
-            (0, 1, 70_000)
-        );
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"b", 30_000, 80_000);
-        let tally = t.complete();
-        assert_eq!((t.take_counts().handoffs, tally.too_long, tally.max_age_ms), (1, 0, 0));
-        assert_eq!(t.token(b"wf:1"), Some(&b"b"[..]));
-    }
-
-    #[test]
-    fn tokens_are_kept_only_when_shown_and_dropped_with_the_lock() {
-        let ns = ns();
-        let mut hidden = NamespaceTable::new(false);
-        hidden.begin();
-        hidden.observe_lock(&ns, b"wf:1", b"secret", 20_000, 0);
-        hidden.complete();
-        assert_eq!(hidden.token(b"wf:1"), None);
-        let mut shown = NamespaceTable::new(true);
-        shown.begin();
-        shown.observe_lock(&ns, b"wf:1", b"secret", 20_000, 0);
-        shown.complete();
-        assert_eq!(shown.token(b"wf:1"), Some(&b"secret"[..]));
-        shown.begin();
-        shown.complete();
-        assert_eq!(shown.token(b"wf:1"), None);
-    }
-
-    #[test]
-    fn entry_stays_small() {
-        assert_eq!(std::mem::size_of::<LockEntry>(), 24);
-    }
-
-    #[test]
-    fn duplicate_scan_results_count_once_per_cycle() {
-        let (ns, mut t) = (ns(), NamespaceTable::new(false));
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
-        t.suspend(WalkPosition {
-            phase: Phase::Locks,
-            cursor: 7,
-        });
-        assert_eq!(
-            t.begin(),
-            WalkPosition {
-                phase: Phase::Locks,
-                cursor: 7
-            },
-            "the walk resumes"
-        );
-        let again = t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
-        assert_eq!(again.ttl_remaining_s, None);
-        assert_eq!(t.complete().held, 1);
-    }
-
-    #[test]
-    fn a_cycle_over_several_passes_drops_only_what_it_did_not_see() {
-        let (ns, mut t) = (ns(), NamespaceTable::new(false));
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
-        t.observe_lock(&ns, b"wf:2", b"a", 20_000, 0);
-        t.complete();
-        // Next cycle, cut after wf:1; the gauges keep the last complete cycle's values.
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
-        t.suspend(WalkPosition {
-            phase: Phase::Locks,
-            cursor: 3,
-        });
-        assert_eq!((t.len(), t.last().held), (2, 2));
-        // It ends in the next pass without meeting wf:2, which is then gone.
-        t.begin();
-        t.observe_lock(&ns, b"wf:3", b"a", 20_000, 0);
-        let tally = t.complete();
-        assert_eq!(tally.held, 2);
-        assert!(t.lock(b"wf:2").is_none() && t.lock(b"wf:1").is_some());
-        assert_eq!(t.begin(), WalkPosition::START);
-    }
-
-    #[test]
-    fn counts_survive_an_abandoned_pass() {
-        let (ns, mut t) = (ns(), NamespaceTable::new(false));
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
-        t.complete();
-        t.begin();
-        t.observe_lock(&ns, b"wf:1", b"b", 20_000, 0);
-        t.abandon();
-        assert_eq!(
-            t.take_counts().handoffs,
-            1,
-            "the handoff is published even though the pass failed"
-        );
-        assert_eq!(t.len(), 1, "an abandoned walk drops nothing");
-        assert_eq!(t.begin(), WalkPosition::START);
-        t.observe_lock(&ns, b"wf:1", b"b", 20_000, 0);
-        t.complete();
-        assert_eq!(t.take_counts().handoffs, 0, "and is not counted twice");
-    }
-
-    #[test]
-    fn fence_regressions_backwards_and_vanished() {
-        let mut t = NamespaceTable::new(false);
-        t.begin();
-        t.observe_fence(b"f:1", 10);
-        t.observe_fence(b"f:2", 5);
-        let tally = t.complete();
-        assert_eq!((tally.fence_max, t.take_counts().fence_regressions), (Some(10), 0));
-        t.begin();
-        t.observe_fence(b"f:1", 7);
-        t.observe_fence(b"f:2", 6);
-        let tally = t.complete();
-        assert_eq!((tally.fence_max, t.take_counts().fence_regressions), (Some(7), 1));
-        t.begin();
-        t.observe_fence(b"f:2", 6);
-        t.complete();
-        assert_eq!(t.take_counts().fence_regressions, 1, "f:1 vanished");
-        t.begin();
-        t.suspend(WalkPosition {
-            phase: Phase::Fences,
-            cursor: 9,
-        });
-        assert_eq!(
-            t.take_counts().fence_regressions,
-            0,
-            "an unfinished walk proves nothing vanished"
-        );
-    }
-}
+#[path = "table_tests.rs"]
+mod tests;

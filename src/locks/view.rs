@@ -54,7 +54,7 @@ pub(crate) fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>)
             let ns = &ns_locks.config;
             let fence_of = ns.fence_map();
             let table = ns_locks.table();
-            for (key, e) in table.locks() {
+            for (key, e) in table.locks().filter(|(_, e)| e.known()) {
                 out.push(LockView {
                     target: target.name.clone(),
                     namespace: ns.name.clone(),
@@ -64,10 +64,10 @@ pub(crate) fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>)
                         _ => "<redacted>".to_string(),
                     },
                     owner_hash: format!("{:016x}", e.owner),
-                    pttl_ms: i64::from(e.pttl_ms),
+                    pttl_ms: e.pttl_at(now_ms),
                     age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
                     fence: fence_of.key_for(key).and_then(|k| table.fence(&k)),
-                    overdue: ttl::renewal_overdue(i64::from(e.pttl_ms), ns.overdue_below()),
+                    overdue: ttl::renewal_overdue(e.pttl_at(now_ms), ns.overdue_below()),
                 });
             }
         }

@@ -43,6 +43,8 @@ pub struct SamplerMetrics {
     tracking_mode: IntGaugeVec,
     /// Labels target, namespace, kind.
     reconcile_repairs_total: IntCounterVec,
+    /// For the scrape-time census of events mode.
+    registry: Registry,
 }
 
 impl SamplerMetrics {
@@ -126,6 +128,7 @@ impl SamplerMetrics {
                 "What the reconciling SCAN found that keyspace notifications had missed: a lock not announced (missing), one gone unannounced (gone), one whose owner or expiry differs (changed).",
                 &["target", "namespace", "kind"],
             )?,
+            registry: r.clone(),
         };
         for target in &config.targets {
             m.pre_export(target, &config.namespaces);
@@ -176,6 +179,16 @@ impl SamplerMetrics {
     pub(crate) fn publish_counts(&self, target: &str, ns: &NamespaceConfig, c: Counts) {
         let l = [target, ns.name.as_str()];
         self.lock_handoffs_total.with_label_values(&l).inc_by(c.handoffs);
+        for kind in Repair::ALL {
+            let n = c.repairs[kind.index()];
+            if n > 0 {
+                self.reconcile_repairs_total
+                    .with_label_values(&[target, ns.name.as_str(), kind.as_str()])
+                    .inc_by(n);
+                tracing::info!(target_name = %target, namespace = %ns.name, kind = kind.as_str(), count = n,
+                    "reconcile repaired what keyspace notifications missed; counted in lockwatch_reconcile_repairs_total");
+            }
+        }
         if ns.fence_pattern.is_some() {
             self.fence_regressions_total
                 .with_label_values(&l)
@@ -187,7 +200,42 @@ impl SamplerMetrics {
         }
     }
 
-    /// The gauges, from a completed cycle.
+    /// The remaining-TTL histogram of a namespace.
+    pub(crate) fn ttl_histogram(&self, target: &str, ns: &str) -> prometheus::Histogram {
+        self.lock_ttl_remaining_seconds.with_label_values(&[target, ns])
+    }
+
+    /// Keys a reconciling SCAN returned.
+    pub(crate) fn keys_scanned(&self, target: &str, n: u64) {
+        self.keys_scanned_total.with_label_values(&[target]).inc_by(n);
+    }
+
+    /// The target is now in `mode`.
+    pub(crate) fn set_mode(&self, target: &str, mode: TrackingMode) {
+        for m in TrackingMode::ALL {
+            self.tracking_mode
+                .with_label_values(&[target, m.as_str()])
+                .set(i64::from(m == mode));
+        }
+    }
+
+    /// In events mode, the gauges follow the clock: each scrape takes the census of that
+    /// moment, so a holder that stopped renewing shows at its mark, whatever the passes.
+    pub(crate) fn follow_clock(&self, target: &str, locks: std::sync::Arc<TargetLocks>) {
+        let (me, target) = (self.clone(), target.to_string());
+        self.registry.before_encode(move || {
+            if locks.subscription().is_none() {
+                return;
+            }
+            let now = locks.now_ms();
+            for ns in &locks.namespaces {
+                let census = ns.table().census_at(&ns.config, now);
+                me.publish_census(&target, &ns.config, &census);
+            }
+        });
+    }
+
+    /// The gauges, from a completed cycle (scan mode) or the census of now (events mode).
     pub(crate) fn publish_census(&self, target: &str, ns: &NamespaceConfig, c: &Census) {
         let l = [target, ns.name.as_str()];
         self.locks_held.with_label_values(&l).set(c.held);

@@ -5,7 +5,9 @@
 //! published. A pass stops starting new batches at `sample_budget` (counted as truncated);
 //! a failing Redis marks `lockwatch_up 0` and the next pass tries again.
 
+mod events;
 pub(crate) mod metrics;
+mod reconcile;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ use crate::access::{Link, LinkError};
 use crate::config::TargetConfig;
 use crate::locks::table::{Phase, WalkPosition};
 use crate::locks::{NamespaceLocks, TargetLocks};
-use crate::vocab::Unreadable;
+use crate::vocab::{TrackingMode, Unreadable};
 pub use metrics::SamplerMetrics;
 
 /// The sampler could not be set up (the pass itself never fails this way: it reports).
@@ -47,6 +49,15 @@ pub struct Sampler {
     scan_conn: ConnectionManager,
     /// Where the next pass starts, so a truncated pass does not starve the same namespaces.
     next_start: usize,
+    /// The mode the target is in, and in events mode the subscription it follows.
+    mode: (TrackingMode, u64),
+    /// The reconciling walk of events mode.
+    walk: reconcile::Walk,
+    /// `MATCH` of the reconciling walk: every namespace's keys.
+    walk_match: String,
+    /// Events mode: when a pass is due before the next tick (right after a subscription,
+    /// and a second after a pass that found something to confirm).
+    pass_due: Option<Instant>,
 }
 
 impl Sampler {
@@ -57,6 +68,14 @@ impl Sampler {
         let link = Link::new(target)?;
         let conn = link.managed()?;
         let scan_conn = link.managed()?;
+        let patterns: Vec<&str> = locks
+            .namespaces
+            .iter()
+            .flat_map(|n| std::iter::once(&n.config.pattern).chain(&n.config.fence_pattern))
+            .map(|g| g.as_str())
+            .collect();
+        let walk_match = reconcile::common_match(&patterns);
+        metrics.follow_clock(&target.name, locks.clone());
         Ok(Sampler {
             target: target.clone(),
             locks,
@@ -64,32 +83,93 @@ impl Sampler {
             conn,
             scan_conn,
             next_start: 0,
+            mode: (TrackingMode::Scan, 0),
+            walk: reconcile::Walk::default(),
+            walk_match,
+            pass_due: None,
         })
     }
 
-    /// Run passes every `sample_interval` until `shutdown`.
+    /// Run passes every `sample_interval` (and, in events mode, reconciling steps) until
+    /// `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(self.target.sample_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut step = tokio::time::interval(reconcile::STEP);
+        step.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = self.pass() => {}
+                _ = tick.tick() => {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = self.pass() => {}
+                    }
+                }
+                _ = step.tick() => {
+                    if self.follow_mode() == TrackingMode::Events && self.pass_due.is_some_and(|t| Instant::now() >= t) {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = self.pass() => {}
+                        }
+                    }
+                    if self.mode.0 == TrackingMode::Events {
+                        let limit = self.target.sample_budget.max(Duration::from_secs(1));
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            r = tokio::time::timeout(limit, self.reconcile_step()) => {
+                                if let Ok(Err(e)) = r {
+                                    tracing::debug!(target_name = %self.target.name, error = %e, "reconciling step failed; the next one tries again");
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
     }
 
-    /// One pass over every namespace; publishes metrics and status, and reports.
+    /// Follow the watcher: events mode while it is subscribed with the flags it needs (a
+    /// new subscription starts a reconciling walk), scan mode otherwise.
+    fn follow_mode(&mut self) -> TrackingMode {
+        let now = match self.locks.subscription() {
+            Some(n) => (TrackingMode::Events, n),
+            None => (TrackingMode::Scan, 0),
+        };
+        if now != self.mode {
+            match now.0 {
+                TrackingMode::Events => {
+                    // Events may have been missed while away: walk the keyspace, and re-read
+                    // the tracked keys now rather than at the next tick.
+                    self.walk.restart();
+                    self.pass_due = Some(Instant::now());
+                }
+                TrackingMode::Scan => {
+                    for ns in &self.locks.namespaces {
+                        ns.table().enter_scan_mode();
+                    }
+                }
+            }
+            if now.0 != self.mode.0 {
+                tracing::info!(target_name = %self.target.name, mode = now.0.as_str(), "tracking mode");
+            }
+            self.metrics.set_mode(&self.target.name, now.0);
+            self.mode = now;
+        }
+        self.mode.0
+    }
+
+    /// One pass over every namespace, in the target's mode; publishes metrics and status,
+    /// and reports.
     pub async fn pass(&mut self) -> PassReport {
         let started = Instant::now();
         let deadline = started + self.target.sample_budget;
         // Hard stop: the budget plus one request timeout; only a wedged connection gets here.
         let hard = self.target.sample_budget * 2 + Duration::from_secs(1);
-        let outcome = tokio::time::timeout(hard, self.walk(deadline)).await;
+        let outcome = match self.follow_mode() {
+            TrackingMode::Scan => tokio::time::timeout(hard, self.walk(deadline)).await,
+            TrackingMode::Events => tokio::time::timeout(hard, self.events_pass(deadline)).await,
+        };
         let (keys_scanned, truncated, error) = match outcome {
             Ok(w) => (w.keys_scanned, w.truncated, w.error),
             Err(_) => (
@@ -305,13 +385,13 @@ impl Sampler {
 }
 
 #[derive(Default)]
-struct Walk {
+pub(crate) struct Walk {
     keys_scanned: u64,
     truncated: bool,
     error: Option<String>,
 }
 
-fn task_failed(e: tokio::task::JoinError) -> redis::RedisError {
+pub(crate) fn task_failed(e: tokio::task::JoinError) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Client, "read task failed", e.to_string()))
 }
 

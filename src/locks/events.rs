@@ -1,0 +1,353 @@
+//! The lock table in events mode: keyspace notifications say which keys exist and when
+//! they changed, reads after them fill in owner and expiry, and the census is taken at any
+//! moment from expiry times — a stalled holder shows at its mark, not at the next pass.
+//!
+//! What a later read finds that the events did not say (a missed notification) is a
+//! *suspect* until a second read at least `CONFIRM_MS` later, with no event for the key in
+//! between, confirms it; only then is it repaired and counted. So a notification still in
+//! flight when a read answers is never counted as missed.
+
+use std::hash::BuildHasher;
+
+use super::table::{Census, LockEntry, NamespaceTable};
+use super::ttl;
+use crate::config::NamespaceConfig;
+use crate::vocab::{Repair, Unreadable};
+
+/// How long a discrepancy must last before it counts: pub/sub delivers within this.
+pub const CONFIRM_MS: i64 = 1_000;
+/// Suspects kept at most per namespace; beyond, discrepancies wait for the next walk.
+const MAX_SUSPECTS: usize = 100_000;
+
+/// A discrepancy waiting for its second read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Suspect {
+    kind: Repair,
+    /// The entry's event count when first seen (missing keys: 0).
+    seq: u16,
+    since_ms: i64,
+}
+
+/// What a read of a key found: a lock, nothing, or a key that is not a readable lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found<'a> {
+    Lock { owner: &'a [u8], pttl_ms: i64 },
+    Gone,
+    Unreadable(Unreadable),
+}
+
+/// A key to read, with the event count it had when the read was asked for.
+#[derive(Debug, Clone)]
+pub struct ToRead {
+    pub key: Box<[u8]>,
+    pub seq: u16,
+}
+
+impl NamespaceTable {
+    /// An event says `key` was written (set, expire, persist, a hash write, rename to it):
+    /// track it, owner and TTL to be read. Returns its event count for that read.
+    pub fn announce(&mut self, key: &[u8], now_ms: i64) -> u16 {
+        self.suspects.remove(key);
+        if let Some(e) = self.locks.get_mut(key) {
+            e.seq = e.seq.wrapping_add(1);
+            return e.seq;
+        }
+        self.odd.remove(key);
+        self.locks.insert(
+            Box::from(key),
+            LockEntry {
+                owner: 0,
+                since_ms: now_ms,
+                pttl_ms: -1,
+                pass: self.pass,
+                read_ms: now_ms,
+                seq: 0,
+                unread: true,
+            },
+        );
+        0
+    }
+
+    /// An event says `key` is gone (del, expired, evicted, renamed away).
+    pub fn forget(&mut self, key: &[u8]) {
+        self.suspects.remove(key);
+        self.odd.remove(key);
+        if self.locks.remove(key).is_some()
+            && let Some(tokens) = &mut self.tokens
+        {
+            tokens.remove(key);
+        }
+    }
+
+    /// A fencing counter was written (its value is read by the next pass).
+    pub fn announce_fence(&mut self, key: &[u8]) {
+        if !self.fences.contains_key(key) {
+            self.fences.insert(Box::from(key), super::table::FenceEntry { value: 0, pass: 0 });
+        }
+    }
+
+    /// A fencing counter was deleted: it vanished, which counts as a regression.
+    pub fn forget_fence(&mut self, key: &[u8]) {
+        if self.fences.remove(key).is_some_and(|f| f.pass != 0) {
+            self.pending.fence_regressions += 1;
+        }
+    }
+
+    /// A fencing counter's value, read in events mode; going backwards counts.
+    pub fn fence_read(&mut self, key: &[u8], value: Option<i64>) {
+        let pass = self.pass.max(1);
+        match (self.fences.get_mut(key), value) {
+            (Some(f), Some(v)) => {
+                if f.pass != 0 && v < f.value {
+                    self.pending.fence_regressions += 1;
+                }
+                f.value = v;
+                f.pass = pass;
+            }
+            (None, Some(v)) => {
+                self.fences.insert(Box::from(key), super::table::FenceEntry { value: v, pass });
+            }
+            (Some(_), None) => self.forget_fence(key),
+            (None, None) => {}
+        }
+    }
+
+    /// The owner and TTL read after an event (`seq` as `announce` returned it). A read
+    /// answered after a newer event is left to that event's own read.
+    pub fn event_read(&mut self, ns: &NamespaceConfig, key: &[u8], seq: u16, found: Found<'_>, now_ms: i64) {
+        if self.locks.get(key).is_some_and(|e| e.seq != seq) {
+            return;
+        }
+        match found {
+            Found::Lock { owner, pttl_ms } => self.apply(ns, key, owner, pttl_ms, now_ms),
+            // Gone before the read: the event saying so follows.
+            Found::Gone => {}
+            Found::Unreadable(reason) => self.set_odd(key, reason),
+        }
+    }
+
+    /// Keys to re-read in a pass: every tracked lock and unreadable key, with its event count.
+    pub fn to_refresh(&self) -> Vec<ToRead> {
+        let locks = self.locks.iter().map(|(k, e)| ToRead {
+            key: k.clone(),
+            seq: e.seq,
+        });
+        let odd = self.odd.keys().map(|k| ToRead { key: k.clone(), seq: 0 });
+        locks.chain(odd).collect()
+    }
+
+    /// Fencing counters to re-read in a pass.
+    pub fn fences_to_refresh(&self) -> Vec<Box<[u8]>> {
+        self.fences.keys().cloned().collect()
+    }
+
+    /// A pass re-read a tracked key. Agreement refreshes the TTL; a disagreement that no
+    /// event explains becomes a suspect (or, confirmed, a repair). Returns the remaining
+    /// TTL in seconds for the histogram.
+    pub fn refresh_read(
+        &mut self,
+        ns: &NamespaceConfig,
+        key: &[u8],
+        seq: u16,
+        found: Found<'_>,
+        now_ms: i64,
+    ) -> Option<f64> {
+        let Some(e) = self.locks.get(key) else {
+            // An unreadable key, or one forgotten since the read was asked for.
+            match found {
+                Found::Unreadable(reason) if self.odd.contains_key(key) => self.set_odd(key, reason),
+                Found::Gone | Found::Lock { .. } => {
+                    self.odd.remove(key);
+                }
+                Found::Unreadable(_) => {}
+            }
+            return None;
+        };
+        if e.seq != seq {
+            return None; // an event came after the read was asked for; its read decides
+        }
+        let kind = match found {
+            Found::Lock { owner, pttl_ms } if e.unread || self.owner_hash(owner) == e.owner => {
+                self.suspects.remove(key);
+                self.apply(ns, key, owner, pttl_ms, now_ms);
+                self.pass_seen(key);
+                return (pttl_ms >= 0).then(|| pttl_ms as f64 / 1000.0);
+            }
+            Found::Lock { .. } => Repair::Changed,
+            Found::Gone => Repair::Gone,
+            Found::Unreadable(_) => Repair::Changed,
+        };
+        if self.confirmed(key, kind, seq, now_ms) {
+            self.pending.repairs[kind.index()] += 1;
+            match found {
+                Found::Lock { owner, pttl_ms } => self.apply(ns, key, owner, pttl_ms, now_ms),
+                Found::Gone => self.forget(key),
+                Found::Unreadable(reason) => {
+                    self.forget(key);
+                    self.set_odd(key, reason);
+                }
+            }
+        }
+        None
+    }
+
+    /// The reconciling SCAN found `key` and read it. A lock the events never announced is
+    /// a suspect (`counting`), or taken in silently (the first walk after start, which is
+    /// an inventory, not a check).
+    pub fn walk_found(&mut self, ns: &NamespaceConfig, key: &[u8], found: Found<'_>, now_ms: i64, counting: bool) {
+        if self.locks.contains_key(key) {
+            return; // tracked: passes re-read it
+        }
+        match found {
+            Found::Lock { owner, pttl_ms } => {
+                if !counting || self.confirmed(key, Repair::Missing, 0, now_ms) {
+                    if counting {
+                        self.pending.repairs[Repair::Missing.index()] += 1;
+                    }
+                    self.apply(ns, key, owner, pttl_ms, now_ms);
+                    self.pass_seen(key);
+                }
+            }
+            Found::Gone => {
+                self.suspects.remove(key);
+            }
+            Found::Unreadable(reason) => self.set_odd(key, reason),
+        }
+    }
+
+    /// Whether a tracked key's discrepancy waits for its second read (by the next pass).
+    pub fn has_suspects(&self) -> bool {
+        self.suspects.values().any(|s| s.kind != Repair::Missing)
+    }
+
+    /// Keys found missing by a walk and waiting for their second read.
+    pub fn missing_suspects(&self, now_ms: i64) -> Vec<Box<[u8]>> {
+        self.suspects
+            .iter()
+            .filter(|(_, s)| s.kind == Repair::Missing && now_ms - s.since_ms >= CONFIRM_MS)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The census now, from expiry times: the gauges' values at this moment.
+    pub fn census_at(&self, ns: &NamespaceConfig, now_ms: i64) -> Census {
+        let mut c = Census::default();
+        let below = ns.overdue_below();
+        for e in self.locks.values() {
+            c.held += 1;
+            if e.unread {
+                continue;
+            }
+            let pttl = e.pttl_at(now_ms);
+            if pttl == -1 {
+                c.without_ttl += 1;
+            }
+            if ttl::renewal_overdue(pttl, below) {
+                c.overdue += 1;
+            }
+            let age_ms = u64::try_from(now_ms.saturating_sub(e.since_ms)).unwrap_or(0);
+            if ttl::held_too_long(age_ms, ns.max_hold) {
+                c.too_long += 1;
+            }
+            c.max_age_ms = c.max_age_ms.max(age_ms);
+        }
+        for reason in self.odd.values() {
+            match reason {
+                Unreadable::WrongType => c.wrong_type += 1,
+                Unreadable::BadValue => c.bad_value += 1,
+            }
+        }
+        c.fence_max = self.fences.values().filter(|f| f.pass != 0).map(|f| f.value).max();
+        c
+    }
+
+    /// Whether a discrepancy of `kind` on `key` was already seen at least `CONFIRM_MS` ago
+    /// with the same event count; otherwise it is (re)noted as a suspect.
+    fn confirmed(&mut self, key: &[u8], kind: Repair, seq: u16, now_ms: i64) -> bool {
+        match self.suspects.get(key) {
+            Some(s) if s.kind == kind && s.seq == seq => {
+                if now_ms - s.since_ms >= CONFIRM_MS {
+                    self.suspects.remove(key);
+                    return true;
+                }
+                false
+            }
+            _ => {
+                if self.suspects.len() < MAX_SUSPECTS {
+                    self.suspects.insert(
+                        Box::from(key),
+                        Suspect {
+                            kind,
+                            seq,
+                            since_ms: now_ms,
+                        },
+                    );
+                }
+                false
+            }
+        }
+    }
+
+    /// Take a read as the truth: owner (a new one is a handoff), TTL, token.
+    fn apply(&mut self, ns: &NamespaceConfig, key: &[u8], owner: &[u8], pttl_ms: i64, now_ms: i64) {
+        let hash = self.hasher().hash_one(owner);
+        let pttl = i32::try_from(pttl_ms).unwrap_or(i32::MAX);
+        let pass = self.pass;
+        self.odd.remove(key);
+        match self.locks.get_mut(key) {
+            Some(e) => {
+                if e.unread {
+                    e.owner = hash;
+                    e.unread = false;
+                } else if e.owner != hash {
+                    self.pending.handoffs += 1;
+                    e.owner = hash;
+                    e.since_ms = now_ms;
+                }
+                e.pttl_ms = pttl;
+                e.read_ms = now_ms;
+            }
+            None => {
+                let since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
+                self.locks.insert(
+                    Box::from(key),
+                    LockEntry {
+                        owner: hash,
+                        since_ms,
+                        pttl_ms: pttl,
+                        pass,
+                        read_ms: now_ms,
+                        seq: 0,
+                        unread: false,
+                    },
+                );
+            }
+        }
+        if let Some(tokens) = &mut self.tokens
+            && tokens.get(key).is_none_or(|t| **t != *owner)
+        {
+            tokens.insert(Box::from(key), Box::from(owner));
+        }
+    }
+
+    fn set_odd(&mut self, key: &[u8], reason: Unreadable) {
+        self.forget_lock_only(key);
+        self.odd.insert(Box::from(key), reason);
+    }
+
+    fn forget_lock_only(&mut self, key: &[u8]) {
+        if self.locks.remove(key).is_some()
+            && let Some(tokens) = &mut self.tokens
+        {
+            tokens.remove(key);
+        }
+    }
+
+    /// Mark `key` as seen by the pass in progress (the watcher's owner fallback reads this).
+    fn pass_seen(&mut self, key: &[u8]) {
+        let pass = self.pass;
+        if let Some(e) = self.locks.get_mut(key) {
+            e.pass = pass;
+        }
+    }
+}

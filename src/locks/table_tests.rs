@@ -1,0 +1,177 @@
+//! The lock table's unit tests: cycles, handoffs, fences, and the events-mode census and repairs.
+
+use super::*;
+use crate::config::ValueKind;
+use crate::glob::Glob;
+use std::time::Duration;
+
+fn ns() -> NamespaceConfig {
+    NamespaceConfig {
+        name: "wf".into(),
+        pattern: Glob::new("wf:*").unwrap(),
+        ttl: Duration::from_secs(30),
+        renew_every: Some(Duration::from_secs(10)),
+        renew_grace: Duration::from_secs(5),
+        max_hold: Some(Duration::from_secs(60)),
+        value: ValueKind::Token,
+        fence_pattern: None,
+        log_phrases: vec![],
+        alerts: Default::default(),
+    }
+}
+
+#[test]
+fn tallies_held_no_ttl_overdue_and_age() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"a", 29_000, 100_000);
+    t.observe_lock(&ns, b"wf:2", b"b", -1, 100_000);
+    let o = t.observe_lock(&ns, b"wf:3", b"c", 4_000, 100_000);
+    assert_eq!(o.ttl_remaining_s, Some(4.0));
+    let tally = t.complete();
+    assert_eq!(
+        (tally.held, tally.without_ttl, tally.overdue, tally.too_long),
+        (3, 1, 1, 0)
+    );
+    assert_eq!(tally.max_age_ms, 26_000, "wf:3 was set at least 26 s ago");
+}
+
+#[test]
+fn handoff_counts_owner_change_and_resets_age() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(true));
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"a", 30_000, 0);
+    t.complete();
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"a", 30_000, 70_000);
+    let tally = t.complete();
+    assert_eq!(
+        (t.take_counts().handoffs, tally.too_long, tally.max_age_ms),
+        (0, 1, 70_000)
+    );
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"b", 30_000, 80_000);
+    let tally = t.complete();
+    assert_eq!((t.take_counts().handoffs, tally.too_long, tally.max_age_ms), (1, 0, 0));
+    assert_eq!(t.token(b"wf:1"), Some(&b"b"[..]));
+}
+
+#[test]
+fn tokens_are_kept_only_when_shown_and_dropped_with_the_lock() {
+    let ns = ns();
+    let mut hidden = NamespaceTable::new(false);
+    hidden.begin();
+    hidden.observe_lock(&ns, b"wf:1", b"secret", 20_000, 0);
+    hidden.complete();
+    assert_eq!(hidden.token(b"wf:1"), None);
+    let mut shown = NamespaceTable::new(true);
+    shown.begin();
+    shown.observe_lock(&ns, b"wf:1", b"secret", 20_000, 0);
+    shown.complete();
+    assert_eq!(shown.token(b"wf:1"), Some(&b"secret"[..]));
+    shown.begin();
+    shown.complete();
+    assert_eq!(shown.token(b"wf:1"), None);
+}
+
+#[test]
+fn entry_stays_small() {
+    // owner, since, read time (8 each), PTTL and pass (4 each), event count (2), unread (1).
+    assert_eq!(std::mem::size_of::<LockEntry>(), 40);
+}
+
+#[test]
+fn duplicate_scan_results_count_once_per_cycle() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
+    t.suspend(WalkPosition {
+        phase: Phase::Locks,
+        cursor: 7,
+    });
+    assert_eq!(
+        t.begin(),
+        WalkPosition {
+            phase: Phase::Locks,
+            cursor: 7
+        },
+        "the walk resumes"
+    );
+    let again = t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
+    assert_eq!(again.ttl_remaining_s, None);
+    assert_eq!(t.complete().held, 1);
+}
+
+#[test]
+fn a_cycle_over_several_passes_drops_only_what_it_did_not_see() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
+    t.observe_lock(&ns, b"wf:2", b"a", 20_000, 0);
+    t.complete();
+    // Next cycle, cut after wf:1; the gauges keep the last complete cycle's values.
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
+    t.suspend(WalkPosition {
+        phase: Phase::Locks,
+        cursor: 3,
+    });
+    assert_eq!((t.len(), t.last().held), (2, 2));
+    // It ends in the next pass without meeting wf:2, which is then gone.
+    t.begin();
+    t.observe_lock(&ns, b"wf:3", b"a", 20_000, 0);
+    let tally = t.complete();
+    assert_eq!(tally.held, 2);
+    assert!(t.lock(b"wf:2").is_none() && t.lock(b"wf:1").is_some());
+    assert_eq!(t.begin(), WalkPosition::START);
+}
+
+#[test]
+fn counts_survive_an_abandoned_pass() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
+    t.complete();
+    t.begin();
+    t.observe_lock(&ns, b"wf:1", b"b", 20_000, 0);
+    t.abandon();
+    assert_eq!(
+        t.take_counts().handoffs,
+        1,
+        "the handoff is published even though the pass failed"
+    );
+    assert_eq!(t.len(), 1, "an abandoned walk drops nothing");
+    assert_eq!(t.begin(), WalkPosition::START);
+    t.observe_lock(&ns, b"wf:1", b"b", 20_000, 0);
+    t.complete();
+    assert_eq!(t.take_counts().handoffs, 0, "and is not counted twice");
+}
+
+#[test]
+fn fence_regressions_backwards_and_vanished() {
+    let mut t = NamespaceTable::new(false);
+    t.begin();
+    t.observe_fence(b"f:1", 10);
+    t.observe_fence(b"f:2", 5);
+    let tally = t.complete();
+    assert_eq!((tally.fence_max, t.take_counts().fence_regressions), (Some(10), 0));
+    t.begin();
+    t.observe_fence(b"f:1", 7);
+    t.observe_fence(b"f:2", 6);
+    let tally = t.complete();
+    assert_eq!((tally.fence_max, t.take_counts().fence_regressions), (Some(7), 1));
+    t.begin();
+    t.observe_fence(b"f:2", 6);
+    t.complete();
+    assert_eq!(t.take_counts().fence_regressions, 1, "f:1 vanished");
+    t.begin();
+    t.suspend(WalkPosition {
+        phase: Phase::Fences,
+        cursor: 9,
+    });
+    assert_eq!(
+        t.take_counts().fence_regressions,
+        0,
+        "an unfinished walk proves nothing vanished"
+    );
+}

@@ -1,0 +1,126 @@
+//! The sampler's pass in events mode: the keyspace notifications say which lock keys
+//! exist, so a pass reads only those (owner and PTTL, pipelined) and the fencing counters
+//! the events announced — its cost follows the number of locks, not the keyspace. What a
+//! read finds that the events did not say goes to the lock table as a suspect or repair.
+
+use std::time::Instant;
+
+use super::Sampler;
+use crate::access::read::{self, Counter, KeyRead};
+use crate::locks::NamespaceLocks;
+use crate::locks::events::{Found, ToRead};
+
+/// Read pipelines of a pass in flight at once.
+const READS_IN_FLIGHT: usize = 4;
+
+/// A read as the lock table takes it.
+pub(super) fn found(read: &KeyRead) -> Found<'_> {
+    match read {
+        KeyRead::Lock { owner, pttl_ms } => Found::Lock {
+            owner,
+            pttl_ms: *pttl_ms,
+        },
+        KeyRead::Gone => Found::Gone,
+        KeyRead::Unreadable(reason) => Found::Unreadable(*reason),
+    }
+}
+
+impl Sampler {
+    /// Re-read every tracked key and fencing counter of every namespace; publish the census.
+    pub(super) async fn events_pass(&mut self, deadline: Instant) -> super::Walk {
+        let mut walk = super::Walk::default();
+        self.pass_due = None;
+        for i in 0..self.locks.namespaces.len() {
+            let ns_locks = &self.locks.namespaces[i];
+            let result = self.refresh_namespace(ns_locks, deadline).await;
+            let now = self.locks.now_ms();
+            let (census, counts) = {
+                let mut table = ns_locks.table();
+                if table.has_suspects() {
+                    // Their second read: a second from now, not a whole interval.
+                    self.pass_due = Some(Instant::now() + std::time::Duration::from_millis(1100));
+                }
+                (table.census_at(&ns_locks.config, now), table.take_counts())
+            };
+            self.metrics.publish_counts(&self.target.name, &ns_locks.config, counts);
+            self.metrics.publish_census(&self.target.name, &ns_locks.config, &census);
+            match result {
+                Ok(true) => {}
+                Ok(false) => walk.truncated = true,
+                Err(e) => {
+                    let stop = e.is_io_error() || e.is_timeout() || e.is_unrecoverable_error();
+                    walk.error
+                        .get_or_insert_with(|| format!("namespace {}: {e}", ns_locks.config.name));
+                    if stop {
+                        break;
+                    }
+                }
+            }
+        }
+        walk
+    }
+
+    /// One namespace's tracked keys and counters, re-read. `Ok(false)` when cut by the budget.
+    async fn refresh_namespace(&self, ns_locks: &NamespaceLocks, deadline: Instant) -> redis::RedisResult<bool> {
+        let ns = &ns_locks.config;
+        let (keys, fences) = {
+            let mut table = ns_locks.table();
+            table.next_pass();
+            (table.to_refresh(), table.fences_to_refresh())
+        };
+        let hist = self.metrics.ttl_histogram(&self.target.name, &ns.name);
+        let mut reads = tokio::task::JoinSet::new();
+        let mut pages = keys.chunks(self.target.scan_count.max(1)).peekable();
+        let mut cut = false;
+        loop {
+            while reads.len() < READS_IN_FLIGHT
+                && let Some(page) = pages.next()
+            {
+                let page: Vec<ToRead> = page.to_vec();
+                let mut conn = self.conn.clone();
+                let kind = ns.value.clone();
+                reads.spawn(async move {
+                    let keys: Vec<Vec<u8>> = page.iter().map(|r| r.key.to_vec()).collect();
+                    read::read_locks(&mut conn, &kind, &keys).await.map(|r| (page, r))
+                });
+            }
+            let Some(done) = reads.join_next().await else { break };
+            let (page, found_now) = done.map_err(super::task_failed)??;
+            let now = self.locks.now_ms();
+            let mut table = ns_locks.table();
+            for (r, read) in page.iter().zip(&found_now) {
+                if let Some(s) = table.refresh_read(ns, &r.key, r.seq, found(read), now) {
+                    hist.observe(s);
+                }
+            }
+            drop(table);
+            if Instant::now() >= deadline && pages.peek().is_some() {
+                cut = true;
+                break;
+            }
+        }
+        while let Some(done) = reads.join_next().await {
+            let (page, found_now) = done.map_err(super::task_failed)??;
+            let now = self.locks.now_ms();
+            let mut table = ns_locks.table();
+            for (r, read) in page.iter().zip(&found_now) {
+                if let Some(s) = table.refresh_read(ns, &r.key, r.seq, found(read), now) {
+                    hist.observe(s);
+                }
+            }
+        }
+        for page in fences.chunks(self.target.scan_count.max(1)) {
+            let keys: Vec<Vec<u8>> = page.iter().map(|k| k.to_vec()).collect();
+            let values = read::read_counters(&mut self.conn.clone(), &keys).await?;
+            let mut table = ns_locks.table();
+            for (key, value) in page.iter().zip(values) {
+                match value {
+                    Counter::Value(v) => table.fence_read(key, Some(v)),
+                    Counter::Gone => table.fence_read(key, None),
+                    Counter::NotInteger => {}
+                }
+            }
+        }
+        Ok(!cut)
+    }
+}
