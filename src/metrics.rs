@@ -77,7 +77,10 @@ impl Registry {
 
     /// Run `hook` before every encoding (e.g. to set gauges computed from the time now).
     pub fn before_encode(&self, hook: impl Fn() + Send + Sync + 'static) {
-        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).push(Box::new(hook));
+        self.hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Box::new(hook));
     }
 
     /// The text exposition format of everything registered.

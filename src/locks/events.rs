@@ -82,7 +82,8 @@ impl NamespaceTable {
     /// A fencing counter was written (its value is read by the next pass).
     pub fn announce_fence(&mut self, key: &[u8]) {
         if !self.fences.contains_key(key) {
-            self.fences.insert(Box::from(key), super::table::FenceEntry { value: 0, pass: 0 });
+            self.fences
+                .insert(Box::from(key), super::table::FenceEntry { value: 0, pass: 0 });
         }
     }
 
@@ -105,7 +106,8 @@ impl NamespaceTable {
                 f.pass = pass;
             }
             (None, Some(v)) => {
-                self.fences.insert(Box::from(key), super::table::FenceEntry { value: v, pass });
+                self.fences
+                    .insert(Box::from(key), super::table::FenceEntry { value: v, pass });
             }
             (Some(_), None) => self.forget_fence(key),
             (None, None) => {}

@@ -43,7 +43,8 @@ impl Sampler {
                 (table.census_at(&ns_locks.config, now), table.take_counts())
             };
             self.metrics.publish_counts(&self.target.name, &ns_locks.config, counts);
-            self.metrics.publish_census(&self.target.name, &ns_locks.config, &census);
+            self.metrics
+                .publish_census(&self.target.name, &ns_locks.config, &census);
             match result {
                 Ok(true) => {}
                 Ok(false) => walk.truncated = true,

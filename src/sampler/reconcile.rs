@@ -82,7 +82,8 @@ impl Sampler {
             let count = self.walk.credit.floor().max(1.0) as u64;
             if self.walk.credit >= 1.0 {
                 self.walk.credit -= count as f64;
-                let (next, keys) = read::scan_page(&mut self.scan_conn, &self.walk_match, cursor, count as usize).await?;
+                let (next, keys) =
+                    read::scan_page(&mut self.scan_conn, &self.walk_match, cursor, count as usize).await?;
                 self.metrics.keys_scanned(&self.target.name, keys.len() as u64);
                 self.sort_found(keys, self.walk.counting).await?;
                 if next == 0 {
