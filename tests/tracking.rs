@@ -384,7 +384,7 @@ done"#,
     expect(
         &s,
         "held",
-        &[("lockwatch_locks_held", job.iter().copied().collect(), 1.0)],
+        &[("lockwatch_locks_held", job.to_vec(), 1.0)],
     )
     .await;
     // Let it renew a few times, healthy all along.
