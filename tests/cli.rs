@@ -161,6 +161,10 @@ fn check_config_connect_reports_notifications_and_permissions() {
         stdout.contains("✓ namespace a: SCAN, MGET and PTTL allowed"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("- tracking: events — lock keys followed from keyspace notifications; a SCAN reconciles every 10m at 5000 keys/s"),
+        "{stdout}"
+    );
 
     let required = write(dir.path(), "req.toml", &text(&without.url(), "require"));
     let out = run(&["check-config", "--connect", "-c", &required]);
@@ -172,7 +176,10 @@ fn check_config_connect_reports_notifications_and_permissions() {
     );
 
     let auto = write(dir.path(), "auto.toml", &text(&without.url(), "auto"));
-    assert_eq!(run(&["check-config", "--connect", "-c", &auto]).status.code(), Some(0));
+    let out = run(&["check-config", "--connect", "-c", &auto]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("- tracking: scan — lock keys found by SCAN passes every 5s"), "{stdout}");
 
     // An ACL user that may not SCAN.
     let mut c = common::conn(&with);

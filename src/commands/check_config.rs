@@ -125,6 +125,7 @@ async fn check_notifications(
             out,
             "  - notifications: off in config; lifecycle transitions and takeovers will not be seen"
         )?;
+        scan_mode(t, out)?;
         return Ok(true);
     }
     let needed = notify::needed_flags(&config.namespaces);
@@ -137,6 +138,7 @@ async fn check_notifications(
                     out,
                     "  ✓ notifications ({policy}): notify-keyspace-events = \"{flags}\" has what lockwatch needs"
                 )?;
+                events_mode(t, out)?;
                 return Ok(true);
             }
             let fix = notify::fix_command(&flags, &needed);
@@ -149,6 +151,10 @@ async fn check_notifications(
                 out,
                 "  {mark} notifications ({policy}): notify-keyspace-events = \"{flags}\" lacks `{missing}`; {what}: redis-cli {fix}"
             )?;
+            match t.notifications {
+                Notifications::Configure => events_mode(t, out)?,
+                _ => scan_mode(t, out)?,
+            }
             Ok(t.notifications != Notifications::Require)
         }
         Ok(notify::Flags::Unreadable(why)) => {
@@ -161,6 +167,9 @@ async fn check_notifications(
                 out,
                 "  {what} — notifications ({policy}): CONFIG GET refused ({why}); on managed Redis, enable notify-keyspace-events '{needed}' in the provider's settings"
             )?;
+            if t.notifications != Notifications::Require {
+                events_mode(t, out)?;
+            }
             Ok(t.notifications != Notifications::Require)
         }
         Err(e) => {
@@ -177,4 +186,23 @@ async fn connect(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection> 
     let mut conn = crate::access::connect::once(t).await?;
     probe::ping(&mut conn).await?;
     Ok(conn)
+}
+
+/// The tracking mode serve will use for `t`: events.
+fn events_mode(t: &TargetConfig, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  - tracking: events — lock keys followed from keyspace notifications; a SCAN reconciles every {} at {} keys/s",
+        dur(t.reconcile_interval),
+        t.reconcile_rate
+    )
+}
+
+/// The tracking mode serve will use for `t`: scan.
+fn scan_mode(t: &TargetConfig, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  - tracking: scan — lock keys found by SCAN passes every {}, whose cost follows the size of the keyspace",
+        dur(t.sample_interval)
+    )
 }
