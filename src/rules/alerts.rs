@@ -362,7 +362,7 @@ pub(super) fn alerts(config: &Config) -> String {
         );
     }
     let job = &cfg.job;
-    let meta: [(&str, String, &str, &str, String); 4] = [
+    let meta: [(&str, String, &str, &str, String); 5] = [
         (
             "LockwatchDown",
             format!("up{{job=\"{job}\"}} == 0\nor\nabsent(up{{job=\"{job}\"}})"),
@@ -392,6 +392,16 @@ pub(super) fn alerts(config: &Config) -> String {
             "5m",
             "lockwatch is not subscribed to keyspace notifications of target {{ $labels.target }}",
             "lockwatch has not been subscribed to the keyspace notifications of target {{ $labels.target }} for 5 minutes: lock transitions, expiry takeovers and the successes under the failure ratios are not counted.".into(),
+        ),
+        (
+            "LockwatchNotificationsUnreliable",
+            // Repairs in each of three consecutive 20-minute windows (each longer than a
+            // reconcile interval): a reconnect's burst lands in one or two of them, repairs
+            // that keep happening in all three. The value is the last hour's repairs.
+            "sum by (job, instance, target) (increase(lockwatch_reconcile_repairs_total[1h]))\nand\nsum by (job, instance, target) (increase(lockwatch_reconcile_repairs_total[20m])) > 0\nand\nsum by (job, instance, target) (increase(lockwatch_reconcile_repairs_total[20m] offset 20m)) > 0\nand\nsum by (job, instance, target) (increase(lockwatch_reconcile_repairs_total[20m] offset 40m)) > 0".into(),
+            "15m",
+            "Keyspace notifications of target {{ $labels.target }} keep missing lock changes",
+            "The reconciling SCAN of target {{ $labels.target }} repaired {{ $value | humanize }} lock changes in the last hour that keyspace notifications had missed, with repairs in each of the last three 20-minute windows, still occurring after 15 minutes; a burst after one reconnect does not fire this. Notifications are being lost (flags partly off, a proxy dropping pub/sub, the subscriber cut by client-output-buffer-limit, a cluster node not subscribed): in events mode, this target's lock gauges (held, renewal overdue, held too long), transitions and expiry takeovers are late or wrong until each reconcile.".into(),
         ),
     ];
     for (name, expr, for_, summary, description) in meta {
