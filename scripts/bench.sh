@@ -5,6 +5,11 @@
 #              same run — the scrape time of prometheus-redis-exporter with --check-keys;
 #   lifecycle  the lifecycle watcher under a rising rate of acquire/renew/release cycles
 #              (its own redis-server and exporter, benches/lifecycle_load.rs);
+#   tracking   a shared database of 10,000,000 cache keys (~2,000 writes/s) and 10,000 lock
+#              keys with churn: Redis CPU added by lockwatch in events mode and in scan mode
+#              (each against the workload alone), time from SIGSTOP of a renewing holder to
+#              its overdue flag in both modes, lockwatch CPU, memory per tracked lock in events
+#              mode (1,000,000 locks), and prometheus-redis-exporter --check-keys on the same data;
 #   intake     classification (criterion), then a generated log of 5,000,000 lines (1% lock
 #              events, mixed formats) through lockwatch and through Debian's mtail with an
 #              equivalent program, both pinned to one core, side by side with hyperfine;
@@ -13,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake)
+[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake tracking)
 out=bench-results
 mkdir -p "$out"
 : > "$out/summary.md"
@@ -123,6 +128,169 @@ lifecycle() {
 cargo bench --locked --bench lifecycle_load > "$out/lifecycle.md"
 }
 
+# Events mode against scan mode on a shared keyspace (see the header).
+tracking() {
+local cache=${LOCKWATCH_BENCH_CACHE_KEYS:-10000000} locks=10000 window=${LOCKWATCH_BENCH_WINDOW:-60}
+local rport lport lpid gen
+rport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis-t.log" \
+  --notify-keyspace-events KEA --daemonize no &
+pids+=($!)
+wait_port "$rport"
+echo "loading $cache cache keys and $locks lock keys…" >&2
+awk -v n="$cache" 'BEGIN{for(i=0;i<n;i++) printf "SET cache:%d v%d\r\n", i, i}' | redis-cli -p "$rport" --pipe >/dev/null
+awk -v n="$locks" 'BEGIN{for(i=0;i<n;i++) printf "SET lock:job:%d owner-%d PX 60000\r\n", i, i}' | redis-cli -p "$rport" --pipe >/dev/null
+python3 bench/tracking_load.py "$rport" "$cache" "$locks" 2000 200 &
+gen=$!
+pids+=($gen)
+redis_cpu() { redis-cli -p "$rport" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/{s+=$2} END{printf "%.3f", s}'; }
+proc_cpu() { awk '{printf "%.3f", ($14+$15)/100}' "/proc/$1/stat"; }
+tconfig() { # notifications -> config path
+  lport=$(free_port)
+  cat > "$work/t-$1.toml" <<TOML
+[server]
+listen = "127.0.0.1:$lport"
+[[target]]
+name = "bench"
+url = "redis://127.0.0.1:$rport/0"
+notifications = "$1"
+[[namespace]]
+name = "job"
+pattern = "lock:job:*"
+ttl = "60s"
+renew_every = "20s"
+[[namespace]]
+name = "stall"
+pattern = "lock:stall:*"
+ttl = "6s"
+renew_every = "2s"
+TOML
+  echo "$work/t-$1.toml"
+}
+metric() { curl -sf "http://127.0.0.1:$lport/metrics" | awk -v m="$1" '$1==m{print $2}'; }
+# A renewing holder, stopped just after a renewal: milliseconds from the overdue mark
+# (remaining TTL below 6 - 2 - 1 = 3 s) to the flag, or "never" when the lock expired first.
+stall_ms() {
+  redis-cli -p "$rport" SET lock:stall:1 h NX PX 6000 >/dev/null
+  setsid bash -c "while true; do sleep 2; redis-cli -p $rport EVAL \"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end\" 1 lock:stall:1 h 6000 >/dev/null; done" &
+  local hp=$!
+  sleep 5
+  local p0 p
+  p0=$(redis-cli -p "$rport" PTTL lock:stall:1)
+  while p=$(redis-cli -p "$rport" PTTL lock:stall:1); [ "$p" -le "$p0" ] && [ "$p" -lt 5900 ]; do p0=$p; sleep 0.005; done
+  kill -STOP -- "-$hp"
+  python3 - "$lport" "$rport" <<'PY'
+import re, socket, subprocess, sys, time, urllib.request
+lport, rport = sys.argv[1], sys.argv[2]
+pttl = int(subprocess.check_output(["redis-cli", "-p", rport, "PTTL", "lock:stall:1"]))
+mark = time.monotonic() + (pttl - 3000) / 1000
+series = 'lockwatch_locks_renewal_overdue{namespace="stall",target="bench"} 1'
+while time.monotonic() < mark + 4:
+    asked = time.monotonic()
+    body = urllib.request.urlopen(f"http://127.0.0.1:{lport}/metrics", timeout=5).read().decode()
+    if series in body:
+        print(round((asked - mark) * 1000))
+        sys.exit(0)
+    time.sleep(0.02)
+print("never")
+PY
+  kill -KILL -- "-$hp" 2>/dev/null; kill -CONT -- "-$hp" 2>/dev/null; wait "$hp" 2>/dev/null || true
+  redis-cli -p "$rport" DEL lock:stall:1 >/dev/null
+}
+window_cpu() { # pid or "" -> "redis% lockwatch%"
+  local r0 r1 l0=0 l1=0
+  r0=$(redis_cpu); [ -n "$1" ] && l0=$(proc_cpu "$1")
+  sleep "$window"
+  r1=$(redis_cpu); [ -n "$1" ] && l1=$(proc_cpu "$1")
+  python3 -c "print(f'{($r1-$r0)/$window*100:.2f} {($l1-$l0)/$window*100:.2f}')"
+}
+echo "workload alone, $window s…" >&2
+read -r base _ <<< "$(window_cpu "")"
+local mode results=()
+for mode in auto off; do
+  cfgp=$(tconfig "$mode")
+  target/release/lockwatch serve -c "$cfgp" --log-level warn &
+  lpid=$!
+  pids+=($lpid)
+  wait_port "$lport"
+  sleep 10
+  echo "lockwatch notifications=$mode, $window s…" >&2
+  read -r rc lc <<< "$(window_cpu "$lpid")"
+  local tm stall truncated
+  tm=$(curl -sf "http://127.0.0.1:$lport/metrics" | awk '/^lockwatch_tracking_mode\{mode="events"/{print ($2=="1") ? "events" : "scan"}')
+  stall=$(stall_ms)
+  truncated=$(metric 'lockwatch_sample_truncated_total{target="bench"}')
+  results+=("$mode $tm $rc $lc $stall ${truncated:-0}")
+  kill "$lpid"; wait "$lpid" 2>/dev/null || true
+done
+kill "$gen" 2>/dev/null || true
+
+# Memory per tracked lock in events mode: 1,000,000 locks in db 3 against an empty db 4.
+awk 'BEGIN{for(i=0;i<1000000;i++) printf "SET lock:job:%d owner-%d PX 3600000\r\n", i, i}' | redis-cli -p "$rport" -n 3 --pipe >/dev/null
+rss_events() { # db -> VmHWM KiB once the held gauge is stable
+  lport=$(free_port)
+  cat > "$work/m.toml" <<TOML
+[server]
+listen = "127.0.0.1:$lport"
+[[target]]
+name = "bench"
+url = "redis://127.0.0.1:$rport/$1"
+sample_interval = "60s"
+sample_budget = "30s"
+reconcile_rate = 10000000
+[[namespace]]
+name = "job"
+pattern = "lock:job:*"
+ttl = "3600s"
+TOML
+  target/release/lockwatch serve -c "$work/m.toml" --log-level warn &
+  local pid=$!
+  wait_port "$lport"
+  for _ in $(seq 600); do
+    [ "$(metric 'lockwatch_locks_held{namespace="job",target="bench"}')" = "$2" ] && break
+    sleep 0.5
+  done
+  sleep 2
+  awk '/VmHWM/{print $2}' "/proc/$pid/status"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+local m0 m1
+m0=$(rss_events 4 0)
+m1=$(rss_events 3 1000000)
+
+# The peer on the same shared keyspace: one --check-keys scrape walks it all.
+local eport r0 r1
+eport=$(free_port)
+prometheus-redis-exporter -redis.addr "redis://127.0.0.1:$rport" -web.listen-address "127.0.0.1:$eport" \
+  -check-keys 'lock:job:*' >/dev/null 2>&1 &
+pids+=($!)
+wait_port "$eport"
+r0=$(redis_cpu)
+hyperfine --runs 3 --export-json "$out/tracking_peer.json" "curl -sf -o /dev/null http://127.0.0.1:$eport/metrics" >&2
+r1=$(redis_cpu)
+local peer
+peer=$(python3 -c "import json; print(json.load(open('$out/tracking_peer.json'))['results'][0]['mean'])")
+python3 - "$cache" "$locks" "$window" "$base" "$m0" "$m1" "$peer" "$r0" "$r1" "${results[@]}" > "$out/tracking.md" <<'PY'
+import sys
+cache, locks, window, base, m0, m1, peer, r0, r1 = sys.argv[1:10]
+rows = [r.split() for r in sys.argv[10:]]
+print("### Tracking: events mode against scan mode on a shared keyspace")
+print(f"{int(cache):,} cache keys (~2,000 writes/s) and {int(locks):,} lock keys (~200 renew/release/acquire ops/s) in one database; Redis CPU measured over {window} s windows as `used_cpu_user + used_cpu_sys`; workload alone: {float(base):.2f} % of a core.")
+print()
+print("| mode (notifications) | mode reported | Redis CPU added by lockwatch | lockwatch CPU | stalled holder flagged, ms after the mark | passes cut by the budget |")
+print("|---|---|---|---|---|---|")
+for mode, tm, rc, lc, stall, trunc in rows:
+    added = float(rc) - float(base)
+    print(f"| {mode} | {tm} | {added:.2f} % of a core | {float(lc):.2f} % of a core | {stall} | {trunc} |")
+per = (int(m1) - int(m0)) * 1024 / 1_000_000
+print()
+print(f"Memory per tracked lock in events mode: {per:.0f} B (peak RSS {int(m1)//1024} MiB with 1,000,000 locks, {int(m0)//1024} MiB with none).")
+print(f"prometheus-redis-exporter --check-keys 'lock:job:*' on the same database: {float(peer):.2f} s per scrape (hyperfine mean of 3), {(float(r1)-float(r0))/ (3+1):.2f} s of Redis CPU per scrape (4 scrapes incl. warm-up, averaged).")
+PY
+kill "${pids[@]}" 2>/dev/null || true
+pids=()
+}
+
 intake() {
 local lines=5000000 log="$work/app.log" progs="$work/mtail" cfg="$work/intake.toml"
 cargo bench --locked --bench classify -- --noplot >&2
@@ -217,8 +385,8 @@ PY
 
 for s in "${sections[@]}"; do
   case "$s" in
-    sampler|lifecycle|intake) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
-    *) echo "unknown section $s: use sampler, lifecycle or intake" >&2; exit 2 ;;
+    sampler|lifecycle|intake|tracking) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, lifecycle, intake or tracking" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.md"
