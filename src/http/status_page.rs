@@ -92,7 +92,7 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
             },
         );
         for ns in &t.namespaces {
-            let census = ns.census();
+            let census = t.census(ns);
             let cell = |n: i64| {
                 if n > 0 {
                     format!(r#"<td class="bad">{n}</td>"#)

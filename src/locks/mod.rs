@@ -34,10 +34,6 @@ impl NamespaceLocks {
         self.hasher.hash_one(owner)
     }
 
-    /// What the last completed cycle counted: the gauges' values.
-    pub fn census(&self) -> table::Census {
-        self.table().last().clone()
-    }
 
     /// The lock table; a poisoned lock (a panic elsewhere) still yields the data.
     pub fn table(&self) -> MutexGuard<'_, NamespaceTable> {
@@ -118,6 +114,16 @@ impl TargetLocks {
     /// The number of the subscription in force, `None` in scan mode.
     pub fn subscription(&self) -> Option<u64> {
         Some(self.subscription.load(Ordering::Relaxed)).filter(|n| *n != 0)
+    }
+
+    /// The gauges' values for namespace `ns`: in events mode the census of this moment, in
+    /// scan mode what the last completed cycle counted.
+    pub fn census(&self, ns: &NamespaceLocks) -> table::Census {
+        let table = ns.table();
+        match self.subscription() {
+            Some(_) => table.census_at(&ns.config, self.now_ms()),
+            None => table.last().clone(),
+        }
     }
 
     /// Milliseconds on the sampler clock now.
