@@ -198,7 +198,10 @@ fn check_config_connect_reports_notifications_and_permissions() {
     let out = run(&["check-config", "--connect", "-c", &acl]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("✗ namespace a: refused: SCAN"), "{stdout}");
+    assert!(
+        stdout.contains("✗ namespace a: the user may not run SCAN on `a:*` (grant `+scan`)"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("redis://reader:***@"),
         "password redacted in the URL: {stdout}"

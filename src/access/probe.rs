@@ -1,12 +1,17 @@
 //! One-off questions to Redis for the commands that look rather than watch: a key's type,
-//! TTL, owner and fencing counter (`inspect`), the server's version and whether the
-//! configured user may run what lockwatch needs (`check-config --connect`).
+//! TTL, owner and fencing counter (`inspect`), the server's version, and which of the
+//! permissions lockwatch needs the configured user lacks (`check-config --connect`): each
+//! command tried as lockwatch sends it, on a key or channel of the config's patterns, a
+//! refusal named as the ACL rule that grants it. Probes only read; what to print is the
+//! command's.
 
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Value};
+use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
 
+use super::connect::{Link, TIMEOUT};
 use super::owner;
-use crate::config::ValueKind;
+use crate::config::{NamespaceConfig, TargetConfig, ValueKind};
+use crate::glob::Glob;
 
 /// A key's Redis type (`none` when absent) and PTTL, read atomically.
 pub(crate) async fn type_and_pttl(conn: &mut impl ConnectionLike, key: &str) -> RedisResult<(String, i64)> {
@@ -57,53 +62,232 @@ pub(crate) async fn texts(conn: &mut impl ConnectionLike, keys: &[Vec<u8>]) -> R
     Ok(values.iter().map(text).collect())
 }
 
-/// The `redis_version` of `INFO server`, or `unknown`.
-pub(crate) async fn server_version(conn: &mut impl ConnectionLike) -> String {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .unwrap_or_default();
-    info.lines()
+/// The `redis_version` of `INFO server` (`unknown` when not told), and whether the user
+/// may not ask it.
+pub(crate) async fn server_version(conn: &mut impl ConnectionLike) -> RedisResult<(String, Option<Missing>)> {
+    let info: RedisResult<String> = redis::cmd("INFO").arg("server").query_async(conn).await;
+    let (info, missing) = match info {
+        Ok(info) => (info, None),
+        Err(e) => (String::new(), classify(e, "INFO", "info", "")?),
+    };
+    let version = info
+        .lines()
         .find_map(|l| l.strip_prefix("redis_version:"))
         .unwrap_or("unknown")
         .trim()
-        .to_string()
+        .to_string();
+    Ok((version, missing))
 }
 
-/// The commands a namespace's sampling needs that the server refuses, each with the
-/// refusal, tried on `probe_key` (a key the pattern matches). Also returns the name of the
-/// read command the namespace's `value` needs.
-pub(crate) async fn refused_for_namespace(
+/// A permission the configured user lacks, named the way a Redis 7 ACL rule grants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Missing {
+    /// The command itself (`name` as typed, `rule` as ACL rules write it: `config|get`),
+    /// tried `on` a key pattern or channel (empty for commands without one).
+    Command {
+        name: &'static str,
+        rule: &'static str,
+        on: String,
+    },
+    /// Reading the keys of `pattern`: grant `%R~<pattern>` (lockwatch only reads them).
+    Keys { pattern: String },
+    /// Subscribing to the channel pattern: grant `&<channel>`.
+    Channel { channel: String },
+    /// Refused for another reason (a renamed or disabled command): Redis's answer.
+    Other { name: &'static str, why: String },
+}
+
+impl Missing {
+    /// The ACL rule that grants it; `None` when no rule can (`Other`).
+    pub(crate) fn grant(&self) -> Option<String> {
+        match self {
+            Missing::Command { rule, .. } => Some(format!("+{rule}")),
+            Missing::Keys { pattern } => Some(format!("%R~{pattern}")),
+            Missing::Channel { channel } => Some(format!("&{channel}")),
+            Missing::Other { .. } => None,
+        }
+    }
+}
+
+/// Run `cmd` and say whether the user may: `Ok(None)` when Redis ran it (an error answer
+/// that is not a refusal, like WRONGTYPE, counts as allowed), `Ok(Some(_))` naming what
+/// is missing, `Err` when the connection failed.
+pub(crate) async fn refusal(
     conn: &mut impl ConnectionLike,
-    pattern: &str,
-    probe_key: &str,
-    kind: &ValueKind,
-) -> (&'static str, Vec<String>) {
-    let mut denied = Vec::new();
-    let scan: RedisResult<Value> = redis::cmd("SCAN")
-        .arg(0)
-        .arg("MATCH")
-        .arg(pattern)
-        .arg("COUNT")
-        .arg(1)
-        .query_async(conn)
-        .await;
-    denied.extend(scan.err().map(|e| format!("SCAN ({e})")));
-    let read = match kind {
-        ValueKind::Redisson => "HGETALL",
-        _ => "MGET",
-    };
-    let r: RedisResult<Value> = redis::cmd(read).arg(probe_key).query_async(conn).await;
-    denied.extend(r.err().map(|e| format!("{read} ({e})")));
-    let r: RedisResult<Value> = redis::cmd("PTTL").arg(probe_key).query_async(conn).await;
-    denied.extend(r.err().map(|e| format!("PTTL ({e})")));
-    (read, denied)
+    name: &'static str,
+    rule: &'static str,
+    cmd: &redis::Cmd,
+    on: &str,
+) -> RedisResult<Option<Missing>> {
+    let answer: RedisResult<Value> = cmd.query_async(conn).await;
+    match answer {
+        Ok(_) => Ok(None),
+        Err(e) => classify(e, name, rule, on),
+    }
 }
 
-/// `PING`.
-pub(crate) async fn ping(conn: &mut impl ConnectionLike) -> RedisResult<()> {
-    redis::cmd("PING").query_async(conn).await
+/// What a refusal of `name` tried on `on` (a key pattern or a channel) means.
+fn classify(e: redis::RedisError, name: &'static str, rule: &'static str, on: &str) -> RedisResult<Option<Missing>> {
+    let detail = e.detail().unwrap_or_default();
+    // A refused EXEC comes back as EXECABORT "… because of: NOPERM …".
+    if e.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) || detail.contains("NOPERM") {
+        // Redis checks the command first, then keys, then channels, and says which failed.
+        return Ok(Some(if detail.contains("channel") {
+            Missing::Channel {
+                channel: on.to_string(),
+            }
+        } else if detail.contains("key") {
+            Missing::Keys {
+                pattern: on.to_string(),
+            }
+        } else {
+            Missing::Command {
+                name,
+                rule,
+                on: on.to_string(),
+            }
+        }));
+    }
+    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+        return Err(e);
+    }
+    if detail.contains("unknown command") {
+        return Ok(Some(Missing::Other {
+            name,
+            why: e.to_string(),
+        }));
+    }
+    Ok(None)
+}
+
+/// The read command of a namespace's lock values: `MGET`, or `HGETALL` for Redisson.
+pub(crate) fn read_command(kind: &ValueKind) -> (&'static str, &'static str) {
+    match kind {
+        ValueKind::Redisson => ("HGETALL", "hgetall"),
+        _ => ("MGET", "mget"),
+    }
+}
+
+/// What a namespace needs that the user may not do, each tried on a key its pattern
+/// matches: sampling (SCAN, MGET or HGETALL, PTTL), `inspect` (TYPE, and GET for string
+/// values) and the fencing counters (MGET on a key of `fence_pattern`). Each command and
+/// each key pattern is named once.
+pub(crate) async fn namespace_refusals(
+    conn: &mut impl ConnectionLike,
+    ns: &NamespaceConfig,
+) -> RedisResult<Vec<Missing>> {
+    let pattern = ns.pattern.as_str();
+    let key = example_key(&ns.pattern);
+    let (read, read_rule) = read_command(&ns.value);
+    let mut tries = vec![
+        (
+            "SCAN",
+            "scan",
+            redis::cmd("SCAN")
+                .arg(0)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1)
+                .clone(),
+            pattern,
+        ),
+        (read, read_rule, redis::cmd(read).arg(&key).clone(), pattern),
+        ("PTTL", "pttl", redis::cmd("PTTL").arg(&key).clone(), pattern),
+        ("TYPE", "type", redis::cmd("TYPE").arg(&key).clone(), pattern),
+    ];
+    if ns.value != ValueKind::Redisson {
+        tries.push(("GET", "get", redis::cmd("GET").arg(&key).clone(), pattern));
+    }
+    if let Some(fence) = &ns.fence_pattern {
+        let fence_key = example_key(fence);
+        tries.push((
+            "MGET",
+            "mget",
+            redis::cmd("MGET").arg(fence_key).clone(),
+            fence.as_str(),
+        ));
+    }
+    let mut missing: Vec<Missing> = Vec::new();
+    for (name, rule, cmd, on) in &tries {
+        let Some(m) = refusal(conn, name, rule, cmd, on).await? else {
+            continue;
+        };
+        let seen = missing.iter().any(|old| match (old, &m) {
+            (Missing::Command { rule: a, .. }, Missing::Command { rule: b, .. }) => a == b,
+            (a, b) => a == b,
+        });
+        if !seen {
+            missing.push(m);
+        }
+    }
+    Ok(missing)
+}
+
+/// MULTI and EXEC (the sampler reads each page of locks in one transaction), tried on a
+/// connection of their own that is dropped after: a refused EXEC would leave it inside
+/// the transaction.
+pub(crate) async fn transaction_refusals(t: &TargetConfig) -> RedisResult<Vec<Missing>> {
+    let mut conn = super::connect::once(t).await?;
+    let mut missing = Vec::new();
+    missing.extend(refusal(&mut conn, "MULTI", "multi", &redis::cmd("MULTI"), "").await?);
+    missing.extend(refusal(&mut conn, "EXEC", "exec", &redis::cmd("EXEC"), "").await?);
+    Ok(missing)
+}
+
+/// `CONFIG SET`, asked without changing anything: of a parameter that does not exist,
+/// which Redis refuses only after the ACL check has let the command through.
+pub(crate) async fn config_set_refusal(conn: &mut impl ConnectionLike) -> RedisResult<Option<Missing>> {
+    let cmd = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lockwatch-permission-probe")
+        .arg("0")
+        .clone();
+    refusal(conn, "CONFIG SET", "config|set", &cmd, "").await
+}
+
+/// `CONFIG GET notify-keyspace-events`, as the watcher asks it.
+pub(crate) async fn config_get_refusal(conn: &mut impl ConnectionLike) -> RedisResult<Option<Missing>> {
+    let cmd = redis::cmd("CONFIG").arg("GET").arg("notify-keyspace-events").clone();
+    refusal(conn, "CONFIG GET", "config|get", &cmd, "").await
+}
+
+/// The keyspace channel pattern the watcher subscribes to for the keys of `pattern`.
+pub(crate) fn keyspace_channel(db: i64, pattern: &Glob) -> String {
+    format!("__keyspace@{db}__:{}", pattern.as_str())
+}
+
+/// PSUBSCRIBE of each of `channels`, on a pub/sub connection of its own that is dropped
+/// after. A refused command is named once (its channels are not checked then: Redis
+/// checks the command first).
+pub(crate) async fn channel_refusals(t: &TargetConfig, channels: &[String]) -> RedisResult<Vec<Missing>> {
+    let timed_out = || redis::RedisError::from((redis::ErrorKind::Io, "timed out", "PSUBSCRIBE".to_string()));
+    let link = Link::new(t).map_err(|e| e.source)?;
+    let pubsub = tokio::time::timeout(TIMEOUT, link.pubsub())
+        .await
+        .map_err(|_| timed_out())??;
+    let (mut sink, _stream) = pubsub.split();
+    let mut missing = Vec::new();
+    for channel in channels {
+        let answer = tokio::time::timeout(TIMEOUT, sink.psubscribe(channel.as_str()))
+            .await
+            .map_err(|_| timed_out())?;
+        let Err(e) = answer else { continue };
+        match classify(e, "PSUBSCRIBE", "psubscribe", channel)? {
+            Some(m @ Missing::Command { .. }) => {
+                missing.push(m);
+                break;
+            }
+            Some(m) => missing.push(m),
+            None => {}
+        }
+    }
+    Ok(missing)
+}
+
+/// A key `pattern` matches, to try commands on (it need not exist).
+fn example_key(pattern: &Glob) -> Vec<u8> {
+    pattern.overlap(pattern).unwrap_or_default()
 }
 
 fn text(v: &Value) -> Option<String> {

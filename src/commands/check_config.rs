@@ -1,5 +1,6 @@
 //! `lockwatch check-config`: print what a valid config means, and with `--connect` check
-//! each target: reachable, keyspace notifications, and the permissions the sampler needs.
+//! each target: reachable, keyspace notifications, and every permission `serve`, `inspect`
+//! and this check need — each missing one named with the ACL rule that grants it.
 //!
 //! Loading (and its errors) belongs to `config`, the questions to Redis to `access`; this
 //! command only asks and reports.
@@ -9,9 +10,10 @@ use std::io::Write;
 use redis::aio::MultiplexedConnection;
 
 use super::{CommandError, Status};
-use crate::access::{notify, probe};
+use crate::access::notify;
+use crate::access::probe::{self, Missing};
 use crate::cli::CheckConfigArgs;
-use crate::config::{Config, Notifications, TargetConfig};
+use crate::config::{Config, NamespaceConfig, Notifications, TargetConfig, ValueKind};
 use crate::duration::format as dur;
 
 pub(super) async fn command(args: CheckConfigArgs) -> Result<Status, CommandError> {
@@ -80,112 +82,376 @@ async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::R
 }
 
 async fn check_target(config: &Config, t: &TargetConfig, out: &mut impl Write) -> std::io::Result<bool> {
-    let mut conn = match connect(t).await {
-        Ok(c) => c,
-        Err(e) => {
+    match check_permissions(config, t, out).await {
+        Ok(healthy) => Ok(healthy),
+        Err(Check::Io(e)) => Err(e),
+        Err(Check::Redis(e)) => {
             writeln!(out, "✗ target {}: cannot connect to {}: {e}", t.name, t.display_url)?;
-            return Ok(false);
+            if e.to_string().contains("permissions to run the 'select'") {
+                let db = db_of(t);
+                writeln!(
+                    out,
+                    "  ✗ target {}: the user may not SELECT {db} (grant `+select|{db}`)",
+                    t.name
+                )?;
+            }
+            Ok(false)
         }
-    };
-    let version = probe::server_version(&mut conn).await;
+    }
+}
+
+/// What stopped a target's checks: the output, or Redis (connecting, a dropped connection).
+enum Check {
+    Io(std::io::Error),
+    Redis(redis::RedisError),
+}
+
+impl From<std::io::Error> for Check {
+    fn from(e: std::io::Error) -> Self {
+        Check::Io(e)
+    }
+}
+
+impl From<redis::RedisError> for Check {
+    fn from(e: redis::RedisError) -> Self {
+        Check::Redis(e)
+    }
+}
+
+/// Reachability, then every permission serve, inspect and check-config need on `t`: each
+/// missing one named with the ACL rule that grants it, and when any is, the whole rule.
+async fn check_permissions(config: &Config, t: &TargetConfig, out: &mut impl Write) -> Result<bool, Check> {
+    let mut conn = crate::access::connect::once(t).await?;
+    let ping = probe::refusal(&mut conn, "PING", "ping", &redis::cmd("PING"), "").await?;
+    let (version, info) = probe::server_version(&mut conn).await?;
     writeln!(out, "✓ target {}: reachable, Redis {version}", t.name)?;
-    let mut healthy = check_notifications(t, config, &mut conn, out).await?;
+    let mut healthy = true;
+    // A permission is missing that a rule would grant: print the whole rule at the end.
+    let mut any_missing = false;
+    if let Some(m) = ping {
+        healthy = false;
+        any_missing = true;
+        writeln!(
+            out,
+            "  ✗ target {}: {} — the watcher pings its subscription",
+            t.name,
+            refused(&m)
+        )?;
+    }
+    for m in probe::transaction_refusals(t).await? {
+        healthy = false;
+        any_missing = true;
+        writeln!(
+            out,
+            "  ✗ target {}: {} — the sampler reads each page of locks in one MULTI/EXEC",
+            t.name,
+            refused(&m)
+        )?;
+    }
+    if let Some(m) = info {
+        any_missing |= m.grant().is_some();
+        writeln!(
+            out,
+            "  ! target {}: {} — optional: only check-config asks it, for the Redis version",
+            t.name,
+            refused(&m)
+        )?;
+    }
+    let notifications = check_notifications(t, config, &mut conn, out).await?;
+    healthy &= notifications.healthy;
+    any_missing |= notifications.missing;
+    match notifications.events {
+        Some(true) => events_mode(t, out)?,
+        Some(false) => scan_mode(t, out)?,
+        None => {}
+    }
     for n in &config.namespaces {
-        let probe_key = String::from_utf8_lossy(&n.pattern.overlap(&n.pattern).unwrap_or_default()).into_owned();
-        let (read, denied) = probe::refused_for_namespace(&mut conn, n.pattern.as_str(), &probe_key, &n.value).await;
+        let denied = probe::namespace_refusals(&mut conn, n).await?;
         if denied.is_empty() {
+            let (read, _) = probe::read_command(&n.value);
+            let inspect = if n.value == ValueKind::Redisson {
+                "TYPE"
+            } else {
+                "TYPE and GET"
+            };
+            let fence = n
+                .fence_pattern
+                .as_ref()
+                .map(|f| format!("; MGET on fencing counters `{f}`"))
+                .unwrap_or_default();
             writeln!(
                 out,
-                "  ✓ namespace {}: SCAN, {read} and PTTL allowed on `{}`",
+                "  ✓ namespace {}: SCAN, {read} and PTTL allowed on `{}` ({inspect} for inspect too){fence}",
                 n.name, n.pattern
             )?;
-        } else {
-            healthy = false;
-            writeln!(
-                out,
-                "  ✗ namespace {}: refused: {}. Grant the ACL user `+scan +{} +pttl ~{}`",
-                n.name,
-                denied.join(", "),
-                read.to_lowercase(),
-                n.pattern
-            )?;
+            continue;
         }
+        healthy = false;
+        any_missing = true;
+        for m in &denied {
+            let why = match m {
+                Missing::Command {
+                    name: "TYPE" | "GET", ..
+                } => " — inspect needs it",
+                _ => "",
+            };
+            writeln!(out, "  ✗ namespace {}: {}{why}", n.name, refused_in(m, n))?;
+        }
+    }
+    if any_missing {
+        writeln!(
+            out,
+            "  → everything lockwatch needs here, as one Redis 7 command (replace PASSWORD): {}",
+            acl_rule(config, t)
+        )?;
     }
     Ok(healthy)
 }
 
+/// What the notifications checks found.
+struct NotifyCheck {
+    /// No problem that makes the target unhealthy.
+    healthy: bool,
+    /// The tracking mode serve will use: events (`true`) or scan; `None` when it will not start.
+    events: Option<bool>,
+    /// A permission is missing (an optional one included).
+    missing: bool,
+}
+
+/// The notifications checks: the setting (and whether the user may read and, under
+/// `configure`, write it), then PSUBSCRIBE on each keyspace channel.
 async fn check_notifications(
     t: &TargetConfig,
     config: &Config,
     conn: &mut MultiplexedConnection,
     out: &mut impl Write,
-) -> std::io::Result<bool> {
+) -> Result<NotifyCheck, Check> {
     if t.notifications == Notifications::Off {
         writeln!(
             out,
             "  - notifications: off in config; lifecycle transitions and takeovers will not be seen"
         )?;
-        scan_mode(t, out)?;
-        return Ok(true);
+        return Ok(NotifyCheck {
+            healthy: true,
+            events: Some(false),
+            missing: false,
+        });
     }
     let needed = notify::needed_flags(&config.namespaces);
     let policy = t.notifications.as_str();
-    match notify::read(conn).await {
+    let mut missing_permission = false;
+    let (mut healthy, mut events) = match notify::read(conn).await {
         Ok(notify::Flags::Set(flags)) => {
             let missing = notify::missing_flags(&flags, &needed);
+            let set_refused = match t.notifications {
+                Notifications::Configure => probe::config_set_refusal(conn).await?,
+                _ => None,
+            };
+            missing_permission |= set_refused.as_ref().is_some_and(|m| m.grant().is_some());
             if missing.is_empty() {
                 writeln!(
                     out,
                     "  ✓ notifications ({policy}): notify-keyspace-events = \"{flags}\" has what lockwatch needs"
                 )?;
-                events_mode(t, out)?;
-                return Ok(true);
+                if let Some(m) = &set_refused {
+                    writeln!(
+                        out,
+                        "  ! notifications ({policy}): {} — serve could not add the flags if they were switched off",
+                        refused(m)
+                    )?;
+                }
+                (true, Some(true))
+            } else if let Some(m) = &set_refused {
+                writeln!(
+                    out,
+                    "  ✗ notifications ({policy}): notify-keyspace-events = \"{flags}\" lacks `{missing}`, and {} — serve cannot add them; or enable them with: redis-cli {}",
+                    refused(m),
+                    notify::fix_command(&flags, &needed)
+                )?;
+                (false, Some(false))
+            } else {
+                let fix = notify::fix_command(&flags, &needed);
+                let (mark, what) = match t.notifications {
+                    Notifications::Require => ("✗", "serve will refuse to start; enable them with"),
+                    Notifications::Configure => ("!", "serve will add them at start, as if by"),
+                    _ => ("!", "the watcher will see too little; enable them with"),
+                };
+                writeln!(
+                    out,
+                    "  {mark} notifications ({policy}): notify-keyspace-events = \"{flags}\" lacks `{missing}`; {what}: redis-cli {fix}"
+                )?;
+                let configure = t.notifications == Notifications::Configure;
+                (t.notifications != Notifications::Require, Some(configure))
             }
-            let fix = notify::fix_command(&flags, &needed);
-            let (mark, what) = match t.notifications {
-                Notifications::Require => ("✗", "serve will refuse to start; enable them with"),
-                Notifications::Configure => ("!", "serve will add them at start, as if by"),
-                _ => ("!", "the watcher will see too little; enable them with"),
-            };
-            writeln!(
-                out,
-                "  {mark} notifications ({policy}): notify-keyspace-events = \"{flags}\" lacks `{missing}`; {what}: redis-cli {fix}"
-            )?;
-            match t.notifications {
-                Notifications::Configure => events_mode(t, out)?,
-                _ => scan_mode(t, out)?,
-            }
-            Ok(t.notifications != Notifications::Require)
         }
         Ok(notify::Flags::Unreadable(why)) => {
-            let what = if t.notifications == Notifications::Require {
+            let require = t.notifications == Notifications::Require;
+            let what = if require {
                 "✗ serve will refuse to start, as it cannot verify them"
             } else {
                 "! serve will subscribe anyway"
             };
-            writeln!(
-                out,
-                "  {what} — notifications ({policy}): CONFIG GET refused ({why}); on managed Redis, enable notify-keyspace-events '{needed}' in the provider's settings"
-            )?;
-            if t.notifications != Notifications::Require {
-                events_mode(t, out)?;
+            match probe::config_get_refusal(conn).await? {
+                Some(m @ Missing::Command { .. }) => {
+                    missing_permission = true;
+                    let consequence = if require {
+                        "serve will refuse to start, as it cannot verify them".to_string()
+                    } else {
+                        format!(
+                            "optional: without it serve subscribes anyway and trusts that notify-keyspace-events has '{needed}'"
+                        )
+                    };
+                    let mark = if require { "✗" } else { "!" };
+                    writeln!(
+                        out,
+                        "  {mark} notifications ({policy}) cannot be verified: {} — {consequence}",
+                        refused(&m)
+                    )?;
+                }
+                _ => writeln!(
+                    out,
+                    "  {what} — notifications ({policy}): CONFIG GET refused ({why}); on managed Redis, enable notify-keyspace-events '{needed}' in the provider's settings"
+                )?,
             }
-            Ok(t.notifications != Notifications::Require)
+            (!require, (!require).then_some(true))
         }
         Err(e) => {
             writeln!(
                 out,
                 "  ✗ notifications ({policy}): cannot read notify-keyspace-events: {e}"
             )?;
-            Ok(false)
+            return Ok(NotifyCheck {
+                healthy: false,
+                events: None,
+                missing: missing_permission,
+            });
         }
+    };
+    let channels = channels(config, t);
+    let denied = probe::channel_refusals(t, &channels).await?;
+    if denied.is_empty() {
+        let list: Vec<String> = channels.iter().map(|c| format!("`{c}`")).collect();
+        writeln!(out, "  ✓ notifications: PSUBSCRIBE allowed on {}", list.join(", "))?;
+    } else {
+        healthy = false;
+        events = events.map(|_| false);
+        missing_permission = true;
+        for m in &denied {
+            writeln!(out, "  ✗ notifications: {}", refused(m))?;
+        }
+    }
+    Ok(NotifyCheck {
+        healthy,
+        events,
+        missing: missing_permission,
+    })
+}
+
+/// What the user may not do, and the rule that grants it.
+fn refused(m: &Missing) -> String {
+    match m {
+        Missing::Command { name: "PSUBSCRIBE", .. } => {
+            "the user may not run PSUBSCRIBE (grant `+psubscribe`; its channels are checked once it may)".into()
+        }
+        Missing::Command { name, rule, .. } => format!("the user may not run {name} (grant `+{rule}`)"),
+        Missing::Keys { pattern } => format!("the user may not read the keys `{pattern}` (grant `%R~{pattern}`)"),
+        Missing::Channel { channel } => {
+            format!("the user may not PSUBSCRIBE `{channel}` (grant `&{channel}`)")
+        }
+        Missing::Other { name, why } => format!("{name} refused: {why}"),
     }
 }
 
-async fn connect(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection> {
-    let mut conn = crate::access::connect::once(t).await?;
-    probe::ping(&mut conn).await?;
-    Ok(conn)
+/// [`refused`] in a namespace's words: which pattern a command was refused on, lock keys
+/// or fencing counters.
+fn refused_in(m: &Missing, n: &NamespaceConfig) -> String {
+    let fence = |p: &str| n.fence_pattern.as_ref().is_some_and(|f| f.as_str() == p);
+    match m {
+        Missing::Command { name, rule, on } => {
+            let what = if fence(on) { "on fencing counters" } else { "on" };
+            format!("the user may not run {name} {what} `{on}` (grant `+{rule}`)")
+        }
+        Missing::Keys { pattern } if fence(pattern) => {
+            format!("the user may not read the fencing counters `{pattern}` (grant `%R~{pattern}`)")
+        }
+        Missing::Other { name, why } => format!("{name} refused on `{}`: {why}", n.pattern),
+        other => refused(other),
+    }
+}
+
+fn db_of(t: &TargetConfig) -> i64 {
+    t.connection.redis_settings().db()
+}
+
+/// The keyspace channels the watcher subscribes to: each namespace's locks and fencing counters.
+fn channels(config: &Config, t: &TargetConfig) -> Vec<String> {
+    config
+        .namespaces
+        .iter()
+        .flat_map(|n| std::iter::once(&n.pattern).chain(&n.fence_pattern))
+        .map(|p| probe::keyspace_channel(db_of(t), p))
+        .collect()
+}
+
+/// The Redis 7 ACL rule that grants exactly what `serve`, `inspect` and `check-config`
+/// need on `t` with this config (the README's "Least privilege" line, filled in): every
+/// key pattern read-only, the keyspace channels by their literal patterns. `+info` and
+/// `+config|get` are optional (see the README).
+fn acl_rule(config: &Config, t: &TargetConfig) -> String {
+    let user = t
+        .connection
+        .redis_settings()
+        .username()
+        .filter(|u| *u != "default")
+        .unwrap_or("lockwatch");
+    let db = db_of(t);
+    let watching = t.notifications != Notifications::Off;
+    let read_only = [
+        "reset",
+        "on",
+        ">PASSWORD",
+        "-@all",
+        "+ping",
+        "+info",
+        "+scan",
+        "+multi",
+        "+exec",
+        "+mget",
+        "+pttl",
+        "+type",
+        "+get",
+    ];
+    let mut rules: Vec<String> = read_only.map(String::from).into();
+    if config.namespaces.iter().any(|n| n.value == ValueKind::Redisson) {
+        rules.push("+hgetall".into());
+    }
+    if watching {
+        rules.extend(["+config|get", "+psubscribe"].map(String::from));
+    }
+    if t.notifications == Notifications::Configure {
+        rules.push("+config|set".into());
+    }
+    if db != 0 {
+        rules.push(format!("+select|{db}"));
+    }
+    let patterns = config
+        .namespaces
+        .iter()
+        .flat_map(|n| std::iter::once(&n.pattern).chain(&n.fence_pattern));
+    rules.extend(patterns.map(|p| format!("%R~{p}")));
+    if watching {
+        rules.extend(channels(config, t).into_iter().map(|c| format!("&{c}")));
+    }
+    let mut seen = std::collections::HashSet::new();
+    rules.retain(|r| seen.insert(r.clone()));
+    let quoted = rules.iter().map(|r| {
+        if r.contains(char::is_whitespace) {
+            format!("\"{r}\"")
+        } else {
+            r.clone()
+        }
+    });
+    format!("ACL SETUSER {user} {}", quoted.collect::<Vec<_>>().join(" "))
 }
 
 /// The tracking mode serve will use for `t`: events.
