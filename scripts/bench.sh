@@ -145,11 +145,10 @@ gen=$!
 pids+=($gen)
 redis_cpu() { redis-cli -p "$rport" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/{s+=$2} END{printf "%.3f", s}'; }
 proc_cpu() { awk '{printf "%.3f", ($14+$15)/100}' "/proc/$1/stat"; }
-tconfig() { # notifications -> config path
-  lport=$(free_port)
+tconfig() { # notifications port -> config path
   cat > "$work/t-$1.toml" <<TOML
 [server]
-listen = "127.0.0.1:$lport"
+listen = "127.0.0.1:$2"
 [[target]]
 name = "bench"
 url = "redis://127.0.0.1:$rport/0"
@@ -208,7 +207,8 @@ echo "workload alone, $window s…" >&2
 read -r base _ <<< "$(window_cpu "")"
 local mode results=()
 for mode in auto off; do
-  cfgp=$(tconfig "$mode")
+  lport=$(free_port)
+  cfgp=$(tconfig "$mode" "$lport")
   target/release/lockwatch serve -c "$cfgp" --log-level warn &
   lpid=$!
   pids+=($lpid)

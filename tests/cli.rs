@@ -179,7 +179,10 @@ fn check_config_connect_reports_notifications_and_permissions() {
     let out = run(&["check-config", "--connect", "-c", &auto]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("- tracking: scan — lock keys found by SCAN passes every 5s"), "{stdout}");
+    assert!(
+        stdout.contains("- tracking: scan — lock keys found by SCAN passes every 5s"),
+        "{stdout}"
+    );
 
     // An ACL user that may not SCAN.
     let mut c = common::conn(&with);

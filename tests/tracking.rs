@@ -381,12 +381,7 @@ done"#,
     let pgid = holder.id() as i32;
     let job = [("target", "main"), ("namespace", "job")];
     let overdue = |m: &Metrics| m.get("lockwatch_locks_renewal_overdue", &job);
-    expect(
-        &s,
-        "held",
-        &[("lockwatch_locks_held", job.to_vec(), 1.0)],
-    )
-    .await;
+    expect(&s, "held", &[("lockwatch_locks_held", job.to_vec(), 1.0)]).await;
     // Let it renew a few times, healthy all along.
     let healthy_until = Instant::now() + Duration::from_millis(3500);
     while Instant::now() < healthy_until {

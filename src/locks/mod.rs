@@ -34,7 +34,6 @@ impl NamespaceLocks {
         self.hasher.hash_one(owner)
     }
 
-
     /// The lock table; a poisoned lock (a panic elsewhere) still yields the data.
     pub fn table(&self) -> MutexGuard<'_, NamespaceTable> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
