@@ -162,7 +162,7 @@ fn check_config_connect_reports_notifications_and_permissions() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("- tracking: events — lock keys followed from keyspace notifications; a SCAN reconciles every 10m at 5000 keys/s"),
+        stdout.contains("- tracking: events — lock keys followed from keyspace notifications; a SCAN reconciles every 10m at 2000 keys/s"),
         "{stdout}"
     );
 

@@ -249,8 +249,18 @@ async fn locks_evicted_under_maxmemory_are_counted_and_their_takeover_seen() {
         assert!(set_nx_px(&mut c, k, "A", 60_000));
     }
     wait_counts(&s, [5.0, 0.0, 0.0, 0.0, 0.0], "five locks").await;
-    // Let the owner reads land, then fill memory with newer keys until every lock is gone.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Let the owner reads land (the API lists a lock once its owner is read), then fill
+    // memory with newer keys until every lock is gone.
+    let started = std::time::Instant::now();
+    loop {
+        let (_, _, body) = s.get("/api/v1/locks?namespace=wf").await;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if v["total"] == 5 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "owners not read: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let filler = vec![b'x'; 64 * 1024];
     let mut i = 0;
     loop {

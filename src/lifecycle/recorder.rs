@@ -115,13 +115,16 @@ impl Recorder<'_> {
             (Membership::Written, false) => {
                 let seq = table.announce(key, now);
                 drop(table);
-                // The tracker may have asked for this key's owner for the same event.
-                if let Some(last) = self.reads.last_mut()
-                    && last.ns == ns
-                    && last.key == key
-                    && last.seq.is_none()
+                // One read serves every event of the key still waiting for it (the `set` and
+                // `expire` of an acquisition, the tracker's owner read): the newest count wins.
+                if let Some(waiting) = self
+                    .reads
+                    .iter_mut()
+                    .rev()
+                    .take(READ_MERGE_WINDOW)
+                    .find(|r| r.ns == ns && r.key == key)
                 {
-                    last.seq = Some(seq);
+                    waiting.seq = Some(seq);
                     return;
                 }
                 self.reads.push(ReadRequest {
@@ -138,6 +141,9 @@ impl Recorder<'_> {
         }
     }
 }
+
+/// How far back in the queue a new event's read looks for one of the same key to share.
+const READ_MERGE_WINDOW: usize = 16;
 
 /// What a keyspace event says about the key's existence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -128,14 +128,30 @@ impl NamespaceTable {
         }
     }
 
-    /// Keys to re-read in a pass: every tracked lock and unreadable key, with its event count.
-    pub fn to_refresh(&self) -> Vec<ToRead> {
-        let locks = self.locks.iter().map(|(k, e)| ToRead {
-            key: k.clone(),
-            seq: e.seq,
-        });
-        let odd = self.odd.keys().map(|k| ToRead { key: k.clone(), seq: 0 });
-        locks.chain(odd).collect()
+    /// Keys to re-read in a pass: every tracked lock not read since `fresh_after_ms` (a
+    /// read after an event is as good as a pass's) and every unreadable key, each with its
+    /// event count. The locks read recently enough are returned apart, with their remaining
+    /// TTL now in seconds, for the histogram the pass observes.
+    pub fn to_refresh(&mut self, fresh_after_ms: i64, now_ms: i64) -> (Vec<ToRead>, Vec<f64>) {
+        let pass = self.pass;
+        let mut fresh = Vec::new();
+        let mut stale = Vec::new();
+        for (k, e) in self.locks.iter_mut() {
+            if !e.unread && e.read_ms >= fresh_after_ms && !self.suspects.contains_key(k) {
+                e.pass = pass;
+                let pttl = e.pttl_at(now_ms);
+                if pttl >= 0 {
+                    fresh.push(pttl as f64 / 1000.0);
+                }
+            } else {
+                stale.push(ToRead {
+                    key: k.clone(),
+                    seq: e.seq,
+                });
+            }
+        }
+        stale.extend(self.odd.keys().map(|k| ToRead { key: k.clone(), seq: 0 }));
+        (stale, fresh)
     }
 
     /// Fencing counters to re-read in a pass.

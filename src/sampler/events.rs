@@ -64,12 +64,19 @@ impl Sampler {
     /// One namespace's tracked keys and counters, re-read. `Ok(false)` when cut by the budget.
     async fn refresh_namespace(&self, ns_locks: &NamespaceLocks, deadline: Instant) -> redis::RedisResult<bool> {
         let ns = &ns_locks.config;
-        let (keys, fences) = {
+        // A lock read after an event within the last half interval needs no read now.
+        let now = self.locks.now_ms();
+        let half = i64::try_from(self.target.sample_interval.as_millis() / 2).unwrap_or(i64::MAX);
+        let (keys, fresh, fences) = {
             let mut table = ns_locks.table();
             table.next_pass();
-            (table.to_refresh(), table.fences_to_refresh())
+            let (keys, fresh) = table.to_refresh(now.saturating_sub(half), now);
+            (keys, fresh, table.fences_to_refresh())
         };
         let hist = self.metrics.ttl_histogram(&self.target.name, &ns.name);
+        for s in fresh {
+            hist.observe(s);
+        }
         let mut reads = tokio::task::JoinSet::new();
         let mut pages = keys.chunks(self.target.scan_count.max(1)).peekable();
         let mut cut = false;
