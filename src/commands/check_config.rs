@@ -83,6 +83,7 @@ async fn check_target(config: &Config, t: &TargetConfig, out: &mut impl Write) -
     let mut conn = match connect(t).await {
         Ok(c) => c,
         Err(e) => {
+            let e = crate::access::tls::explain(t, &e);
             writeln!(out, "✗ target {}: cannot connect to {}: {e}", t.name, t.display_url)?;
             return Ok(false);
         }

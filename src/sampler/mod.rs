@@ -204,6 +204,7 @@ impl Sampler {
                 }
                 Err(e) => {
                     let stop = e.is_io_error() || e.is_timeout() || e.is_unrecoverable_error();
+                    let e = crate::access::tls::explain(&self.target, &e);
                     let ns = &self.locks.namespaces[i].config.name;
                     walk.error.get_or_insert_with(|| format!("namespace {ns}: {e}"));
                     if stop {
