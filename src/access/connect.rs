@@ -1,6 +1,8 @@
 //! Connections to a target: long-lived managed ones that reconnect by themselves (the
 //! sampler's and the watcher's), one-off ones with a timeout on every reply (commands that
-//! ask a few questions and leave), and the pub/sub connection of the watcher.
+//! ask a few questions and leave), and the pub/sub connection of the watcher. A `rediss://`
+//! target's CA and client certificate are set on the client (`tls::client`), so every kind
+//! of connection, and every part that uses one, speaks the same TLS.
 
 use std::time::Duration;
 
@@ -41,7 +43,7 @@ impl std::fmt::Debug for Link {
 
 impl Link {
     pub fn new(t: &TargetConfig) -> Result<Self, LinkError> {
-        let client = redis::Client::open(t.connection.clone()).map_err(|source| LinkError {
+        let client = super::tls::client(t).map_err(|source| LinkError {
             target: t.name.clone(),
             source,
         })?;
@@ -89,8 +91,9 @@ impl Link {
     }
 }
 
-/// A one-off connection to `t` with [`TIMEOUT`] on connecting and every reply.
+/// A one-off connection to `t` with [`TIMEOUT`] on connecting and every reply. A TLS
+/// failure comes back as `tls::explain`'s sentence.
 pub async fn once(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection> {
     let link = Link::new(t).map_err(|e| e.source)?;
-    link.once().await
+    link.once().await.map_err(|e| super::tls::explained(t, e))
 }

@@ -86,6 +86,7 @@ async fn check_target(config: &Config, t: &TargetConfig, out: &mut impl Write) -
         Ok(healthy) => Ok(healthy),
         Err(Check::Io(e)) => Err(e),
         Err(Check::Redis(e)) => {
+            let e = crate::access::tls::explain(t, &e);
             writeln!(out, "✗ target {}: cannot connect to {}: {e}", t.name, t.display_url)?;
             if e.to_string().contains("permissions to run the 'select'") {
                 let db = db_of(t);

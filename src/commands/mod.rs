@@ -54,8 +54,12 @@ pub fn describe(e: &CommandError) -> String {
     let mut out = e.to_string();
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
+        // Some errors repeat their cause's words in their own message: say them once.
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         cause = c.source();
     }
     out

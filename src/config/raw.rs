@@ -45,6 +45,10 @@ pub struct RawTarget {
     pub notifications: Option<S<String>>,
     pub reconcile_interval: Option<S<String>>,
     pub reconcile_rate: Option<S<i64>>,
+    pub tls_ca_file: Option<S<String>>,
+    pub tls_cert_file: Option<S<String>>,
+    pub tls_key_file: Option<S<String>>,
+    pub tls_server_name: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

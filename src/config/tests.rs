@@ -321,3 +321,131 @@ fn choices_are_read_from_the_file() {
     assert_eq!(cfg.logs[0].format, LogFormat::Logfmt);
     assert_eq!(cfg.logs[0].start_at, StartAt::Beginning);
 }
+
+const TLS_TARGET: &str = "[[target]]\nname = \"main\"\nurl = \"rediss://127.0.0.1:6380/0\"\n";
+
+fn load_in(dir: &Path, text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml(text, "t.toml", dir, &Overrides::default())
+}
+
+#[test]
+fn tls_keys_need_a_rediss_url() {
+    for key in [
+        "tls_ca_file = \"ca.pem\"",
+        "tls_cert_file = \"c.pem\"",
+        "tls_server_name = \"redis.test\"",
+    ] {
+        let e = err(&format!("{TARGET}{key}\n"));
+        let name = key.split(' ').next().unwrap();
+        assert!(
+            e.contains(&format!(
+                "line 4: target[0].{name}: TLS settings need a rediss:// url, and the url is redis://127.0.0.1:6379/0"
+            )),
+            "{e}"
+        );
+    }
+    // The same through --redis-url: the key is still named.
+    let ov = Overrides {
+        redis_url: Some("redis://10.0.0.1/0".into()),
+        ..Overrides::default()
+    };
+    let e = Config::from_toml(
+        &format!("{TLS_TARGET}tls_ca_file = \"ca.pem\"\n"),
+        "t.toml",
+        Path::new("."),
+        &ov,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("line 4: target[0].tls_ca_file: TLS settings need a rediss:// url"),
+        "{e}"
+    );
+}
+
+#[test]
+fn tls_client_certificate_and_key_go_together() {
+    let e = err(&format!("{TLS_TARGET}tls_cert_file = \"c.pem\"\n"));
+    assert!(
+        e.contains(
+            "line 4: target[0].tls_cert_file: tls_key_file is missing: a client certificate needs its private key"
+        ),
+        "{e}"
+    );
+    let e = err(&format!("{TLS_TARGET}tls_key_file = \"k.pem\"\n"));
+    assert!(
+        e.contains("target[0].tls_key_file: tls_cert_file is missing: a client key needs its certificate"),
+        "{e}"
+    );
+}
+
+#[test]
+fn tls_files_must_be_readable_pem_relative_to_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("garbage.pem"), "not a certificate\n").unwrap();
+    std::fs::write(dir.path().join("broken.pem"), "-----BEGIN CERTIFICATE-----\nMIIB\n").unwrap();
+    std::fs::write(
+        dir.path().join("junk-der.pem"),
+        "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("key.pem"),
+        "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let d = dir.path().display();
+    let cases = [
+        (
+            "tls_ca_file = \"missing.pem\"",
+            format!("line 4: target[0].tls_ca_file: cannot read {d}/missing.pem"),
+        ),
+        (
+            "tls_ca_file = \"garbage.pem\"",
+            format!("line 4: target[0].tls_ca_file: {d}/garbage.pem holds no PEM certificate"),
+        ),
+        (
+            "tls_ca_file = \"broken.pem\"",
+            format!("line 4: target[0].tls_ca_file: {d}/broken.pem is not valid PEM: a section has no END line"),
+        ),
+        (
+            "tls_ca_file = \"junk-der.pem\"",
+            format!("line 4: target[0].tls_ca_file: certificate 1 in {d}/junk-der.pem is not a usable CA certificate"),
+        ),
+        (
+            "tls_cert_file = \"garbage.pem\"\ntls_key_file = \"key.pem\"",
+            format!("line 4: target[0].tls_cert_file: {d}/garbage.pem holds no PEM certificate"),
+        ),
+        (
+            "tls_cert_file = \"junk-der.pem\"\ntls_key_file = \"garbage.pem\"",
+            format!("line 5: target[0].tls_key_file: {d}/garbage.pem: no PEM private key in it"),
+        ),
+        (
+            "tls_cert_file = \"junk-der.pem\"\ntls_key_file = \"key.pem\"",
+            format!("line 5: target[0].tls_key_file: {d}/key.pem: not a usable private key"),
+        ),
+    ];
+    for (keys, expected) in cases {
+        let e = load_in(dir.path(), &format!("{TLS_TARGET}{keys}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&expected), "{keys}: expected `{expected}` in: {e}");
+        assert!(!e.contains("c2VjcmV0"), "the key's content is never quoted: {e}");
+    }
+}
+
+#[test]
+fn tls_server_name_must_be_the_urls_host() {
+    let e = err(&format!("{TLS_TARGET}tls_server_name = \"redis.test\"\n"));
+    assert!(
+        e.contains(
+            "line 4: target[0].tls_server_name: verifying the certificate against `redis.test` while connecting to `127.0.0.1` is not supported"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("write `redis.test` as the url's host"), "{e}");
+    let e = err(&format!("{TLS_TARGET}tls_server_name = \"not a name\"\n"));
+    assert!(e.contains("`not a name` is not a DNS name or IP address"), "{e}");
+    let cfg = load(&format!("{TLS_TARGET}tls_server_name = \"127.0.0.1\"\n")).unwrap();
+    assert!(cfg.targets[0].tls.ca.is_none() && cfg.targets[0].tls.client.is_none());
+}

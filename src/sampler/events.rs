@@ -30,9 +30,10 @@ impl Sampler {
     pub(super) async fn events_pass(&mut self, deadline: Instant) -> super::Walk {
         let mut walk = super::Walk::default();
         self.pass_due = None;
+        let full = std::mem::take(&mut self.full_refresh);
         for i in 0..self.locks.namespaces.len() {
             let ns_locks = &self.locks.namespaces[i];
-            let result = self.refresh_namespace(ns_locks, deadline).await;
+            let result = self.refresh_namespace(ns_locks, deadline, full).await;
             let now = self.locks.now_ms();
             let (census, counts) = {
                 let mut table = ns_locks.table();
@@ -50,6 +51,7 @@ impl Sampler {
                 Ok(false) => walk.truncated = true,
                 Err(e) => {
                     let stop = e.is_io_error() || e.is_timeout() || e.is_unrecoverable_error();
+                    let e = crate::access::tls::explain(&self.target, &e);
                     walk.error
                         .get_or_insert_with(|| format!("namespace {}: {e}", ns_locks.config.name));
                     if stop {
@@ -62,11 +64,20 @@ impl Sampler {
     }
 
     /// One namespace's tracked keys and counters, re-read. `Ok(false)` when cut by the budget.
-    async fn refresh_namespace(&self, ns_locks: &NamespaceLocks, deadline: Instant) -> redis::RedisResult<bool> {
+    async fn refresh_namespace(
+        &self,
+        ns_locks: &NamespaceLocks,
+        deadline: Instant,
+        full: bool,
+    ) -> redis::RedisResult<bool> {
         let ns = &ns_locks.config;
-        // A lock read after an event within the last half interval needs no read now.
+        // A lock read after an event within the last half interval needs no read now
+        // (unless the pass must re-read everything).
         let now = self.locks.now_ms();
-        let half = i64::try_from(self.target.sample_interval.as_millis() / 2).unwrap_or(i64::MAX);
+        let half = match full {
+            true => -1,
+            false => i64::try_from(self.target.sample_interval.as_millis() / 2).unwrap_or(i64::MAX),
+        };
         let (keys, fresh, fences) = {
             let mut table = ns_locks.table();
             table.next_pass();

@@ -58,6 +58,9 @@ pub struct Sampler {
     /// Events mode: when a pass is due before the next tick (right after a subscription,
     /// and a second after a pass that found something to confirm).
     pass_due: Option<Instant>,
+    /// Events mode: the next pass re-reads every tracked key (after a subscription, reads
+    /// from before the gap prove nothing).
+    full_refresh: bool,
 }
 
 impl Sampler {
@@ -87,6 +90,7 @@ impl Sampler {
             walk: reconcile::Walk::default(),
             walk_match,
             pass_due: None,
+            full_refresh: true,
         })
     }
 
@@ -143,6 +147,7 @@ impl Sampler {
                     // the tracked keys now rather than at the next tick.
                     self.walk.restart();
                     self.pass_due = Some(Instant::now());
+                    self.full_refresh = true;
                 }
                 TrackingMode::Scan => {
                     for ns in &self.locks.namespaces {
@@ -204,6 +209,7 @@ impl Sampler {
                 }
                 Err(e) => {
                     let stop = e.is_io_error() || e.is_timeout() || e.is_unrecoverable_error();
+                    let e = crate::access::tls::explain(&self.target, &e);
                     let ns = &self.locks.namespaces[i].config.name;
                     walk.error.get_or_insert_with(|| format!("namespace {ns}: {e}"));
                     if stop {

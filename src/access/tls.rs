@@ -1,0 +1,133 @@
+//! TLS for `rediss://` targets: the client built with the target's own CA and client
+//! certificate (read and checked by `config`), the process's rustls crypto provider, and
+//! [`explain`], which turns a failed handshake into one sentence naming the cause and the
+//! setting to look at. Connections themselves are `connect`'s.
+
+use std::sync::Once;
+
+use crate::config::TargetConfig;
+
+/// The client of `t`: with its `tls_ca_file` and client certificate when it has them.
+pub(crate) fn client(t: &TargetConfig) -> redis::RedisResult<redis::Client> {
+    install_provider();
+    let tls = &t.tls;
+    if tls.ca.is_none() && tls.client.is_none() {
+        return redis::Client::open(t.connection.clone());
+    }
+    let certificates = redis::TlsCertificates {
+        client_tls: tls.client.as_ref().map(|c| redis::ClientTlsConfig {
+            client_cert: c.cert.pem.clone(),
+            client_key: c.key.expose().as_bytes().to_vec(),
+        }),
+        root_cert: tls.ca.as_ref().map(|ca| ca.pem.clone()),
+    };
+    redis::Client::build_with_tls(t.connection.clone(), certificates)
+}
+
+/// rustls needs one crypto provider per process. With only its `ring` feature on, it would
+/// pick ring by itself; installing it here keeps that true should another dependency ever
+/// turn on a second provider (rustls then panics instead of choosing).
+fn install_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // An error means a provider is already installed: that one is used.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// `e` as the operator should read it: a TLS failure becomes one sentence starting with
+/// `TLS:` that names the cause and the file or setting involved; anything else is `e` as is.
+/// The caller names the target.
+pub fn explain(t: &TargetConfig, e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    let redis::ConnectionAddr::TcpTls { host, .. } = t.connection.addr() else {
+        return text;
+    };
+    if text.starts_with("TLS: ") {
+        return text; // explained already (`connect::once`)
+    }
+    explain_text(t, host, &text).unwrap_or(text)
+}
+
+/// `e` with [`explain`]'s sentence as its message when it is a TLS failure (still an I/O
+/// error), so one-off users (inspect, the drill, pre-flights) print the sentence as is.
+pub(crate) fn explained(t: &TargetConfig, e: redis::RedisError) -> redis::RedisError {
+    let sentence = explain(t, &e);
+    if sentence.starts_with("TLS: ") && sentence != e.to_string() {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, sentence).into()
+    } else {
+        e
+    }
+}
+
+/// The sentence for a rustls error's text (the redis crate hands it on as an I/O error's
+/// message, so its text is what is left of it), or `None` when it is not a TLS failure.
+fn explain_text(t: &TargetConfig, host: &str, text: &str) -> Option<String> {
+    let ca = t.tls.ca.as_ref().map(|c| c.path.display().to_string());
+    let cert = t.tls.client.as_ref().map(|c| c.cert.path.display().to_string());
+    if let Some(detail) = after(text, "invalid peer certificate: ") {
+        let has = |s: &str| detail.starts_with(s);
+        return Some(if has("UnknownIssuer") {
+            match &ca {
+                Some(path) => {
+                    format!("TLS: the server's certificate is not signed by a CA in tls_ca_file ({path}): {detail}")
+                }
+                None => format!(
+                    "TLS: the server's certificate is not signed by a CA the system trusts (set tls_ca_file to your CA bundle): {detail}"
+                ),
+            }
+        } else if has("certificate expired") || has("Expired") {
+            format!("TLS: the server's certificate has expired: {detail}")
+        } else if has("certificate not valid yet") || has("NotValidYet") {
+            format!("TLS: the server's certificate is not valid yet (are the clocks right?): {detail}")
+        } else if has("certificate not valid for name") || has("NotValidForName") {
+            format!("TLS: the server's certificate is not valid for the url's host `{host}`: {detail}")
+        } else if has("Revoked") {
+            format!("TLS: the server's certificate has been revoked: {detail}")
+        } else if has("certificate does not allow extended key usage") || has("InvalidPurpose") {
+            format!("TLS: the server's certificate is not made for a server (extended key usage): {detail}")
+        } else {
+            format!("TLS: the server's certificate was refused: {detail}")
+        });
+    }
+    if let Some(alert) = after(text, "received fatal alert: ") {
+        let refused_client_cert = [
+            "UnknownCA",
+            "BadCertificate",
+            "CertificateUnknown",
+            "CertificateExpired",
+            "CertificateRevoked",
+            "UnsupportedCertificate",
+            "AccessDenied",
+        ];
+        return Some(match (&cert, alert) {
+            (None, "CertificateRequired") => format!(
+                "TLS: the server requires a client certificate: set tls_cert_file and tls_key_file (received fatal alert: {alert})"
+            ),
+            (None, "HandshakeFailure") => format!(
+                "TLS: the server refused the handshake, and no client certificate was offered: \
+                 does it require one (tls_cert_file, tls_key_file)? (received fatal alert: {alert})"
+            ),
+            (Some(path), a) if a == "CertificateRequired" || refused_client_cert.contains(&a) => {
+                format!(
+                    "TLS: the server refused the client certificate in tls_cert_file ({path}): received fatal alert: {alert}"
+                )
+            }
+            _ => format!("TLS: the server ended the handshake: received fatal alert: {alert}"),
+        });
+    }
+    if text.contains("received corrupt message") || text.contains("InvalidContentType") {
+        return Some(format!(
+            "TLS: the server did not answer in TLS (a plain port behind a rediss:// url?): {text}"
+        ));
+    }
+    if text.starts_with("peer is incompatible") || text.starts_with("peer misbehaved") {
+        return Some(format!("TLS: {text}"));
+    }
+    None
+}
+
+/// What follows `marker` in `text`, up to the end of that message.
+fn after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    text.find(marker).map(|at| text[at + marker.len()..].trim())
+}
