@@ -75,27 +75,29 @@ impl Sampler {
         if !self.walk.in_progress() && self.walk.began.is_none_or(|b| b.elapsed() >= interval) {
             self.walk.restart();
         }
-        if let Some(cursor) = self.walk.cursor {
-            let rate = self.target.reconcile_rate as f64;
-            // At most a second's worth of credit, so a slow Redis does not get a burst later.
-            self.walk.credit = (self.walk.credit + rate * STEP.as_secs_f64()).min(rate);
-            let count = self.walk.credit.floor().max(1.0) as u64;
-            if self.walk.credit >= 1.0 {
-                self.walk.credit -= count as f64;
-                let (next, keys) =
-                    read::scan_page(&mut self.scan_conn, &self.walk_match, cursor, count as usize).await?;
-                self.metrics.keys_scanned(&self.target.name, keys.len() as u64);
-                self.sort_found(keys, self.walk.counting).await?;
-                if next == 0 {
-                    self.walk.cursor = None;
-                    if !self.walk.inventoried {
-                        tracing::info!(target_name = %self.target.name,
-                            "inventory of the lock keys done: events mode tracks every lock from now on");
-                    }
-                    self.walk.inventoried = true;
-                } else {
-                    self.walk.cursor = Some(next);
+        let rate = self.target.reconcile_rate as f64;
+        // At most a second's worth of credit, so a slow Redis does not get a burst later.
+        self.walk.credit = (self.walk.credit + rate * STEP.as_secs_f64()).min(rate.max(1.0));
+        // Pages of at most `scan_count`, as many as the credit pays for, within one step.
+        let started = std::time::Instant::now();
+        while let Some(cursor) = self.walk.cursor {
+            let count = (self.walk.credit.floor() as usize).min(self.target.scan_count.max(1));
+            if count == 0 || started.elapsed() >= STEP {
+                break;
+            }
+            self.walk.credit -= count as f64;
+            let (next, keys) = read::scan_page(&mut self.scan_conn, &self.walk_match, cursor, count).await?;
+            self.metrics.keys_scanned(&self.target.name, keys.len() as u64);
+            self.sort_found(keys, self.walk.counting).await?;
+            if next == 0 {
+                self.walk.cursor = None;
+                if !self.walk.inventoried {
+                    tracing::info!(target_name = %self.target.name,
+                        "inventory of the lock keys done: events mode tracks every lock from now on");
                 }
+                self.walk.inventoried = true;
+            } else {
+                self.walk.cursor = Some(next);
             }
         }
         self.confirm_missing().await?;
