@@ -191,6 +191,22 @@ fn modules_use_only_lower_layers() {
     assert!(bad.is_empty(), "the layering rule is broken:\n{}", bad.join("\n"));
 }
 
+/// Small modules: no source file over 500 lines (unit-test files apart), `main.rs` thin.
+#[test]
+fn source_files_stay_small() {
+    let src = Path::new(ROOT).join("src");
+    let mut long = Vec::new();
+    for f in rust_files(&src) {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let lines = std::fs::read_to_string(&f).unwrap().lines().count();
+        let limit = if name == "main.rs" && f.parent() == Some(src.as_path()) { 80 } else { 500 };
+        if !name.contains("tests") && lines > limit {
+            long.push(format!("{} has {lines} lines (at most {limit})", f.display()));
+        }
+    }
+    assert!(long.is_empty(), "split these by what they own:\n{}", long.join("\n"));
+}
+
 #[test]
 fn the_check_catches_upward_sideways_and_mutual_imports() {
     let layer_of = layers(

@@ -12,6 +12,7 @@ mod rules;
 mod secret;
 mod server;
 mod target;
+mod tls;
 
 pub use alerts::{AlertsConfig, Thresholds};
 pub use logs::{LogConfig, LogFormat, StartAt};
@@ -20,6 +21,7 @@ pub use rules::RuleConfig;
 pub use secret::Secret;
 pub use server::ServerConfig;
 pub use target::{Notifications, TargetConfig};
+pub use tls::{ClientIdentity, PemFile, TargetTls};
 // The crate's paths to these stay `crate::config::…`; no module outside config names them
 // today (`fence_map()` hands out a `FenceMap` without naming it).
 #[allow(unused_imports)]
