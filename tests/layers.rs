@@ -199,7 +199,11 @@ fn source_files_stay_small() {
     for f in rust_files(&src) {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
         let lines = std::fs::read_to_string(&f).unwrap().lines().count();
-        let limit = if name == "main.rs" && f.parent() == Some(src.as_path()) { 80 } else { 500 };
+        let limit = if name == "main.rs" && f.parent() == Some(src.as_path()) {
+            80
+        } else {
+            500
+        };
         if !name.contains("tests") && lines > limit {
             long.push(format!("{} has {lines} lines (at most {limit})", f.display()));
         }

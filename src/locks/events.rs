@@ -130,18 +130,17 @@ impl NamespaceTable {
 
     /// Keys to re-read in a pass: every tracked lock not read since `fresh_after_ms` (a
     /// read after an event is as good as a pass's) and every unreadable key, each with its
-    /// event count. The locks read recently enough are returned apart, with their remaining
-    /// TTL now in seconds, for the histogram the pass observes.
-    pub fn to_refresh(&mut self, fresh_after_ms: i64, now_ms: i64) -> (Vec<ToRead>, Vec<f64>) {
+    /// event count. For the locks read recently enough, `fresh` gets their remaining TTL now
+    /// in seconds (for the histogram the pass observes).
+    pub fn to_refresh(&mut self, fresh_after_ms: i64, now_ms: i64, mut fresh: impl FnMut(f64)) -> Vec<ToRead> {
         let pass = self.pass;
-        let mut fresh = Vec::new();
         let mut stale = Vec::new();
         for (k, e) in self.locks.iter_mut() {
             if !e.unread && e.read_ms >= fresh_after_ms && !self.suspects.contains_key(k) {
                 e.pass = pass;
                 let pttl = e.pttl_at(now_ms);
                 if pttl >= 0 {
-                    fresh.push(pttl as f64 / 1000.0);
+                    fresh(pttl as f64 / 1000.0);
                 }
             } else {
                 stale.push(ToRead {
@@ -151,7 +150,7 @@ impl NamespaceTable {
             }
         }
         stale.extend(self.odd.keys().map(|k| ToRead { key: k.clone(), seq: 0 }));
-        (stale, fresh)
+        stale
     }
 
     /// Fencing counters to re-read in a pass.

@@ -71,23 +71,21 @@ impl Sampler {
         full: bool,
     ) -> redis::RedisResult<bool> {
         let ns = &ns_locks.config;
-        // A lock read after an event within the last half interval needs no read now
-        // (unless the pass must re-read everything).
+        // A lock read within the last `reconcile_interval` (after an event, by a walk or by
+        // a pass) needs no read now: its state is known, and what an event might have missed
+        // since is the reconcile's to find. After a subscription, everything is read again.
         let now = self.locks.now_ms();
-        let half = match full {
+        let window = match full {
             true => -1,
-            false => i64::try_from(self.target.sample_interval.as_millis() / 2).unwrap_or(i64::MAX),
-        };
-        let (keys, fresh, fences) = {
-            let mut table = ns_locks.table();
-            table.next_pass();
-            let (keys, fresh) = table.to_refresh(now.saturating_sub(half), now);
-            (keys, fresh, table.fences_to_refresh())
+            false => i64::try_from(self.target.reconcile_interval.as_millis()).unwrap_or(i64::MAX),
         };
         let hist = self.metrics.ttl_histogram(&self.target.name, &ns.name);
-        for s in fresh {
-            hist.observe(s);
-        }
+        let (keys, fences) = {
+            let mut table = ns_locks.table();
+            table.next_pass();
+            let keys = table.to_refresh(now.saturating_sub(window), now, |s| hist.observe(s));
+            (keys, table.fences_to_refresh())
+        };
         let mut reads = tokio::task::JoinSet::new();
         let mut pages = keys.chunks(self.target.scan_count.max(1)).peekable();
         let mut cut = false;
