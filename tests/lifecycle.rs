@@ -127,8 +127,10 @@ async fn lock_lifecycles_give_exact_transitions_holds_and_takeovers() {
     let ok: i64 = release.key("t:lock:a").arg("A").invoke(&mut c).unwrap();
     assert_eq!(ok, 1);
     let m = wait_counts(&s, [1.0, 1.0, 1.0, 0.0, 0.0], "release").await;
+    // At least the 300 ms slept; the settling waits before it can take it near 1 s on a
+    // loaded machine, so the upper check leaves room.
     assert_eq!(bucket(&m, "released", "0.25"), 0.0);
-    assert_eq!(bucket(&m, "released", "1"), 1.0);
+    assert_eq!(bucket(&m, "released", "2.5"), 1.0);
 
     // Expiry under A, then B takes it within one ttl (1s): a takeover.
     assert!(set_nx_px(&mut c, "t:lock:c", "A", 300));

@@ -9,7 +9,7 @@
 
 use std::hash::BuildHasher;
 
-use super::table::{Census, LockEntry, NamespaceTable};
+use super::table::{Census, LockEntry, NO_EXPIRY, NamespaceTable, expiry};
 use super::ttl;
 use crate::config::NamespaceConfig;
 use crate::vocab::{Repair, Unreadable};
@@ -58,9 +58,8 @@ impl NamespaceTable {
             LockEntry {
                 owner: 0,
                 since_ms: now_ms,
-                pttl_ms: -1,
+                expires_ms: NO_EXPIRY,
                 pass: self.pass,
-                read_ms: now_ms,
                 seq: 0,
                 unread: true,
             },
@@ -128,16 +127,15 @@ impl NamespaceTable {
         }
     }
 
-    /// Keys to re-read in a pass: every tracked lock not read since `fresh_after_ms` (a
-    /// read after an event is as good as a pass's) and every unreadable key, each with its
-    /// event count. For the locks read recently enough, `fresh` gets their remaining TTL now
-    /// in seconds (for the histogram the pass observes).
-    pub fn to_refresh(&mut self, fresh_after_ms: i64, now_ms: i64, mut fresh: impl FnMut(f64)) -> Vec<ToRead> {
+    /// Keys to re-read in a pass: every tracked lock not read within the last `fresh_passes`
+    /// passes (a read after an event or by a walk is as good as a pass's) and every
+    /// unreadable key, each with its event count. For the locks read recently enough, `fresh`
+    /// gets their remaining TTL now in seconds (for the histogram the pass observes).
+    pub fn to_refresh(&self, fresh_passes: u32, now_ms: i64, mut fresh: impl FnMut(f64)) -> Vec<ToRead> {
         let pass = self.pass;
         let mut stale = Vec::new();
-        for (k, e) in self.locks.iter_mut() {
-            if !e.unread && e.read_ms >= fresh_after_ms && !self.suspects.contains_key(k) {
-                e.pass = pass;
+        for (k, e) in self.locks.iter() {
+            if !e.unread && pass.wrapping_sub(e.pass) < fresh_passes && !self.suspects.contains_key(k) {
                 let pttl = e.pttl_at(now_ms);
                 if pttl >= 0 {
                     fresh(pttl as f64 / 1000.0);
@@ -308,7 +306,7 @@ impl NamespaceTable {
     /// Take a read as the truth: owner (a new one is a handoff), TTL, token.
     fn apply(&mut self, ns: &NamespaceConfig, key: &[u8], owner: &[u8], pttl_ms: i64, now_ms: i64) {
         let hash = self.hasher().hash_one(owner);
-        let pttl = i32::try_from(pttl_ms).unwrap_or(i32::MAX);
+        let expires_ms = expiry(now_ms, pttl_ms);
         let pass = self.pass;
         self.odd.remove(key);
         match self.locks.get_mut(key) {
@@ -321,8 +319,8 @@ impl NamespaceTable {
                     e.owner = hash;
                     e.since_ms = now_ms;
                 }
-                e.pttl_ms = pttl;
-                e.read_ms = now_ms;
+                e.expires_ms = expires_ms;
+                e.pass = pass;
             }
             None => {
                 let since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
@@ -331,9 +329,8 @@ impl NamespaceTable {
                     LockEntry {
                         owner: hash,
                         since_ms,
-                        pttl_ms: pttl,
+                        expires_ms,
                         pass,
-                        read_ms: now_ms,
                         seq: 0,
                         unread: false,
                     },

@@ -1,8 +1,8 @@
 //! Per-namespace lock state between sample passes: the lock and fence tables, where the
 //! SCAN walk stands, and the census of the walk in progress.
 //!
-//! One entry per lock key: a seeded hash of its owner, when that owner was first seen, the
-//! last PTTL and when it was read, the pass that last saw it and the events seen — 40 bytes
+//! One entry per lock key: a seeded hash of its owner, when that owner was first seen, when
+//! it expires (from the last read), the pass that last read it and the events seen — 32 bytes
 //! beside the key in the map (and the owner token in a side map only when `show_owners` is on). A *cycle* is one complete walk
 //! of the namespace, over one pass or several when the budget cuts it; only a completed
 //! cycle may drop entries of keys it did not see. Knows nothing of Redis.
@@ -23,12 +23,11 @@ pub struct LockEntry {
     pub owner: u64,
     /// Since when (ms on the sampler clock) the current owner holds it, at the latest.
     pub since_ms: i64,
-    /// PTTL at the last read (-1: no expiry), saturated at `i32::MAX` (24.8 days).
-    pub pttl_ms: i32,
-    /// Pass number that last saw the key.
+    /// When (sampler clock, ms) the lock expires, from the last PTTL read; `NO_EXPIRY`
+    /// for a key without one.
+    pub(super) expires_ms: i64,
+    /// Pass number that last read the key.
     pub(super) pass: u32,
-    /// When (sampler clock) the PTTL was read: the lock expires at `read_ms + pttl_ms`.
-    pub(super) read_ms: i64,
     /// Events seen for the key (wrapping): a read answered after an event may be stale.
     pub(super) seq: u16,
     /// Announced by an event, owner and TTL not read yet.
@@ -44,10 +43,22 @@ impl LockEntry {
 
     /// Milliseconds left at `now_ms` (-1: no expiry; 0 once past due), from the last read.
     pub fn pttl_at(&self, now_ms: i64) -> i64 {
-        if self.pttl_ms < 0 {
-            return i64::from(self.pttl_ms);
+        if self.expires_ms == NO_EXPIRY {
+            return -1;
         }
-        (self.read_ms + i64::from(self.pttl_ms) - now_ms).max(0)
+        (self.expires_ms - now_ms).max(0)
+    }
+}
+
+/// `LockEntry::expires_ms` of a key without expiry.
+pub(super) const NO_EXPIRY: i64 = i64::MAX;
+
+/// When a key read at `now_ms` with `pttl_ms` left expires (`NO_EXPIRY` for -1).
+pub(super) fn expiry(now_ms: i64, pttl_ms: i64) -> i64 {
+    if pttl_ms < 0 {
+        NO_EXPIRY
+    } else {
+        now_ms.saturating_add(pttl_ms)
     }
 }
 
@@ -225,13 +236,12 @@ impl NamespaceTable {
     ) -> Observed {
         let owner_hash = self.owner_hash(owner);
         let pass = self.pass;
-        let stored_pttl = i32::try_from(pttl_ms).unwrap_or(i32::MAX);
+        let expires_ms = expiry(now_ms, pttl_ms);
         let cycle_start = self.cycle_start;
         let since_ms = match self.locks.get_mut(key) {
             Some(e) if in_cycle(e.pass, cycle_start, pass) => {
                 // SCAN may return a key twice in one cycle; count it once.
-                e.pttl_ms = stored_pttl;
-                e.read_ms = now_ms;
+                e.expires_ms = expires_ms;
                 return Observed { ttl_remaining_s: None };
             }
             Some(e) => {
@@ -240,8 +250,7 @@ impl NamespaceTable {
                     e.owner = owner_hash;
                     e.since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
                 }
-                e.pttl_ms = stored_pttl;
-                e.read_ms = now_ms;
+                e.expires_ms = expires_ms;
                 e.unread = false;
                 e.pass = pass;
                 e.since_ms
@@ -251,9 +260,8 @@ impl NamespaceTable {
                 let entry = LockEntry {
                     owner: owner_hash,
                     since_ms,
-                    pttl_ms: stored_pttl,
+                    expires_ms,
                     pass,
-                    read_ms: now_ms,
                     seq: 0,
                     unread: false,
                 };

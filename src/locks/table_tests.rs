@@ -76,8 +76,8 @@ fn tokens_are_kept_only_when_shown_and_dropped_with_the_lock() {
 
 #[test]
 fn entry_stays_small() {
-    // owner, since, read time (8 each), PTTL and pass (4 each), event count (2), unread (1).
-    assert_eq!(std::mem::size_of::<LockEntry>(), 40);
+    // owner, since, expiry (8 each), pass (4), event count (2), unread (1).
+    assert_eq!(std::mem::size_of::<LockEntry>(), 32);
 }
 
 #[test]

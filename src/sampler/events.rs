@@ -75,15 +75,18 @@ impl Sampler {
         // a pass) needs no read now: its state is known, and what an event might have missed
         // since is the reconcile's to find. After a subscription, everything is read again.
         let now = self.locks.now_ms();
-        let window = match full {
-            true => -1,
-            false => i64::try_from(self.target.reconcile_interval.as_millis()).unwrap_or(i64::MAX),
+        let passes = match full {
+            true => 0,
+            false => {
+                let per = self.target.sample_interval.as_millis().max(1);
+                u32::try_from(self.target.reconcile_interval.as_millis().div_ceil(per)).unwrap_or(u32::MAX)
+            }
         };
         let hist = self.metrics.ttl_histogram(&self.target.name, &ns.name);
         let (keys, fences) = {
             let mut table = ns_locks.table();
             table.next_pass();
-            let keys = table.to_refresh(now.saturating_sub(window), now, |s| hist.observe(s));
+            let keys = table.to_refresh(passes, now, |s| hist.observe(s));
             (keys, table.fences_to_refresh())
         };
         let mut reads = tokio::task::JoinSet::new();
