@@ -54,18 +54,6 @@ impl Drop for Unsubscribe {
     }
 }
 
-/// A read as the lock table takes it.
-fn found(read: &KeyRead) -> Found<'_> {
-    match read {
-        KeyRead::Lock { owner, pttl_ms } => Found::Lock {
-            owner,
-            pttl_ms: *pttl_ms,
-        },
-        KeyRead::Gone => Found::Gone,
-        KeyRead::Unreadable(reason) => Found::Unreadable(*reason),
-    }
-}
-
 /// How often the pub/sub connection is pinged, so a dead peer is noticed.
 const PING_EVERY: Duration = Duration::from_secs(10);
 
@@ -397,7 +385,7 @@ impl Watcher {
             let mut table = ns_locks.table();
             for (r, read) in requests.iter().zip(reads) {
                 if let Some(seq) = r.seq {
-                    table.event_read(&ns_locks.config, &r.key, seq, found(read), now);
+                    table.event_read(&ns_locks.config, &r.key, seq, Found::from(read), now);
                 }
             }
         }

@@ -11,6 +11,7 @@ use std::hash::BuildHasher;
 
 use super::table::{Census, LockEntry, NO_EXPIRY, NamespaceTable, expiry};
 use super::ttl;
+use crate::access::read::KeyRead;
 use crate::config::NamespaceConfig;
 use crate::vocab::{Repair, Unreadable};
 
@@ -34,6 +35,19 @@ pub enum Found<'a> {
     Lock { owner: &'a [u8], pttl_ms: i64 },
     Gone,
     Unreadable(Unreadable),
+}
+
+impl<'a> From<&'a KeyRead> for Found<'a> {
+    fn from(read: &'a KeyRead) -> Self {
+        match read {
+            KeyRead::Lock { owner, pttl_ms } => Found::Lock {
+                owner,
+                pttl_ms: *pttl_ms,
+            },
+            KeyRead::Gone => Found::Gone,
+            KeyRead::Unreadable(reason) => Found::Unreadable(*reason),
+        }
+    }
 }
 
 /// A key to read, with the event count it had when the read was asked for.

@@ -13,18 +13,6 @@ use crate::locks::events::{Found, ToRead};
 /// Read pipelines of a pass in flight at once.
 const READS_IN_FLIGHT: usize = 4;
 
-/// A read as the lock table takes it.
-pub(super) fn found(read: &KeyRead) -> Found<'_> {
-    match read {
-        KeyRead::Lock { owner, pttl_ms } => Found::Lock {
-            owner,
-            pttl_ms: *pttl_ms,
-        },
-        KeyRead::Gone => Found::Gone,
-        KeyRead::Unreadable(reason) => Found::Unreadable(*reason),
-    }
-}
-
 impl Sampler {
     /// Re-read every tracked key and fencing counter of every namespace; publish the census.
     pub(super) async fn events_pass(&mut self, deadline: Instant) -> super::Walk {
@@ -89,6 +77,16 @@ impl Sampler {
             let keys = table.to_refresh(passes, now, |s| hist.observe(s));
             (keys, table.fences_to_refresh())
         };
+        // A page's reads into the table; the remaining TTLs into the histogram.
+        let apply = |(page, found_now): (Vec<ToRead>, Vec<KeyRead>)| {
+            let now = self.locks.now_ms();
+            let mut table = ns_locks.table();
+            for (r, read) in page.iter().zip(&found_now) {
+                if let Some(s) = table.refresh_read(ns, &r.key, r.seq, Found::from(read), now) {
+                    hist.observe(s);
+                }
+            }
+        };
         let mut reads = tokio::task::JoinSet::new();
         let mut pages = keys.chunks(self.target.scan_count.max(1)).peekable();
         let mut cut = false;
@@ -105,29 +103,14 @@ impl Sampler {
                 });
             }
             let Some(done) = reads.join_next().await else { break };
-            let (page, found_now) = done.map_err(super::task_failed)??;
-            let now = self.locks.now_ms();
-            let mut table = ns_locks.table();
-            for (r, read) in page.iter().zip(&found_now) {
-                if let Some(s) = table.refresh_read(ns, &r.key, r.seq, found(read), now) {
-                    hist.observe(s);
-                }
-            }
-            drop(table);
+            apply(done.map_err(super::task_failed)??);
             if Instant::now() >= deadline && pages.peek().is_some() {
                 cut = true;
                 break;
             }
         }
         while let Some(done) = reads.join_next().await {
-            let (page, found_now) = done.map_err(super::task_failed)??;
-            let now = self.locks.now_ms();
-            let mut table = ns_locks.table();
-            for (r, read) in page.iter().zip(&found_now) {
-                if let Some(s) = table.refresh_read(ns, &r.key, r.seq, found(read), now) {
-                    hist.observe(s);
-                }
-            }
+            apply(done.map_err(super::task_failed)??);
         }
         for page in fences.chunks(self.target.scan_count.max(1)) {
             let keys: Vec<Vec<u8>> = page.iter().map(|k| k.to_vec()).collect();

@@ -10,8 +10,8 @@
 use std::time::{Duration, Instant};
 
 use super::Sampler;
-use super::events::found;
 use crate::access::read::{self, Counter};
+use crate::locks::events::Found;
 
 /// How often the walk takes a step.
 pub(super) const STEP: Duration = Duration::from_millis(100);
@@ -116,7 +116,7 @@ impl Sampler {
                 let now = self.locks.now_ms();
                 let mut table = ns_locks.table();
                 for (key, r) in mine.iter().zip(&reads) {
-                    table.walk_found(ns, key, found(r), now, counting);
+                    table.walk_found(ns, key, Found::from(r), now, counting);
                 }
             }
             let Some(fence) = &ns.fence_pattern else { continue };
@@ -153,7 +153,7 @@ impl Sampler {
             let now = self.locks.now_ms();
             let mut table = ns_locks.table();
             for (key, r) in keys.iter().zip(&reads) {
-                table.walk_found(ns, key, found(r), now, true);
+                table.walk_found(ns, key, Found::from(r), now, true);
             }
         }
         Ok(())
