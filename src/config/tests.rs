@@ -449,3 +449,26 @@ fn tls_server_name_must_be_the_urls_host() {
     let cfg = load(&format!("{TLS_TARGET}tls_server_name = \"127.0.0.1\"\n")).unwrap();
     assert!(cfg.targets[0].tls.ca.is_none() && cfg.targets[0].tls.client.is_none());
 }
+
+#[test]
+fn reconcile_keys_have_defaults_and_bounds() {
+    let ns = "[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"3s\"\n";
+    let c = load(&format!("{TARGET}{ns}")).unwrap();
+    assert_eq!(c.targets[0].reconcile_interval, Duration::from_secs(600));
+    assert_eq!(c.targets[0].reconcile_rate, 2000);
+    let c = load(&format!(
+        "{TARGET}reconcile_interval = \"1m\"\nreconcile_rate = 50\n{ns}"
+    ))
+    .unwrap();
+    assert_eq!(c.targets[0].reconcile_interval, Duration::from_secs(60));
+    assert_eq!(c.targets[0].reconcile_rate, 50);
+    assert_eq!(
+        err(&format!("{TARGET}reconcile_rate = 5\n{ns}")),
+        "t.toml line 4: target[0].reconcile_rate: 5 is out of range 10..=10000000 (keys per second)"
+    );
+    assert!(
+        err(&format!("{TARGET}reconcile_interval = \"0s\"\n{ns}"))
+            .starts_with("t.toml line 4: target[0].reconcile_interval: must be greater than zero"),
+        "zero interval"
+    );
+}
