@@ -68,18 +68,9 @@ fn setup(r: &RedisChild, dir: &std::path::Path, ttl: &str) -> (lockwatch::config
     let path = dir.join("lockwatch.toml");
     std::fs::write(&path, toml.replace("{url}", &r.url())).unwrap();
     let opts = Options {
-        config_path: path,
-        namespace: "drill".into(),
-        target: None,
-        exporter: None,
-        prometheus: None,
-        release_script: None,
-        renew_script: None,
-        sustain: None,
-        rate: 6,
-        allow_production: false,
         // This process is the test binary: worker A is the real `lockwatch`.
         worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_lockwatch"))),
+        ..Options::new(path)
     };
     (common::config(r, &toml), opts)
 }

@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::output_text as text;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -192,14 +194,6 @@ fn check_connect(path: &str) -> Output {
         .env_remove("LOCKWATCH_CONFIG")
         .output()
         .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The "cannot connect" line of a `check-config --connect` run that must fail with exit 1.

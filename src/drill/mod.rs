@@ -48,6 +48,26 @@ pub struct Options {
     pub worker_program: Option<PathBuf>,
 }
 
+impl Options {
+    /// A run of the `drill` namespace's stale-holder scenario for the config at `config_path`,
+    /// without exporter, Prometheus, own scripts or sustained cycles; the fields say the rest.
+    pub fn new(config_path: impl Into<PathBuf>) -> Self {
+        Options {
+            config_path: config_path.into(),
+            namespace: "drill".into(),
+            target: None,
+            exporter: None,
+            prometheus: None,
+            release_script: None,
+            renew_script: None,
+            sustain: None,
+            rate: 6,
+            allow_production: false,
+            worker_program: None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum DrillError {
     /// Exit 2: the drill cannot run as asked.

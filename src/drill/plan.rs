@@ -171,19 +171,7 @@ mod tests {
     }
 
     fn opts() -> Options {
-        Options {
-            config_path: "t.toml".into(),
-            namespace: "drill".into(),
-            target: None,
-            exporter: None,
-            prometheus: None,
-            release_script: None,
-            renew_script: None,
-            sustain: None,
-            rate: 6,
-            allow_production: false,
-            worker_program: None,
-        }
+        Options::new("t.toml")
     }
 
     fn usage(r: Result<Plan<'_>, DrillError>) -> String {

@@ -281,3 +281,12 @@ pub async fn exported_metric_names() -> std::collections::BTreeSet<String> {
     s.stop().await;
     names
 }
+
+/// A finished command's stdout and stderr, one after the other.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
