@@ -17,6 +17,7 @@ use lockwatch::config::{Config, Overrides};
 use lockwatch::locks::TargetLocks;
 use lockwatch::metrics::Registry;
 use lockwatch::sampler::{Sampler, SamplerMetrics};
+use lockwatch::topology::Nodes;
 
 fn sizes() -> Vec<u64> {
     std::env::var("LOCKWATCH_BENCH_SIZES")
@@ -78,7 +79,13 @@ fn bench(c: &mut Criterion) {
         let registry = Registry::new().unwrap();
         let metrics = SamplerMetrics::register(&registry, &cfg).unwrap();
         let locks = Arc::new(TargetLocks::new(&cfg.targets[0], &cfg.namespaces, false));
-        let mut sampler = Sampler::new(&cfg.targets[0], locks.clone(), metrics).unwrap();
+        let mut sampler = Sampler::new(
+            &cfg.targets[0],
+            locks.clone(),
+            metrics,
+            Nodes::standalone(&cfg.targets[0]).unwrap(),
+        )
+        .unwrap();
         // The first pass fills the lock table; later passes are the steady state measured.
         let first = rt.block_on(sampler.pass());
         assert_eq!(first.error, None);

@@ -21,4 +21,5 @@ pub mod metrics;
 pub mod rules;
 pub mod sampler;
 pub mod serve;
+pub mod topology;
 pub mod vocab;

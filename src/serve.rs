@@ -20,6 +20,7 @@ use crate::lifecycle::{self, WatchError, Watcher};
 use crate::locks::TargetLocks;
 use crate::metrics::Registry;
 use crate::sampler::{Sampler, SamplerError, SamplerMetrics};
+use crate::topology::{Follower, TopologyMetrics};
 use crate::vocab::PUSH_SOURCE;
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     let sampler_metrics = SamplerMetrics::register(&registry, &config)?;
     let watcher_metrics = WatcherMetrics::register(&registry, &config)?;
     let intake_metrics = IntakeMetrics::register(&registry, &config)?;
+    let topology_metrics = TopologyMetrics::register(&registry, &config)?;
     let targets: Arc<[Arc<TargetLocks>]> = config
         .targets
         .iter()
@@ -57,14 +59,23 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         .collect();
     let mut samplers = Vec::with_capacity(config.targets.len());
     let mut watchers = Vec::new();
+    let mut followers = Vec::with_capacity(config.targets.len());
     for (target, locks) in config.targets.iter().zip(targets.iter()) {
-        samplers.push(Sampler::new(target, locks.clone(), sampler_metrics.clone())?);
+        let (follower, nodes) = Follower::new(target, &topology_metrics).map_err(SamplerError::from)?;
+        followers.push(follower);
+        samplers.push(Sampler::new(
+            target,
+            locks.clone(),
+            sampler_metrics.clone(),
+            nodes.clone(),
+        )?);
         if target.notifications != Notifications::Off {
             watchers.push(Watcher::new(
                 target,
                 &config.namespaces,
                 locks.clone(),
                 &watcher_metrics,
+                nodes,
             )?);
         }
     }
@@ -105,6 +116,9 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     }
     for watcher in watchers {
         tasks.spawn(watcher.run(shutdown.clone()));
+    }
+    for follower in followers {
+        tasks.spawn(follower.run(shutdown.clone()));
     }
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving /metrics");

@@ -167,6 +167,11 @@ pub mod metric {
     pub const KEYS_SCANNED_TOTAL: &str = "lockwatch_keys_scanned_total";
     pub const TRACKING_MODE: &str = "lockwatch_tracking_mode";
     pub const RECONCILE_REPAIRS_TOTAL: &str = "lockwatch_reconcile_repairs_total";
+    pub const LOCKS_LOST_IN_FAILOVER_TOTAL: &str = "lockwatch_locks_lost_in_failover_total";
+    // The topology follower's.
+    pub const NODES: &str = "lockwatch_nodes";
+    pub const NODE_UP: &str = "lockwatch_node_up";
+    pub const FAILOVERS_TOTAL: &str = "lockwatch_failovers_total";
     // The lifecycle watcher's.
     pub const LOCK_TRANSITIONS_TOTAL: &str = "lockwatch_lock_transitions_total";
     pub const LOCK_EXPIRY_TAKEOVERS_TOTAL: &str = "lockwatch_lock_expiry_takeovers_total";

@@ -11,6 +11,7 @@ use common::{Metrics, conn, redis};
 use lockwatch::locks::TargetLocks;
 use lockwatch::metrics::Registry;
 use lockwatch::sampler::{Sampler, SamplerMetrics};
+use lockwatch::topology::Nodes;
 use redis::Commands;
 
 const CONFIG: &str = r#"
@@ -46,7 +47,13 @@ fn sampler_of(cfg: &lockwatch::config::Config) -> (Sampler, Registry, Arc<Target
     let registry = Registry::new().unwrap();
     let metrics = SamplerMetrics::register(&registry, cfg).unwrap();
     let locks = Arc::new(TargetLocks::new(&cfg.targets[0], &cfg.namespaces, false));
-    let sampler = Sampler::new(&cfg.targets[0], locks.clone(), metrics).unwrap();
+    let sampler = Sampler::new(
+        &cfg.targets[0],
+        locks.clone(),
+        metrics,
+        Nodes::standalone(&cfg.targets[0]).unwrap(),
+    )
+    .unwrap();
     (sampler, registry, locks)
 }
 

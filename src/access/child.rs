@@ -143,6 +143,11 @@ impl RedisChild {
         self.port
     }
 
+    /// The server's process id while it runs (to pause it with SIGSTOP in tests).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection, PubSub};
 
-use crate::config::TargetConfig;
+use crate::config::{TargetConfig, TargetTls, Topology};
 
 /// Limit on connecting and on each reply of a one-off connection.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
@@ -26,6 +26,9 @@ pub struct LinkError {
 pub struct Link {
     target: String,
     client: redis::Client,
+    /// The target's connection settings, for the links of its other nodes (`at`).
+    info: redis::ConnectionInfo,
+    tls: TargetTls,
     /// Reply limit of managed connections: a pass never waits longer than its budget.
     response_timeout: Duration,
     connect_timeout: Duration,
@@ -43,18 +46,51 @@ impl std::fmt::Debug for Link {
 
 impl Link {
     pub fn new(t: &TargetConfig) -> Result<Self, LinkError> {
-        let client = super::tls::client(t).map_err(|source| LinkError {
+        let client = super::tls::client(&t.connection, &t.tls).map_err(|source| LinkError {
             target: t.name.clone(),
             source,
         })?;
         Ok(Link {
             target: t.name.clone(),
             client,
+            info: t.connection.clone(),
+            tls: t.tls.clone(),
             response_timeout: t.sample_budget,
             connect_timeout: t.sample_budget.min(Duration::from_secs(5)),
             max_backoff: t.sample_interval.min(Duration::from_secs(5)),
             db: t.connection.redis_settings().db(),
         })
+    }
+
+    /// The same target's node at `node` (a cluster node, the primary a sentinel names):
+    /// the target's credentials, database and TLS, another address.
+    pub fn at(&self, node: &NodeAddr) -> Result<Link, LinkError> {
+        let addr = match self.info.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure, tls_params, ..
+            } => redis::ConnectionAddr::TcpTls {
+                host: node.host.clone(),
+                port: node.port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(node.host.clone(), node.port),
+        };
+        let info = self.info.clone().set_addr(addr);
+        let client = super::tls::client(&info, &self.tls).map_err(|source| LinkError {
+            target: self.target.clone(),
+            source,
+        })?;
+        Ok(Link {
+            client,
+            info,
+            ..self.clone()
+        })
+    }
+
+    /// Where this link connects, as `host:port` (a unix socket's path).
+    pub fn node(&self) -> String {
+        NodeAddr::of(&self.info).map_or_else(|| format!("{}", self.info.addr()), |a| a.to_string())
     }
 
     /// The database number, for keyspace channel names.
@@ -91,9 +127,82 @@ impl Link {
     }
 }
 
-/// A one-off connection to `t` with [`TIMEOUT`] on connecting and every reply. A TLS
-/// failure comes back as `tls::explain`'s sentence.
+/// A one-off connection to `t` with [`TIMEOUT`] on connecting and every reply: to its
+/// server, to the primary its sentinels name, or to the first cluster seed that answers.
+/// A TLS failure comes back as `tls::explain`'s sentence.
 pub async fn once(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection> {
-    let link = Link::new(t).map_err(|e| e.source)?;
+    let link = primary_link(t).await?;
     link.once().await.map_err(|e| super::tls::explained(t, e))
+}
+
+/// The link to `t`'s primary (a cluster: its first seed that answers).
+pub async fn primary_link(t: &TargetConfig) -> redis::RedisResult<Link> {
+    let link = Link::new(t).map_err(|e| e.source)?;
+    match &t.topology {
+        Topology::Standalone => Ok(link),
+        Topology::Sentinel(s) => {
+            let mut last = None;
+            for sentinel in super::sentinel::Sentinel::all(t)? {
+                let asked = async {
+                    let mut conn = sentinel.connect().await?;
+                    super::sentinel::primary(&mut conn, &s.master_name).await
+                };
+                match asked.await {
+                    Ok(Some(addr)) => return link.at(&addr).map_err(|e| e.source),
+                    Ok(None) => {
+                        last = Some(redis::RedisError::from((
+                            redis::ErrorKind::Io,
+                            "unknown master_name",
+                            format!("sentinel {} does not know `{}`", sentinel.addr, s.master_name),
+                        )))
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.unwrap_or_else(|| redis::RedisError::from((redis::ErrorKind::Io, "no sentinel"))))
+        }
+        Topology::Cluster { seeds } => {
+            let mut last = None;
+            for seed in seeds.iter().filter_map(NodeAddr::of) {
+                let node = link.at(&seed).map_err(|e| e.source)?;
+                match node.once().await {
+                    Ok(_) => return Ok(node),
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.unwrap_or_else(|| redis::RedisError::from((redis::ErrorKind::Io, "no seed node"))))
+        }
+    }
+}
+
+/// A node's address as Redis names it (`CLUSTER SHARDS`, `SENTINEL get-master-addr-by-name`)
+/// and as the `node` label shows it: `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeAddr {
+    pub host: String,
+    pub port: u16,
+}
+
+impl NodeAddr {
+    pub fn of(info: &redis::ConnectionInfo) -> Option<NodeAddr> {
+        match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) | redis::ConnectionAddr::TcpTls { host, port, .. } => {
+                Some(NodeAddr {
+                    host: host.clone(),
+                    port: *port,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
 }

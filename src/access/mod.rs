@@ -2,17 +2,21 @@
 //! connecting (`connect`; `tls` for `rediss://` targets and for explaining TLS failures),
 //! SCAN pages and reads of lock values, owners and fencing counters (`read`, `owner`),
 //! `notify-keyspace-events` and the keyspace channels (`notify`), one-off probes of keys
-//! and permissions (`probe`), and the lock scripts (`scripts`). `child` starts a private `redis-server` for the demo and the tests.
+//! and permissions (`probe`), and the lock scripts (`scripts`); Redis Cluster slots, shards and routed reads
+//! (`cluster`) and Sentinel questions (`sentinel`). `child` starts a private `redis-server` for the demo and the tests.
 //!
 //! It knows the config's target and namespace shapes, and nothing of metrics, state or HTTP.
 
 pub mod child;
+pub mod cluster;
 pub mod connect;
 pub mod notify;
 pub(crate) mod owner;
 pub(crate) mod probe;
 pub(crate) mod read;
+pub(crate) mod reader;
 pub mod scripts;
+pub mod sentinel;
 pub mod tls;
 
-pub use connect::{Link, LinkError};
+pub use connect::{Link, LinkError, NodeAddr};

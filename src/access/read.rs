@@ -42,17 +42,31 @@ pub(crate) async fn scan_page(
         .await
 }
 
-/// Owner and PTTL of each key, in one pipeline.
+/// Owner and PTTL of each key, in one pipeline (one MULTI/EXEC).
 pub(crate) async fn read_locks(
     conn: &mut impl ConnectionLike,
     kind: &ValueKind,
     keys: &[Vec<u8>],
 ) -> RedisResult<Vec<KeyRead>> {
+    read_locks_with(conn, kind, keys, true).await
+}
+
+/// [`read_locks`], in a MULTI/EXEC when `atomic` (a cluster's routed connection reads one
+/// key per pipeline without: see `reader`).
+pub(crate) async fn read_locks_with(
+    conn: &mut impl ConnectionLike,
+    kind: &ValueKind,
+    keys: &[Vec<u8>],
+    atomic: bool,
+) -> RedisResult<Vec<KeyRead>> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
     let mut pipe = redis::pipe();
-    pipe.atomic().ignore_errors();
+    if atomic {
+        pipe.atomic();
+    }
+    pipe.ignore_errors();
     match kind {
         ValueKind::Redisson => {
             for k in keys {

@@ -5,23 +5,33 @@
 
 use std::sync::Once;
 
-use crate::config::TargetConfig;
+use crate::config::{TargetConfig, TargetTls};
 
-/// The client of `t`: with its `tls_ca_file` and client certificate when it has them.
-pub(crate) fn client(t: &TargetConfig) -> redis::RedisResult<redis::Client> {
+/// A client for `info` (the target's own server, one of its nodes, or a sentinel): with
+/// the target's `tls_ca_file` and client certificate when it has them and `info` is TLS.
+pub(crate) fn client(info: &redis::ConnectionInfo, tls: &TargetTls) -> redis::RedisResult<redis::Client> {
     install_provider();
-    let tls = &t.tls;
-    if tls.ca.is_none() && tls.client.is_none() {
-        return redis::Client::open(t.connection.clone());
+    match certificates(tls) {
+        Some(certs) if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) => {
+            redis::Client::build_with_tls(info.clone(), certs)
+        }
+        _ => redis::Client::open(info.clone()),
     }
-    let certificates = redis::TlsCertificates {
+}
+
+/// The target's CA and client certificate in the form the redis crate takes them.
+pub(crate) fn certificates(tls: &TargetTls) -> Option<redis::TlsCertificates> {
+    install_provider();
+    if tls.ca.is_none() && tls.client.is_none() {
+        return None;
+    }
+    Some(redis::TlsCertificates {
         client_tls: tls.client.as_ref().map(|c| redis::ClientTlsConfig {
             client_cert: c.cert.pem.clone(),
             client_key: c.key.expose().as_bytes().to_vec(),
         }),
         root_cert: tls.ca.as_ref().map(|ca| ca.pem.clone()),
-    };
-    redis::Client::build_with_tls(t.connection.clone(), certificates)
+    })
 }
 
 /// rustls needs one crypto provider per process. With only its `ring` feature on, it would

@@ -13,6 +13,7 @@ mod secret;
 mod server;
 mod target;
 mod tls;
+mod topology;
 
 pub use alerts::{AlertsConfig, Thresholds};
 pub use logs::{LogConfig, LogFormat, StartAt};
@@ -22,6 +23,7 @@ pub use secret::Secret;
 pub use server::ServerConfig;
 pub use target::{Notifications, TargetConfig};
 pub use tls::{ClientIdentity, PemFile, TargetTls};
+pub use topology::{Mode, SentinelSettings, Topology};
 // The crate's paths to these stay `crate::config::…`; no module outside config names them
 // today (`fence_map()` hands out a `FenceMap` without naming it).
 #[allow(unused_imports)]

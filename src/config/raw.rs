@@ -37,7 +37,12 @@ pub struct RawServer {
 pub struct RawTarget {
     pub name: S<String>,
     pub environment: Option<S<String>>,
-    pub url: S<String>,
+    pub url: Option<S<String>>,
+    pub mode: Option<S<String>>,
+    pub nodes: Option<S<Vec<String>>>,
+    pub sentinels: Option<S<Vec<String>>>,
+    pub master_name: Option<S<String>>,
+    pub sentinel_password_file: Option<S<String>>,
     pub password_file: Option<S<String>>,
     pub sample_interval: Option<S<String>>,
     pub scan_count: Option<S<i64>>,

@@ -7,12 +7,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use redis::IntoConnectionInfo;
-
 use super::choice::choice_enum;
 use super::raw::{RawTarget, S};
 use super::secret::read_secret;
 use super::tls::TargetTls;
+use super::topology::Topology;
 use super::{ConfigError, Cx, Overrides, Secret};
 use crate::duration;
 
@@ -49,6 +48,8 @@ pub struct TargetConfig {
     pub reconcile_rate: u64,
     /// `tls_*`: the CA and client certificate of a `rediss://` URL; empty otherwise.
     pub tls: TargetTls,
+    /// `mode` and the nodes it starts from.
+    pub topology: Topology,
 }
 
 /// Default `reconcile_rate`: about 0.4 % of a Redis core (SCAN MATCH costs ~1.9 µs of
@@ -79,7 +80,12 @@ impl Cx<'_> {
             let target = RawTarget {
                 name: S::new(0..0, "main".to_string()),
                 environment: None,
-                url: S::new(0..0, url.clone()),
+                url: Some(S::new(0..0, url.clone())),
+                mode: None,
+                nodes: None,
+                sentinels: None,
+                master_name: None,
+                sentinel_password_file: None,
                 password_file: None,
                 sample_interval: None,
                 scan_count: None,
@@ -113,25 +119,26 @@ impl Cx<'_> {
     fn target(&self, t: RawTarget, i: usize, base: &Path, ov: &Overrides) -> Result<TargetConfig, ConfigError> {
         let k = |field: &str| format!("target[{i}].{field}");
         let name = self.name(&t.name, &k("name"))?;
-        let (url, url_span, url_key) = match &ov.redis_url {
-            Some(u) => (u.clone(), None, "--redis-url".to_string()),
-            None => (t.url.get_ref().clone(), Some(t.url.span()), k("url")),
+        let url = match (&ov.redis_url, &t.url) {
+            (Some(u), _) => Some((u.clone(), None, "--redis-url".to_string())),
+            (None, Some(u)) => Some((u.get_ref().clone(), Some(u.span()), k("url"))),
+            (None, None) => None,
         };
-        let info = url.as_str().into_connection_info().map_err(|e| {
-            self.err(
-                url_span.as_ref(),
-                &url_key,
-                format!("not a Redis URL ({e}): write redis://host:port/db or rediss:// for TLS"),
-            )
-        })?;
-        let tls = self.tls(&t, i, base, &info, &url)?;
-        let connection = match self.password(&t, i, base, ov)? {
+        let (template, mut topology) = self.topology(&t, i, url, base)?;
+        let tls = self.tls(&t, i, base, &template.info, &template.url)?;
+        let password = self.password(&t, i, base, ov)?;
+        let with_password = |info: redis::ConnectionInfo| match &password {
             Some(p) => {
                 let settings = info.redis_settings().clone().set_password(p.expose());
                 info.set_redis_settings(settings)
             }
             None => info,
         };
+        if let Topology::Cluster { seeds } = &mut topology {
+            *seeds = seeds.drain(..).map(with_password).collect();
+        }
+        let connection = with_password(template.info);
+        let url = template.url;
         let sample_interval = match &t.sample_interval {
             Some(v) => self.duration(v, &k("sample_interval"))?,
             None => Duration::from_secs(5),
@@ -182,7 +189,7 @@ impl Cx<'_> {
         Ok(TargetConfig {
             name,
             environment: t.environment.map(|e| e.into_inner()),
-            display_url: redact_url(&url),
+            display_url: display(&url, &topology),
             connection,
             sample_interval,
             scan_count,
@@ -191,6 +198,7 @@ impl Cx<'_> {
             reconcile_interval,
             reconcile_rate,
             tls,
+            topology,
         })
     }
 
@@ -206,6 +214,20 @@ impl Cx<'_> {
             (None, None, Some(p)) => Some(p.clone()),
             (None, None, None) => None,
         })
+    }
+}
+
+/// How the target is shown in logs and on the status page: the URL without its password,
+/// and for a cluster or Sentinel group, the mode and where it is found.
+fn display(url: &str, topology: &Topology) -> String {
+    match topology {
+        Topology::Standalone => redact_url(url),
+        Topology::Cluster { seeds } => format!("cluster via {} seed node(s), first {}", seeds.len(), redact_url(url)),
+        Topology::Sentinel(s) => format!(
+            "sentinel master `{}` via {} sentinel(s)",
+            s.master_name,
+            s.sentinels.len()
+        ),
     }
 }
 

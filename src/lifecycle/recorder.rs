@@ -5,6 +5,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::history::History;
+use super::migration::Event;
 use super::tracker::{Notice, Observer, Tracker};
 use super::{ReadRequest, WatchError, Watcher};
 use crate::access::notify::{self, NotifyError};
@@ -65,26 +66,35 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// One pub/sub message: which namespace (by the pattern it came through), which key, which event.
-    pub(super) fn handle(&mut self, tracker: &mut Tracker, msg: &redis::Msg, now_ms: i64, marks: &[u32]) {
-        let event = msg.get_payload_bytes();
+    /// One pub/sub message from primary `node`: which namespace (by the pattern it came
+    /// through), which key, which event.
+    pub(super) fn parse(&self, node: usize, msg: &redis::Msg) -> Option<Event> {
         let (Ok(Some(pattern)), Ok(channel)) = (msg.get_pattern::<Option<Vec<u8>>>(), msg.get_channel::<Vec<u8>>())
         else {
-            return;
+            return None;
         };
-        let Some(&(_, ns, fence)) = self.w.channels.iter().find(|(c, _, _)| *c == pattern) else {
-            return;
-        };
-        let Some(key) = channel.get(self.w.prefix_len..) else {
-            return;
-        };
+        let &(_, ns, fence) = self.w.channels.iter().find(|(c, _, _)| *c == pattern)?;
+        let key = channel.get(self.w.prefix_len..)?.to_vec();
+        Some(Event {
+            node,
+            ns,
+            fence,
+            key,
+            event: msg.get_payload_bytes().to_vec(),
+        })
+    }
+
+    /// One event, at `now_ms`: to the tracker, and in events mode to the lock table.
+    pub(super) fn apply(&mut self, tracker: &mut Tracker, ev: &Event, now_ms: i64, marks: &[u32]) {
         // The tracker first: its owner fallback reads the lock table as it was before
         // this event.
-        if !fence && let Some(notice) = Notice::parse(event) {
-            self.notice(tracker, ns, key, notice, now_ms, marks);
+        if !ev.fence
+            && let Some(notice) = Notice::parse(&ev.event)
+        {
+            self.notice(tracker, ev.ns, &ev.key, notice, now_ms, marks);
         }
         if self.w.locks.subscription().is_some() {
-            self.track(ns, fence, key, event);
+            self.track(ev.ns, ev.fence, &ev.key, &ev.event);
         }
     }
 

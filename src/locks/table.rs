@@ -77,6 +77,9 @@ fn in_cycle(seen: u32, cycle_start: u32, now: u32) -> bool {
     now.wrapping_sub(seen) <= now.wrapping_sub(cycle_start)
 }
 
+/// Lock keys and fencing counters a cycle did not see (`NamespaceTable::unseen`).
+pub type Unseen = (Vec<Box<[u8]>>, Vec<Box<[u8]>>);
+
 /// Which keys the walk is going through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -88,12 +91,15 @@ pub enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalkPosition {
     pub phase: Phase,
+    /// Which of the target's primaries (a cluster's walk goes through each in turn).
+    pub node: u16,
     pub cursor: u64,
 }
 
 impl WalkPosition {
     pub const START: WalkPosition = WalkPosition {
         phase: Phase::Locks,
+        node: 0,
         cursor: 0,
     };
 }
@@ -317,6 +323,26 @@ impl NamespaceTable {
             }
         }
         self.census.fence_max = Some(self.census.fence_max.map_or(value, |m| m.max(value)));
+    }
+
+    /// Lock keys and fencing counters tracked but not seen by the cycle in progress: on a
+    /// cluster, keys a slot migration moved to a node walked earlier, read before `complete`.
+    pub fn unseen(&self) -> Unseen {
+        let (pass, cycle_start) = (self.pass, self.cycle_start);
+        let seen = |p: u32| in_cycle(p, cycle_start, pass);
+        let locks = self
+            .locks
+            .iter()
+            .filter(|(_, e)| !seen(e.pass))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let fences = self
+            .fences
+            .iter()
+            .filter(|(_, f)| !seen(f.pass))
+            .map(|(k, _)| k.clone())
+            .collect();
+        (locks, fences)
     }
 
     /// The walk reached the end: drop entries of keys this cycle did not see, count

@@ -86,12 +86,14 @@ fn duplicate_scan_results_count_once_per_cycle() {
     t.begin();
     t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
     t.suspend(WalkPosition {
+        node: 0,
         phase: Phase::Locks,
         cursor: 7,
     });
     assert_eq!(
         t.begin(),
         WalkPosition {
+            node: 0,
             phase: Phase::Locks,
             cursor: 7
         },
@@ -113,6 +115,7 @@ fn a_cycle_over_several_passes_drops_only_what_it_did_not_see() {
     t.begin();
     t.observe_lock(&ns, b"wf:1", b"a", 20_000, 0);
     t.suspend(WalkPosition {
+        node: 0,
         phase: Phase::Locks,
         cursor: 3,
     });
@@ -166,6 +169,7 @@ fn fence_regressions_backwards_and_vanished() {
     assert_eq!(t.take_counts().fence_regressions, 1, "f:1 vanished");
     t.begin();
     t.suspend(WalkPosition {
+        node: 0,
         phase: Phase::Fences,
         cursor: 9,
     });

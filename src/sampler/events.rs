@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use super::Sampler;
-use crate::access::read::{self, Counter, KeyRead};
+use crate::access::read::{Counter, KeyRead};
 use crate::locks::NamespaceLocks;
 use crate::locks::events::{Found, ToRead};
 
@@ -87,6 +87,7 @@ impl Sampler {
                 }
             }
         };
+        let reader = self.reader()?;
         let mut reads = tokio::task::JoinSet::new();
         let mut pages = keys.chunks(self.target.scan_count.max(1)).peekable();
         let mut cut = false;
@@ -95,11 +96,11 @@ impl Sampler {
                 && let Some(page) = pages.next()
             {
                 let page: Vec<ToRead> = page.to_vec();
-                let mut conn = self.conn.clone();
+                let reader = reader.clone();
                 let kind = ns.value.clone();
                 reads.spawn(async move {
                     let keys: Vec<Vec<u8>> = page.iter().map(|r| r.key.to_vec()).collect();
-                    read::read_locks(&mut conn, &kind, &keys).await.map(|r| (page, r))
+                    reader.read_locks(&kind, &keys).await.map(|r| (page, r))
                 });
             }
             let Some(done) = reads.join_next().await else { break };
@@ -114,7 +115,7 @@ impl Sampler {
         }
         for page in fences.chunks(self.target.scan_count.max(1)) {
             let keys: Vec<Vec<u8>> = page.iter().map(|k| k.to_vec()).collect();
-            let values = read::read_counters(&mut self.conn.clone(), &keys).await?;
+            let values = reader.read_counters(&keys).await?;
             let mut table = ns_locks.table();
             for (key, value) in page.iter().zip(values) {
                 match value {

@@ -43,6 +43,8 @@ pub struct SamplerMetrics {
     tracking_mode: IntGaugeVec,
     /// Labels target, namespace, kind.
     reconcile_repairs_total: IntCounterVec,
+    /// Labels target, namespace: locks held before a failover and absent after it.
+    locks_lost_in_failover_total: IntCounterVec,
     /// For the scrape-time census of events mode.
     registry: Registry,
 }
@@ -128,6 +130,11 @@ impl SamplerMetrics {
                 "What the reconciling SCAN found that keyspace notifications had missed: a lock not announced (missing), one gone unannounced (gone), one whose owner or expiry differs (changed).",
                 &["target", "namespace", "kind"],
             )?,
+            locks_lost_in_failover_total: r.counters(
+                metric::LOCKS_LOST_IN_FAILOVER_TOTAL,
+                "Locks held just before a primary change that the new primary does not have: neither released nor expired, lost with the writes the failover dropped.",
+                tn,
+            )?,
             registry: r.clone(),
         };
         for target in &config.targets {
@@ -158,6 +165,7 @@ impl SamplerMetrics {
             self.lock_held_max_seconds.with_label_values(&l);
             self.lock_ttl_remaining_seconds.with_label_values(&l);
             self.lock_handoffs_total.with_label_values(&l);
+            self.locks_lost_in_failover_total.with_label_values(&l);
             if ns.fence_pattern.is_some() {
                 self.fence_token.with_label_values(&l);
                 self.fence_regressions_total.with_label_values(&l);
@@ -198,6 +206,13 @@ impl SamplerMetrics {
             tracing::warn!(target_name = %target, namespace = %ns.name, count = c.fence_regressions,
                 "fencing counter went backwards or vanished: a failover may have lost writes");
         }
+    }
+
+    /// Locks of namespace `ns` lost in a failover.
+    pub(crate) fn lost_in_failover(&self, target: &str, ns: &str, n: u64) {
+        self.locks_lost_in_failover_total
+            .with_label_values(&[target, ns])
+            .inc_by(n);
     }
 
     /// The remaining-TTL histogram of a namespace.

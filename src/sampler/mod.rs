@@ -6,20 +6,22 @@
 //! a failing Redis marks `lockwatch_up 0` and the next pass tries again.
 
 mod events;
+mod failover;
 pub(crate) mod metrics;
+mod nodes;
 mod reconcile;
+mod scan;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::read::{self, KeyRead};
-use crate::access::{Link, LinkError};
+use crate::access::LinkError;
+use crate::access::reader::Reader;
 use crate::config::TargetConfig;
-use crate::locks::table::{Phase, WalkPosition};
-use crate::locks::{NamespaceLocks, TargetLocks};
+use crate::locks::TargetLocks;
+use crate::topology::Nodes;
 use crate::vocab::{TrackingMode, Unreadable};
 pub use metrics::SamplerMetrics;
 
@@ -43,10 +45,16 @@ pub struct Sampler {
     target: TargetConfig,
     locks: Arc<TargetLocks>,
     metrics: SamplerMetrics,
-    /// Reads owners and PTTLs (several pipelines in flight).
-    conn: ConnectionManager,
-    /// Walks SCAN cursors: its own connection, so a page never waits behind a read pipeline.
-    scan_conn: ConnectionManager,
+    /// The target's topology, as the follower finds it.
+    nodes: Nodes,
+    /// Connections of the current primaries, in the layout's order.
+    primaries: Vec<nodes::NodeConns>,
+    /// Reads owners and PTTLs (several pipelines in flight) wherever the keys live.
+    reader: Option<Reader>,
+    /// The last failover compared with the new primary.
+    failovers_handled: u64,
+    /// The mode of the last pass that succeeded: whether the tables were current.
+    last_ok_mode: Option<TrackingMode>,
     /// Where the next pass starts, so a truncated pass does not starve the same namespaces.
     next_start: usize,
     /// The mode the target is in, and in events mode the subscription it follows.
@@ -67,10 +75,12 @@ impl Sampler {
     /// Set up the sampler for `target`, filling `locks` (the target's tables); connects
     /// lazily, so a Redis that is down now is not an error: the passes will say so. Call it
     /// inside a tokio runtime.
-    pub fn new(target: &TargetConfig, locks: Arc<TargetLocks>, metrics: SamplerMetrics) -> Result<Self, SamplerError> {
-        let link = Link::new(target)?;
-        let conn = link.managed()?;
-        let scan_conn = link.managed()?;
+    pub fn new(
+        target: &TargetConfig,
+        locks: Arc<TargetLocks>,
+        metrics: SamplerMetrics,
+        nodes: Nodes,
+    ) -> Result<Self, SamplerError> {
         let patterns: Vec<&str> = locks
             .namespaces
             .iter()
@@ -83,8 +93,11 @@ impl Sampler {
             target: target.clone(),
             locks,
             metrics,
-            conn,
-            scan_conn,
+            nodes,
+            primaries: Vec::new(),
+            reader: None,
+            failovers_handled: 0,
+            last_ok_mode: None,
             next_start: 0,
             mode: (TrackingMode::Scan, 0),
             walk: reconcile::Walk::default(),
@@ -171,10 +184,20 @@ impl Sampler {
         let deadline = started + self.target.sample_budget;
         // Hard stop: the budget plus one request timeout; only a wedged connection gets here.
         let hard = self.target.sample_budget * 2 + Duration::from_secs(1);
-        let outcome = match self.follow_mode() {
-            TrackingMode::Scan => tokio::time::timeout(hard, self.walk(deadline)).await,
-            TrackingMode::Events => tokio::time::timeout(hard, self.events_pass(deadline)).await,
-        };
+        let mode = self.follow_mode();
+        let outcome = tokio::time::timeout(hard, async {
+            if let Err(e) = self.follow_nodes().await {
+                return Walk {
+                    error: Some(crate::access::tls::explain(&self.target, &e)),
+                    ..Walk::default()
+                };
+            }
+            match mode {
+                TrackingMode::Scan => self.walk(deadline).await,
+                TrackingMode::Events => self.events_pass(deadline).await,
+            }
+        })
+        .await;
         let (keys_scanned, truncated, error) = match outcome {
             Ok(w) => (w.keys_scanned, w.truncated, w.error),
             Err(_) => (
@@ -183,6 +206,9 @@ impl Sampler {
                 Some(format!("pass did not finish within {}", crate::duration::format(hard))),
             ),
         };
+        if error.is_none() {
+            self.last_ok_mode = Some(mode);
+        }
         let report = PassReport {
             duration: started.elapsed(),
             keys_scanned,
@@ -191,202 +217,6 @@ impl Sampler {
         };
         self.metrics.publish_pass(&self.target, &self.locks, &report);
         report
-    }
-
-    async fn walk(&mut self, deadline: Instant) -> Walk {
-        let mut walk = Walk::default();
-        let n = self.locks.namespaces.len();
-        let start = self.next_start % n.max(1);
-        for i in (0..n).map(|k| (start + k) % n) {
-            if walk.truncated {
-                break;
-            }
-            match self.sample_namespace(i, deadline, &mut walk.keys_scanned).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    walk.truncated = true;
-                    self.next_start = i;
-                }
-                Err(e) => {
-                    let stop = e.is_io_error() || e.is_timeout() || e.is_unrecoverable_error();
-                    let e = crate::access::tls::explain(&self.target, &e);
-                    let ns = &self.locks.namespaces[i].config.name;
-                    walk.error.get_or_insert_with(|| format!("namespace {ns}: {e}"));
-                    if stop {
-                        break;
-                    }
-                }
-            }
-        }
-        walk
-    }
-
-    /// Walk one namespace from where its last pass stopped. Counters are published whatever
-    /// happens; gauges when the walk completes a cycle. `Ok(false)` when cut by the budget.
-    async fn sample_namespace(&self, i: usize, deadline: Instant, scanned: &mut u64) -> redis::RedisResult<bool> {
-        let ns_locks = &self.locks.namespaces[i];
-        let from = ns_locks.table().begin();
-        let walked = self.walk_namespace(ns_locks, from, deadline, scanned).await;
-        let mut table = ns_locks.table();
-        let (outcome, census) = match walked {
-            Ok(None) => (Ok(true), Some(table.complete())),
-            Ok(Some(at)) => {
-                table.suspend(at);
-                (Ok(false), None)
-            }
-            Err(e) => {
-                table.abandon();
-                (Err(e), None)
-            }
-        };
-        let counts = table.take_counts();
-        drop(table);
-        self.metrics.publish_counts(&self.target.name, &ns_locks.config, counts);
-        if let Some(c) = census {
-            self.metrics.publish_census(&self.target.name, &ns_locks.config, &c);
-        }
-        outcome
-    }
-
-    /// The lock keys, then the fencing counters, from `from`; where it stopped if cut.
-    async fn walk_namespace(
-        &self,
-        ns_locks: &NamespaceLocks,
-        from: WalkPosition,
-        deadline: Instant,
-        scanned: &mut u64,
-    ) -> redis::RedisResult<Option<WalkPosition>> {
-        let ns = &ns_locks.config;
-        let count = self.target.scan_count;
-        let mut fence_from = from.cursor;
-        if from.phase == Phase::Locks {
-            let cut = self
-                .walk_pattern(
-                    ns.pattern.as_str(),
-                    from.cursor,
-                    count,
-                    deadline,
-                    scanned,
-                    |mut conn, keys| {
-                        let kind = ns.value.clone();
-                        async move { read::read_locks(&mut conn, &kind, &keys).await.map(|r| (keys, r)) }
-                    },
-                    |keys, reads| {
-                        let now_ms = self.locks.now_ms();
-                        let hist = self
-                            .metrics
-                            .lock_ttl_remaining_seconds
-                            .with_label_values(&[&self.target.name, &ns.name]);
-                        let mut table = ns_locks.table();
-                        for (key, read) in keys.iter().zip(reads) {
-                            match read {
-                                KeyRead::Lock { owner, pttl_ms } => {
-                                    let seen = table.observe_lock(ns, key, &owner, pttl_ms, now_ms);
-                                    if let Some(s) = seen.ttl_remaining_s {
-                                        hist.observe(s);
-                                    }
-                                }
-                                KeyRead::Gone => {}
-                                KeyRead::Unreadable(reason) => {
-                                    table.observe_unreadable(reason);
-                                    log_unreadable(&self.target.name, &ns.name, key, reason);
-                                }
-                            }
-                        }
-                    },
-                )
-                .await?;
-            if let Some(cursor) = cut {
-                return Ok(Some(WalkPosition {
-                    phase: Phase::Locks,
-                    cursor,
-                }));
-            }
-            fence_from = 0;
-            if ns.fence_pattern.is_some() && Instant::now() >= deadline {
-                return Ok(Some(WalkPosition {
-                    phase: Phase::Fences,
-                    cursor: 0,
-                }));
-            }
-        }
-        let Some(fence) = &ns.fence_pattern else {
-            return Ok(None);
-        };
-        let cut = self
-            .walk_pattern(
-                fence.as_str(),
-                fence_from,
-                count,
-                deadline,
-                scanned,
-                |mut conn, keys| async move { read::read_counters(&mut conn, &keys).await.map(|r| (keys, r)) },
-                |keys, values| {
-                    let mut table = ns_locks.table();
-                    for (key, value) in keys.iter().zip(values) {
-                        match value {
-                            read::Counter::Value(v) => table.observe_fence(key, v),
-                            read::Counter::Gone => {}
-                            read::Counter::NotInteger => table.observe_unreadable(Unreadable::BadValue),
-                        }
-                    }
-                },
-            )
-            .await?;
-        Ok(cut.map(|cursor| WalkPosition {
-            phase: Phase::Fences,
-            cursor,
-        }))
-    }
-
-    /// SCAN `pattern` from `cursor` to the end or the deadline (at least one page). Each
-    /// page is read by its own task while the walk goes on, up to `READS_IN_FLIGHT` at
-    /// once, so neither Redis nor lockwatch waits on the other's round trip. Returns the
-    /// cursor to continue from when cut, `None` when the walk reached the end.
-    #[allow(clippy::too_many_arguments)]
-    async fn walk_pattern<R, F, Fut>(
-        &self,
-        pattern: &str,
-        mut cursor: u64,
-        count: usize,
-        deadline: Instant,
-        scanned: &mut u64,
-        read: F,
-        mut apply: impl FnMut(Vec<Vec<u8>>, Vec<R>),
-    ) -> redis::RedisResult<Option<u64>>
-    where
-        R: Send + 'static,
-        F: Fn(ConnectionManager, Vec<Vec<u8>>) -> Fut,
-        Fut: Future<Output = redis::RedisResult<(Vec<Vec<u8>>, Vec<R>)>> + Send + 'static,
-    {
-        const READS_IN_FLIGHT: usize = 4;
-        let mut scan_conn = self.scan_conn.clone();
-        let mut reads = tokio::task::JoinSet::new();
-        let cut = loop {
-            let (next, keys) = read::scan_page(&mut scan_conn, pattern, cursor, count).await?;
-            *scanned += keys.len() as u64;
-            cursor = next;
-            if !keys.is_empty() {
-                reads.spawn(read(self.conn.clone(), keys));
-            }
-            while reads.len() >= READS_IN_FLIGHT {
-                if let Some(done) = reads.join_next().await {
-                    let (keys, values) = done.map_err(task_failed)??;
-                    apply(keys, values);
-                }
-            }
-            if cursor == 0 {
-                break None;
-            }
-            if Instant::now() >= deadline {
-                break Some(cursor);
-            }
-        };
-        while let Some(done) = reads.join_next().await {
-            let (keys, values) = done.map_err(task_failed)??;
-            apply(keys, values);
-        }
-        Ok(cut)
     }
 }
 

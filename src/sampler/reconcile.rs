@@ -19,8 +19,8 @@ pub(super) const STEP: Duration = Duration::from_millis(100);
 /// Where the reconciling walk stands.
 #[derive(Debug, Default)]
 pub(super) struct Walk {
-    /// The SCAN cursor of the walk in progress; `None` between walks.
-    cursor: Option<u64>,
+    /// The primary and SCAN cursor of the walk in progress; `None` between walks.
+    cursor: Option<(usize, u64)>,
     /// Whether what this walk finds counts as repairs (false for the inventory).
     counting: bool,
     /// When the last walk began, for `reconcile_interval`.
@@ -34,7 +34,7 @@ pub(super) struct Walk {
 impl Walk {
     /// Begin a walk now (a resubscription, or the interval); one in progress starts over.
     pub(super) fn restart(&mut self) {
-        self.cursor = Some(0);
+        self.cursor = Some((0, 0));
         self.counting = self.inventoried;
         self.began = Some(Instant::now());
     }
@@ -80,16 +80,23 @@ impl Sampler {
         self.walk.credit = (self.walk.credit + rate * STEP.as_secs_f64()).min(rate.max(1.0));
         // Pages of at most `scan_count`, as many as the credit pays for, within one step.
         let started = std::time::Instant::now();
-        while let Some(cursor) = self.walk.cursor {
+        self.follow_nodes().await?;
+        while let Some((node, cursor)) = self.walk.cursor {
             let count = (self.walk.credit.floor() as usize).min(self.target.scan_count.max(1));
             if count == 0 || started.elapsed() >= STEP {
                 break;
             }
+            let Some(mut scan) = self.primaries.get(node).map(|p| p.scan.clone()) else {
+                self.walk.restart();
+                break;
+            };
             self.walk.credit -= count as f64;
-            let (next, keys) = read::scan_page(&mut self.scan_conn, &self.walk_match, cursor, count).await?;
+            let (next, keys) = read::scan_page(&mut scan, &self.walk_match, cursor, count).await?;
             self.metrics.keys_scanned(&self.target.name, keys.len() as u64);
             self.sort_found(keys, self.walk.counting).await?;
-            if next == 0 {
+            if next == 0 && node + 1 < self.primaries.len() {
+                self.walk.cursor = Some((node + 1, 0));
+            } else if next == 0 {
                 self.walk.cursor = None;
                 if !self.walk.inventoried {
                     tracing::info!(target_name = %self.target.name,
@@ -97,7 +104,7 @@ impl Sampler {
                 }
                 self.walk.inventoried = true;
             } else {
-                self.walk.cursor = Some(next);
+                self.walk.cursor = Some((node, next));
             }
         }
         self.confirm_missing().await?;
@@ -108,11 +115,12 @@ impl Sampler {
     /// Keys a walk returned: read the locks of each namespace and the fencing counters,
     /// and hand them to the lock tables.
     async fn sort_found(&mut self, keys: Vec<Vec<u8>>, counting: bool) -> redis::RedisResult<()> {
+        let reader = self.reader()?;
         for ns_locks in self.locks.namespaces.iter() {
             let ns = &ns_locks.config;
             let mine: Vec<Vec<u8>> = keys.iter().filter(|k| ns.pattern.matches(k)).cloned().collect();
             if !mine.is_empty() {
-                let reads = read::read_locks(&mut self.conn, &ns.value, &mine).await?;
+                let reads = reader.read_locks(&ns.value, &mine).await?;
                 let now = self.locks.now_ms();
                 let mut table = ns_locks.table();
                 for (key, r) in mine.iter().zip(&reads) {
@@ -122,7 +130,7 @@ impl Sampler {
             let Some(fence) = &ns.fence_pattern else { continue };
             let fences: Vec<Vec<u8>> = keys.iter().filter(|k| fence.matches(k)).cloned().collect();
             if !fences.is_empty() {
-                let values = read::read_counters(&mut self.conn, &fences).await?;
+                let values = reader.read_counters(&fences).await?;
                 let mut table = ns_locks.table();
                 for (key, v) in fences.iter().zip(values) {
                     if let Counter::Value(v) = v {
@@ -137,6 +145,7 @@ impl Sampler {
     /// Read again the keys a walk found missing a second or more ago: still there and still
     /// unannounced, they are repaired and counted.
     async fn confirm_missing(&mut self) -> redis::RedisResult<()> {
+        let reader = self.reader()?;
         for ns_locks in self.locks.namespaces.iter() {
             let now = self.locks.now_ms();
             let keys: Vec<Vec<u8>> = ns_locks
@@ -149,7 +158,7 @@ impl Sampler {
                 continue;
             }
             let ns = &ns_locks.config;
-            let reads = read::read_locks(&mut self.conn, &ns.value, &keys).await?;
+            let reads = reader.read_locks(&ns.value, &keys).await?;
             let now = self.locks.now_ms();
             let mut table = ns_locks.table();
             for (key, r) in keys.iter().zip(&reads) {

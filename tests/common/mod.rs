@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+pub mod topo;
+
 use lockwatch::access::child::RedisChild;
 use lockwatch::config::{Config, Overrides};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,0 +1,299 @@
+//! One subscription of the watcher: the `notifications` policy applied on every primary,
+//! one pub/sub connection per primary (keyspace notifications are node-local), their
+//! streams followed as one, owner reads, and the flags checked again while subscribed. It
+//! ends when a stream ends, a ping fails, or the primaries change.
+
+use std::time::Duration;
+
+use futures_util::stream::{BoxStream, SelectAll};
+use futures_util::{FutureExt, StreamExt};
+use redis::aio::ConnectionManager;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::migration::{Admit, Deferrals, Verified};
+use super::recorder::{Recorder, wall_ms};
+use super::tracker::Tracker;
+use super::{
+    BATCH, FLAGS_CHECK_EVERY, MAX_PENDING_READS, MAX_TRACKED, PING_EVERY, READS_IN_FLIGHT, ReadRequest, ReadResult,
+    SessionError, Unsubscribe, Watcher,
+};
+use crate::access::notify::{self, Applied};
+use crate::access::read::KeyRead;
+use crate::access::reader::Reader;
+use crate::config::Notifications;
+use crate::locks::events::Found;
+
+/// One primary's notifications, tagged with its index; `None` when its stream ended.
+type Tagged = BoxStream<'static, Option<(usize, redis::Msg)>>;
+
+impl Watcher {
+    /// Apply the policy, subscribe on every primary, and follow the streams until one ends
+    /// (`Err`) or `shutdown` (`Ok`).
+    pub(super) async fn session(
+        &mut self,
+        tracker: &mut Tracker,
+        shutdown: &CancellationToken,
+    ) -> Result<(), SessionError> {
+        let limit = self.target.sample_budget.max(Duration::from_secs(2));
+        let layout = self.nodes.current();
+        if !layout.discovered || layout.primaries.is_empty() {
+            return Err(SessionError::Topology(
+                layout.problem.clone().unwrap_or_else(|| "no primary known".into()),
+            ));
+        }
+        let primaries: Vec<String> = layout.primaries.iter().map(|p| p.addr.clone()).collect();
+        let mut flag_conns: Vec<(String, ConnectionManager)> = Vec::with_capacity(primaries.len());
+        let mut complete = true;
+        for p in &layout.primaries {
+            let mut conn = p.link.managed()?;
+            let applied =
+                tokio::time::timeout(limit, notify::apply(self.target.notifications, &self.needed, &mut conn))
+                    .await
+                    .map_err(|_| SessionError::Timeout("checking notify-keyspace-events"))??;
+            complete &= !matches!(applied, Applied::Missing { .. });
+            self.report_applied(&p.addr, primaries.len(), &applied);
+            flag_conns.push((p.addr.clone(), conn));
+        }
+        let reader = match crate::access::cluster::routed(&self.target, limit).await? {
+            Some(routed) => Reader::Routed(routed),
+            None => Reader::Direct(flag_conns[0].1.clone()),
+        };
+        let mut streams: SelectAll<Tagged> = SelectAll::new();
+        let mut sinks = Vec::with_capacity(primaries.len());
+        for (i, p) in layout.primaries.iter().enumerate() {
+            let pubsub = tokio::time::timeout(limit, p.link.pubsub())
+                .await
+                .map_err(|_| SessionError::Timeout("connecting for pub/sub"))??;
+            let (mut sink, stream) = pubsub.split();
+            for (channel, _, _) in &self.channels {
+                tokio::time::timeout(limit, sink.psubscribe(channel.as_slice()))
+                    .await
+                    .map_err(|_| SessionError::Timeout("PSUBSCRIBE"))??;
+            }
+            sinks.push(sink);
+            let tagged = stream
+                .map(move |m| Some((i, m)))
+                .chain(futures_util::stream::once(async { None }));
+            streams.push(tagged.boxed());
+        }
+        // Whatever happened while unsubscribed is unknown: start clean, and let the
+        // sampler's passes from now on stand in for owners not seen in a `set`.
+        tracker.reset();
+        let marks: Vec<u32> = self.locks.namespaces.iter().map(|n| n.table().pass_number()).collect();
+        self.set_connected(true);
+        tracing::info!(target_name = %self.target.name, patterns = self.channels.len(), primaries = primaries.len(),
+            "subscribed to keyspace notifications");
+        if complete {
+            self.locks.subscribed();
+        }
+        let _unsubscribe = Unsubscribe(self.locks.clone());
+        let mut flags_check = tokio::time::interval(FLAGS_CHECK_EVERY);
+        flags_check.reset();
+        let mut nodes = self.nodes.clone();
+        let cluster = layout.is_cluster();
+
+        let (tx, mut rx) = mpsc::channel::<ReadResult>(READS_IN_FLIGHT * 2);
+        let (vtx, mut vrx) = mpsc::channel::<Verified>(READS_IN_FLIGHT * 2);
+        let mut deferrals = Deferrals::default();
+        let mut pending: Vec<ReadRequest> = Vec::new();
+        let mut in_flight = 0usize;
+        let mut cap_warned = false;
+        let mut sweep = tokio::time::interval(Duration::from_secs(1));
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.reset();
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return Ok(()),
+                Some((ns, requests, reads)) = rx.recv() => {
+                    in_flight -= 1;
+                    self.reads_done(tracker, ns, &requests, reads.as_deref(), &mut pending);
+                    self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
+                }
+                Some(verified) = vrx.recv() => {
+                    let migrated = self.migrated(&verified);
+                    let replay = deferrals.resolve(&verified.key, migrated);
+                    let mut history = self.state.history();
+                    let mut obs = Recorder::new(self, &mut history, &mut pending, wall_ms());
+                    for (ev, at) in &replay {
+                        obs.apply(tracker, ev, *at, &marks);
+                    }
+                    drop(history);
+                    self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
+                }
+                _ = flags_check.tick() => {
+                    complete = self.recheck_flags(complete, limit, &mut flag_conns).await;
+                }
+                _ = nodes.changed() => {
+                    if nodes.current().primary_addrs() != primaries.iter().map(String::as_str).collect::<Vec<_>>() {
+                        return Err(SessionError::PrimariesChanged);
+                    }
+                }
+                msg = streams.next() => {
+                    let Some(Some((node, first))) = msg else { return Err(SessionError::Closed) };
+                    let now = self.now_ms();
+                    let mut verify = Vec::new();
+                    let mut history = self.state.history();
+                    let mut obs = Recorder::new(self, &mut history, &mut pending, wall_ms());
+                    let mut n = 0u64;
+                    let mut next = Some((node, first));
+                    while let Some((node, m)) = next.take() {
+                        n += 1;
+                        if let Some(ev) = obs.parse(node, &m) {
+                            match deferrals.admit(ev, now, cluster) {
+                                Admit::Now(ev) => obs.apply(tracker, &ev, now, &marks),
+                                Admit::Verify(v) => verify.push(v),
+                                Admit::Queued => {}
+                            }
+                        }
+                        if (n as usize) < BATCH {
+                            match streams.next().now_or_never() {
+                                Some(Some(Some(m))) => next = Some(m),
+                                Some(_) => { drop(history); return Err(SessionError::Closed) }
+                                None => {}
+                            }
+                        }
+                    }
+                    drop(history);
+                    self.metrics.received.inc_by(n);
+                    for v in verify {
+                        self.spawn_verify(&reader, v, &vtx);
+                    }
+                    self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
+                }
+                _ = sweep.tick() => {
+                    tracker.sweep(self.now_ms());
+                    self.metrics.tracked.set(tracker.len() as i64);
+                    if tracker.untracked > 0 && !std::mem::replace(&mut cap_warned, true) {
+                        tracing::warn!(target_name = %self.target.name, max = MAX_TRACKED,
+                            "lifecycle watcher holds state for its maximum of lock keys; transitions of further keys are counted without holds or takeovers");
+                    }
+                }
+                _ = ping.tick() => {
+                    for sink in &mut sinks {
+                        tokio::time::timeout(limit, sink.ping::<redis::Value>())
+                            .await
+                            .map_err(|_| SessionError::Timeout("PING on the pub/sub connection"))??;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Start read pipelines for what is pending, as far as the in-flight bound allows.
+    fn flush_reads(
+        &self,
+        reader: &Reader,
+        pending: &mut Vec<ReadRequest>,
+        in_flight: &mut usize,
+        tx: &mpsc::Sender<ReadResult>,
+    ) {
+        if pending.len() > MAX_PENDING_READS {
+            pending.drain(..pending.len() - MAX_PENDING_READS);
+        }
+        while !pending.is_empty() && *in_flight < READS_IN_FLIGHT {
+            let ns = pending[0].ns;
+            let mut batch = Vec::new();
+            let mut i = 0;
+            while i < pending.len() && batch.len() < 1000 {
+                if pending[i].ns == ns {
+                    batch.push(pending.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            let kind = self.namespaces[ns].value.clone();
+            let reader = reader.clone();
+            let tx = tx.clone();
+            let timeout = self.target.sample_budget;
+            *in_flight += 1;
+            tokio::spawn(async move {
+                let keys: Vec<Vec<u8>> = batch.iter().map(|r| r.key.clone()).collect();
+                let reads = match tokio::time::timeout(timeout, reader.read_locks(&kind, &keys)).await {
+                    Ok(Ok(reads)) => Some(reads),
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "owner read failed; those owners stay unknown");
+                        None
+                    }
+                    Err(_) => None,
+                };
+                let _ = tx.send((ns, batch, reads)).await;
+            });
+        }
+    }
+
+    /// Reads answered: owners to the tracker, owners and TTLs to the lock table.
+    fn reads_done(
+        &self,
+        tracker: &mut Tracker,
+        ns: usize,
+        requests: &[ReadRequest],
+        reads: Option<&[KeyRead]>,
+        pending: &mut Vec<ReadRequest>,
+    ) {
+        let Some(ns_locks) = self.locks.namespaces.get(ns) else {
+            return;
+        };
+        if let Some(reads) = reads {
+            let now = self.locks.now_ms();
+            let mut table = ns_locks.table();
+            for (r, read) in requests.iter().zip(reads) {
+                if let Some(seq) = r.seq {
+                    table.event_read(&ns_locks.config, &r.key, seq, Found::from(read), now);
+                }
+            }
+        }
+        let mut history = self.state.history();
+        let mut obs = Recorder::new(self, &mut history, pending, wall_ms());
+        for (i, r) in requests.iter().enumerate() {
+            let Some(generation) = r.generation else { continue };
+            let owner = match reads.and_then(|x| x.get(i)) {
+                Some(KeyRead::Lock { owner, .. }) => Some(ns_locks.owner_hash(owner)),
+                _ => None,
+            };
+            tracker.owner_read(&r.key, generation, owner, &mut obs);
+        }
+    }
+
+    /// Check `notify-keyspace-events` again on every primary: flags switched off at runtime
+    /// (or a restart without them) put the target in scan mode, flags back return it to
+    /// events mode (`configure` puts them back itself). Returns whether the flags are complete.
+    async fn recheck_flags(
+        &mut self,
+        complete: bool,
+        limit: Duration,
+        conns: &mut [(String, ConnectionManager)],
+    ) -> bool {
+        let policy = match self.target.notifications {
+            Notifications::Configure => Notifications::Configure,
+            _ => Notifications::Auto,
+        };
+        let mut now = true;
+        for (addr, conn) in conns.iter_mut() {
+            let applied = match tokio::time::timeout(limit, notify::apply(policy, &self.needed, conn)).await {
+                Ok(Ok(a)) => a,
+                _ => continue, // the PING of the subscription tells about the connection
+            };
+            let ok = !matches!(applied, Applied::Missing { .. });
+            if ok != complete || matches!(applied, Applied::Configured { .. }) {
+                self.report_applied(addr, self.nodes.current().primaries.len(), &applied);
+            }
+            now &= ok;
+        }
+        match (complete, now) {
+            (true, false) => {
+                tracing::warn!(target_name = %self.target.name,
+                    "notify-keyspace-events no longer has what lockwatch needs: scan mode until it does");
+                self.locks.unsubscribed();
+            }
+            (false, true) => {
+                tracing::info!(target_name = %self.target.name,
+                    "notify-keyspace-events has what lockwatch needs again: events mode");
+                self.locks.subscribed();
+            }
+            _ => {}
+        }
+        now
+    }
+}

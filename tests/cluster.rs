@@ -1,0 +1,247 @@
+//! Redis Cluster targets against a real cluster of 3 primaries and 3 replicas: exact
+//! gauges across every slot in scan and events mode, an expiry takeover on a cluster key,
+//! resharding while locks churn counting nothing for the moved keys, and failovers
+//! (`CLUSTER FAILOVER`, a killed primary) followed with node health and counts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::topo::{Cluster, cli_at};
+use common::{Metrics, Served};
+use lockwatch::config::{Config, Overrides};
+use redis::Commands;
+
+fn config(seed: &str, notifications: &str) -> Config {
+    let text = format!(
+        "[[target]]\nname = \"c\"\nmode = \"cluster\"\nnodes = [\"{seed}\"]\nsample_interval = \"1s\"\n\
+         notifications = \"{notifications}\"\nreconcile_interval = \"5s\"\n\n\
+         [[namespace]]\nname = \"jobs\"\npattern = \"lw:lock:*\"\nttl = \"30s\"\nrenew_every = \"10s\"\n\
+         fence_pattern = \"lw:fence:*\"\n"
+    );
+    Config::from_toml(&text, "cluster.toml", std::path::Path::new("."), &Overrides::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+const JOBS: [(&str, &str); 2] = [("target", "c"), ("namespace", "jobs")];
+const T: [(&str, &str); 1] = [("target", "c")];
+
+fn held(m: &Metrics) -> f64 {
+    m.val("lockwatch_locks_held", &JOBS)
+}
+
+fn transitions(m: &Metrics, kind: &str) -> f64 {
+    m.val(
+        "lockwatch_lock_transitions_total",
+        &[("target", "c"), ("namespace", "jobs"), ("kind", kind)],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_slot_counted_exactly_a_takeover_seen_and_resharding_is_no_lock_event() {
+    let cluster = Cluster::start();
+    let mut c = cluster.client();
+    for i in 0..150 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("lw:lock:{i}"))
+            .arg(format!("owner-{i}"))
+            .arg("PX")
+            .arg(120_000)
+            .query(&mut c)
+            .unwrap();
+    }
+    for i in 0..10 {
+        let _: () = c.set(format!("lw:lock:nottl:{i}"), "forever").unwrap();
+    }
+    for i in 0..20 {
+        let _: () = c.set_ex(format!("lw:lock:od:{i}"), "slow", 8).unwrap();
+    }
+    for i in 0..5 {
+        let _: i64 = c.incr(format!("lw:fence:{i}"), 7).unwrap();
+    }
+    let scan = Served::start(config(&cluster.seed(), "off")).await;
+    let events = Served::start(config(&cluster.seed(), "auto")).await;
+    for (name, s) in [("scan", &scan), ("events", &events)] {
+        s.wait_for(
+            Duration::from_secs(20),
+            &format!("{name}: exact gauges over 3 primaries"),
+            |m| {
+                held(m) == 180.0
+                    && m.val("lockwatch_locks_without_ttl", &JOBS) == 10.0
+                    && m.val("lockwatch_locks_renewal_overdue", &JOBS) == 20.0
+                    && m.val("lockwatch_fence_token", &JOBS) == 7.0
+                    && m.val("lockwatch_up", &T) == 1.0
+                    && m.val("lockwatch_nodes", &[("target", "c"), ("role", "primary")]) == 3.0
+                    && m.val("lockwatch_nodes", &[("target", "c"), ("role", "replica")]) == 3.0
+            },
+        )
+        .await;
+        let m = s.metrics().await;
+        for n in &cluster.nodes {
+            let node = format!("127.0.0.1:{}", n.port());
+            assert_eq!(
+                m.val("lockwatch_node_up", &[("target", "c"), ("node", &node)]),
+                1.0,
+                "{name} {node}"
+            );
+        }
+    }
+    let m = events.metrics().await;
+    assert_eq!(
+        m.val("lockwatch_tracking_mode", &[("target", "c"), ("mode", "events")]),
+        1.0
+    );
+
+    // The stale-holder incident on one cluster key: A's lock expires, B takes it.
+    let _: () = redis::cmd("SET")
+        .arg("lw:lock:t")
+        .arg("A")
+        .arg("NX")
+        .arg("PX")
+        .arg(1200)
+        .query(&mut c)
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    let _: () = redis::cmd("SET")
+        .arg("lw:lock:t")
+        .arg("B")
+        .arg("NX")
+        .arg("PX")
+        .arg(120_000)
+        .query(&mut c)
+        .unwrap();
+    events
+        .wait_for(Duration::from_secs(10), "one takeover", |m| {
+            m.val("lockwatch_lock_expiry_takeovers_total", &JOBS) == 1.0
+        })
+        .await;
+
+    // Release the overdue ones; then reshard a third of the slots while locks churn.
+    for i in 0..20 {
+        let _: () = c.del(format!("lw:lock:od:{i}")).unwrap();
+    }
+    for s in [&scan, &events] {
+        s.wait_for(Duration::from_secs(20), "161 held before resharding", |m| {
+            held(m) == 161.0
+        })
+        .await;
+    }
+    let before = events.metrics().await;
+    let handoffs_before = scan.metrics().await.val("lockwatch_lock_handoffs_total", &JOBS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (acquired, released) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let churn = {
+        let (stop, acquired, released) = (stop.clone(), acquired.clone(), released.clone());
+        let mut c = cluster.client();
+        std::thread::spawn(move || {
+            let mut j = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("lw:lock:churn:{}", j % 40);
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(format!("w{j}"))
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(60_000)
+                    .query(&mut c)
+                    .unwrap_or(None);
+                if set.is_some() {
+                    acquired.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(5));
+                    let n: i64 = c.del(&key).unwrap_or(0);
+                    released.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                j += 1;
+            }
+        })
+    };
+    let primaries = cluster.primaries();
+    let out = tokio::task::block_in_place(|| cluster.reshard(primaries[0], primaries[1], 3000));
+    assert!(out.status.success(), "reshard: {}", common::output_text(&out));
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    let (acquired, released) = (
+        acquired.load(Ordering::Relaxed) as f64,
+        released.load(Ordering::Relaxed) as f64,
+    );
+    assert!(acquired > 50.0, "the churn ran: {acquired} acquisitions");
+    let a0 = transitions(&before, "acquired");
+    let r0 = transitions(&before, "released");
+    events
+        .wait_for(
+            Duration::from_secs(20),
+            "transitions of the churn, and none of the moved keys",
+            |m| transitions(m, "released") - r0 == released && transitions(m, "acquired") - a0 == acquired,
+        )
+        .await;
+    // Some more passes and walks: still exact, still nothing counted for the moves.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m = events.metrics().await;
+    assert_eq!(transitions(&m, "released") - r0, released);
+    assert_eq!(transitions(&m, "acquired") - a0, acquired);
+    assert_eq!(transitions(&m, "expired"), transitions(&before, "expired"));
+    assert_eq!(m.val("lockwatch_lock_expiry_takeovers_total", &JOBS), 1.0);
+    assert_eq!(held(&m), 161.0);
+    assert_eq!(m.val("lockwatch_fence_regressions_total", &JOBS), 0.0);
+    assert_eq!(m.val("lockwatch_failovers_total", &T), 0.0);
+    scan.wait_for(Duration::from_secs(10), "scan mode: 161 held after resharding", |m| {
+        held(m) == 161.0
+    })
+    .await;
+    let m = scan.metrics().await;
+    assert_eq!(m.val("lockwatch_lock_handoffs_total", &JOBS), handoffs_before);
+    assert_eq!(m.val("lockwatch_fence_regressions_total", &JOBS), 0.0);
+    events.stop().await;
+    scan.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failovers_are_followed_with_node_health_and_no_lock_lost() {
+    let mut cluster = Cluster::start();
+    let mut c = cluster.client();
+    for i in 0..50 {
+        let _: () = c.set_ex(format!("lw:lock:{i}"), format!("o{i}"), 300).unwrap();
+    }
+    // Replicas catch up before anything fails over.
+    let _: () = redis::cmd("WAIT").arg(1).arg(2000).query(&mut c).unwrap_or(());
+    let events = Served::start(config(&cluster.seed(), "auto")).await;
+    events
+        .wait_for(Duration::from_secs(20), "50 held, events mode", |m| {
+            held(m) == 50.0 && m.val("lockwatch_tracking_mode", &[("target", "c"), ("mode", "events")]) == 1.0
+        })
+        .await;
+
+    // A manual failover: a replica takes over its primary's slots, nothing is lost.
+    let (replica, old_primary) = cluster.replicas()[0];
+    assert!(cli_at(replica, &["cluster", "failover"]).contains("OK"));
+    events
+        .wait_for(Duration::from_secs(20), "one failover followed", |m| {
+            m.val("lockwatch_failovers_total", &T) == 1.0
+                && m.val("lockwatch_up", &T) == 1.0
+                && m.val("lockwatch_notifications_connected", &T) == 1.0
+        })
+        .await;
+    assert!(cluster.primaries().contains(&replica) && !cluster.primaries().contains(&old_primary));
+
+    // A primary killed: its replica is elected after the node timeout.
+    let victim = cluster.primaries()[0];
+    let node = format!("127.0.0.1:{victim}");
+    cluster.node(victim).stop();
+    events
+        .wait_for(Duration::from_secs(30), "the killed primary replaced", |m| {
+            m.val("lockwatch_failovers_total", &T) == 2.0
+                && m.val("lockwatch_node_up", &[("target", "c"), ("node", &node)]) == 0.0
+                && m.val("lockwatch_up", &T) == 1.0
+                && held(m) == 50.0
+        })
+        .await;
+    let m = events.metrics().await;
+    assert_eq!(m.val("lockwatch_nodes", &[("target", "c"), ("role", "primary")]), 3.0);
+    assert_eq!(m.val("lockwatch_locks_lost_in_failover_total", &JOBS), 0.0);
+    assert_eq!(transitions(&m, "released"), 0.0);
+    assert_eq!(transitions(&m, "expired"), 0.0);
+    events.stop().await;
+}

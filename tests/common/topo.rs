@@ -1,0 +1,275 @@
+//! Real topologies for tests: a Redis Cluster of 3 primaries and 3 replicas made with
+//! `redis-cli --cluster create`, and a Sentinel group (1 primary, 1 replica, 3 sentinels).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lockwatch::access::child::{RedisChild, free_port};
+
+/// Keyspace notifications every node has, replicas included (a replica can become primary).
+pub const NOTIFY: &[&str] = &["--notify-keyspace-events", "KEA"];
+
+pub struct Cluster {
+    pub nodes: Vec<RedisChild>,
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    let bin = super::require_binary("redis-cli", "redis-tools");
+    Command::new(bin).args(args).output().unwrap()
+}
+
+/// `redis-cli -p port <args>`, its stdout.
+pub fn cli_at(port: u16, args: &[&str]) -> String {
+    let p = port.to_string();
+    let mut all = vec!["-p", p.as_str()];
+    all.extend_from_slice(args);
+    let out = cli(&all);
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+impl Cluster {
+    /// 3 primaries with 1 replica each, every slot covered, the cluster state ok.
+    pub fn start() -> Cluster {
+        let mut nodes = Vec::new();
+        for _ in 0..6 {
+            let mut args = vec![
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+                "--cluster-require-full-coverage",
+                "no",
+            ];
+            args.extend_from_slice(NOTIFY);
+            nodes.push(super::redis(&args));
+        }
+        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addrs.iter().map(String::as_str));
+        args.extend(["--cluster-replicas", "1", "--cluster-yes"]);
+        let out = cli(&args);
+        assert!(out.status.success(), "cluster create: {}", super::output_text(&out));
+        let c = Cluster { nodes };
+        c.wait_ok(Duration::from_secs(30));
+        c
+    }
+
+    pub fn seed(&self) -> String {
+        self.nodes[0].url()
+    }
+
+    /// Wait until every running node says `cluster_state:ok` and agrees on the primaries.
+    pub fn wait_ok(&self, limit: Duration) {
+        let started = Instant::now();
+        loop {
+            let ok = self
+                .nodes
+                .iter()
+                .filter(|n| n.pid().is_some())
+                .all(|n| cli_at(n.port(), &["cluster", "info"]).contains("cluster_state:ok"));
+            if ok && self.primaries().len() == 3 {
+                return;
+            }
+            assert!(started.elapsed() < limit, "cluster not ok after {limit:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Ports of the primaries that serve slots, as a running node sees them.
+    pub fn primaries(&self) -> Vec<u16> {
+        self.lines()
+            .iter()
+            .filter(|l| l[2].contains("master") && !l[2].contains("fail") && l.len() > 8)
+            .map(|l| port_of(&l[1]))
+            .collect()
+    }
+
+    /// Ports of the replicas, with the port of their primary.
+    pub fn replicas(&self) -> Vec<(u16, u16)> {
+        let lines = self.lines();
+        lines
+            .iter()
+            .filter(|l| l[2].contains("slave") && !l[2].contains("fail"))
+            .filter_map(|l| {
+                let primary = lines.iter().find(|p| p[0] == l[3])?;
+                Some((port_of(&l[1]), port_of(&primary[1])))
+            })
+            .collect()
+    }
+
+    /// The node id of the node on `port`.
+    pub fn id(&self, port: u16) -> String {
+        self.lines().iter().find(|l| port_of(&l[1]) == port).unwrap()[0].clone()
+    }
+
+    fn lines(&self) -> Vec<Vec<String>> {
+        let n = self.nodes.iter().find(|n| n.pid().is_some()).unwrap();
+        cli_at(n.port(), &["cluster", "nodes"])
+            .lines()
+            .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .filter(|l| l.len() >= 8)
+            .collect()
+    }
+
+    pub fn node(&mut self, port: u16) -> &mut RedisChild {
+        self.nodes.iter_mut().find(|n| n.port() == port).unwrap()
+    }
+
+    /// A client that follows the cluster's redirections.
+    pub fn client(&self) -> redis::cluster::ClusterConnection {
+        let seeds: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.pid().is_some())
+            .map(|n| n.url())
+            .collect();
+        redis::cluster::ClusterClient::new(seeds)
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    /// `redis-cli --cluster reshard`: move `slots` slots from `from` to `to` (node ports).
+    pub fn reshard(&self, from: u16, to: u16, slots: u32) -> std::process::Output {
+        let seed = format!("127.0.0.1:{from}");
+        let (from_id, to_id, n) = (self.id(from), self.id(to), slots.to_string());
+        cli(&[
+            "--cluster",
+            "reshard",
+            &seed,
+            "--cluster-from",
+            &from_id,
+            "--cluster-to",
+            &to_id,
+            "--cluster-slots",
+            &n,
+            "--cluster-yes",
+            "--cluster-pipeline",
+            "10",
+        ])
+    }
+}
+
+fn port_of(addr: &str) -> u16 {
+    // host:port@cport
+    addr.split('@')
+        .next()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// One sentinel process.
+pub struct SentinelChild {
+    pub port: u16,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for SentinelChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A primary, a replica and three sentinels watching them as `mymaster` (quorum 2,
+/// down after 1 s).
+pub struct SentinelGroup {
+    pub primary: RedisChild,
+    pub replica: RedisChild,
+    pub sentinels: Vec<SentinelChild>,
+}
+
+pub const MASTER: &str = "mymaster";
+
+impl SentinelGroup {
+    pub fn start() -> SentinelGroup {
+        let bin = super::require_binary("redis-sentinel", "redis-sentinel");
+        let primary = super::redis(NOTIFY);
+        let p = primary.port().to_string();
+        let mut args = vec!["--replicaof", "127.0.0.1", p.as_str()];
+        args.extend_from_slice(NOTIFY);
+        let replica = super::redis(&args);
+        let mut sentinels = Vec::new();
+        for _ in 0..3 {
+            let port = free_port().unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let conf = dir.path().join("sentinel.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {} 2\n\
+                     sentinel down-after-milliseconds {MASTER} 1000\nsentinel failover-timeout {MASTER} 4000\n\
+                     sentinel parallel-syncs {MASTER} 1\n",
+                    dir.path().display(),
+                    primary.port()
+                ),
+            )
+            .unwrap();
+            let child = Command::new(&bin)
+                .arg(&conf)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            sentinels.push(SentinelChild { port, child, _dir: dir });
+        }
+        let g = SentinelGroup {
+            primary,
+            replica,
+            sentinels,
+        };
+        g.wait_synced(Duration::from_secs(20));
+        g
+    }
+
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("redis://127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// Wait until the replica is in sync and every sentinel knows the replica.
+    pub fn wait_synced(&self, limit: Duration) {
+        let started = Instant::now();
+        loop {
+            let synced = cli_at(self.replica.port(), &["info", "replication"]).contains("master_link_status:up");
+            let known = self
+                .sentinels
+                .iter()
+                .all(|s| cli_at(s.port, &["sentinel", "replicas", MASTER]).contains(&self.replica.port().to_string()));
+            if synced && known {
+                return;
+            }
+            assert!(started.elapsed() < limit, "sentinel group not ready after {limit:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The port the first sentinel answering names as primary.
+    pub fn primary_port(&self) -> Option<u16> {
+        self.sentinels.iter().find_map(|s| {
+            let out = cli_at(s.port, &["sentinel", "get-master-addr-by-name", MASTER]);
+            out.lines().nth(1)?.trim().parse().ok()
+        })
+    }
+}
+
+/// Send `signal` (e.g. "STOP", "CONT") to `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
