@@ -245,3 +245,106 @@ async fn failovers_are_followed_with_node_health_and_no_lock_lost() {
     assert_eq!(transitions(&m, "expired"), 0.0);
     events.stop().await;
 }
+
+/// A README code line (trimmed) that starts with `start` and contains `containing`.
+fn readme_line(start: &str, containing: &str) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let found: Vec<&str> = readme
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with(start) && l.contains(containing))
+        .collect();
+    assert_eq!(found.len(), 1, "one README line `{start}…{containing}…`: {found:?}");
+    found[0].to_string()
+}
+
+/// `check-config --connect -c <file>`: exit code and output.
+fn check_config(file: &std::path::Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+        .args(["check-config", "--connect", "-c"])
+        .arg(file)
+        .env_remove("LOCKWATCH_CONFIG")
+        .output()
+        .unwrap();
+    (out.status.code(), common::output_text(&out))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_cluster_user_runs_serve_and_check_config_names_what_is_missing() {
+    let cluster = Cluster::start();
+    let mut c = cluster.client();
+    for i in 0..30 {
+        let _: () = c.set_ex(format!("lw:lock:{i}"), format!("o{i}"), 300).unwrap();
+    }
+    // The README's read-only line for this namespace, plus its cluster line, on every node.
+    let mut rules: Vec<String> = Vec::new();
+    let read_only = readme_line("ACL SETUSER lockwatch reset on >PASSWORD", "<pattern>");
+    for rule in read_only
+        .strip_prefix("ACL SETUSER lockwatch ")
+        .unwrap()
+        .split_whitespace()
+    {
+        let rule = rule.replace("<db>", "0").replace(">PASSWORD", ">pw");
+        rules.push(
+            rule.replace("<fence_pattern>", "lw:fence:*")
+                .replace("<pattern>", "lw:lock:*"),
+        );
+    }
+    let cluster_line = readme_line("ACL SETUSER lockwatch +cluster", "+asking");
+    rules.extend(
+        cluster_line
+            .strip_prefix("ACL SETUSER lockwatch ")
+            .unwrap()
+            .split_whitespace()
+            .map(String::from),
+    );
+    for n in &cluster.nodes {
+        let mut args = vec!["ACL", "SETUSER", "lockwatch"];
+        args.extend(rules.iter().map(String::as_str));
+        assert_eq!(cli_at(n.port(), &args).trim(), "OK");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lockwatch.toml");
+    let seed = cluster.seed().replace("redis://", "redis://lockwatch:pw@");
+    let text = format!(
+        "[[target]]\nname = \"c\"\nmode = \"cluster\"\nnodes = [\"{seed}\"]\nsample_interval = \"1s\"\n\n\
+         [[namespace]]\nname = \"jobs\"\npattern = \"lw:lock:*\"\nttl = \"30s\"\nfence_pattern = \"lw:fence:*\"\n"
+    );
+    std::fs::write(&file, &text).unwrap();
+    let (code, out) = check_config(&file);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out.matches(": reachable, Redis").count(),
+        3,
+        "each primary checked: {out}"
+    );
+    assert!(out.contains("a cluster of 3 primaries and 3 replicas"), "{out}");
+
+    let cfg = Config::from_toml(&text, "acl.toml", dir.path(), &Overrides::default()).unwrap();
+    let served = Served::start(cfg).await;
+    served
+        .wait_for(Duration::from_secs(20), "serve as the documented user", |m| {
+            held(m) == 30.0
+                && m.val("lockwatch_up", &T) == 1.0
+                && m.val("lockwatch_tracking_mode", &[("target", "c"), ("mode", "events")]) == 1.0
+        })
+        .await;
+    served.stop().await;
+
+    // One rule taken away on every node: check-config names it, per node.
+    for n in &cluster.nodes {
+        assert_eq!(cli_at(n.port(), &["ACL", "SETUSER", "lockwatch", "-pttl"]).trim(), "OK");
+    }
+    let (code, out) = check_config(&file);
+    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(out.matches("grant `+pttl`").count(), 3, "named on each primary: {out}");
+    for n in &cluster.nodes {
+        assert_eq!(
+            cli_at(n.port(), &["ACL", "SETUSER", "lockwatch", "+pttl", "-asking"]).trim(),
+            "OK"
+        );
+    }
+    let (code, out) = check_config(&file);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("grant `+asking`"), "{out}");
+}

@@ -214,7 +214,7 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
             evaluated += 1;
         }
     }
-    assert_eq!(evaluated, 41, "{rules}");
+    assert_eq!(evaluated, 42, "{rules}");
 
     // Every panel query of both dashboards returns data.
     let queries = common::dashboard_queries();

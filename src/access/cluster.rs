@@ -85,7 +85,8 @@ pub async fn shards(conn: &mut impl redis::aio::ConnectionLike, tls: bool) -> re
     let reply: redis::RedisResult<Value> = redis::cmd("CLUSTER").arg("SHARDS").query_async(conn).await;
     match reply {
         Ok(v) => parse_shards(v, tls),
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) => {
+        // An older server (no CLUSTER SHARDS), or a user allowed only CLUSTER SLOTS.
+        Err(e) if !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()) => {
             let v: Value = redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await?;
             parse_slots(v)
         }

@@ -65,18 +65,7 @@ impl Link {
     /// The same target's node at `node` (a cluster node, the primary a sentinel names):
     /// the target's credentials, database and TLS, another address.
     pub fn at(&self, node: &NodeAddr) -> Result<Link, LinkError> {
-        let addr = match self.info.addr() {
-            redis::ConnectionAddr::TcpTls {
-                insecure, tls_params, ..
-            } => redis::ConnectionAddr::TcpTls {
-                host: node.host.clone(),
-                port: node.port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => redis::ConnectionAddr::Tcp(node.host.clone(), node.port),
-        };
-        let info = self.info.clone().set_addr(addr);
+        let info = at_addr(&self.info, node);
         let client = super::tls::client(&info, &self.tls).map_err(|source| LinkError {
             target: self.target.clone(),
             source,
@@ -173,6 +162,22 @@ pub async fn primary_link(t: &TargetConfig) -> redis::RedisResult<Link> {
             Err(last.unwrap_or_else(|| redis::RedisError::from((redis::ErrorKind::Io, "no seed node"))))
         }
     }
+}
+
+/// `info` with the address of `node`: same credentials, database and TLS.
+pub fn at_addr(info: &redis::ConnectionInfo, node: &NodeAddr) -> redis::ConnectionInfo {
+    let addr = match info.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure, tls_params, ..
+        } => redis::ConnectionAddr::TcpTls {
+            host: node.host.clone(),
+            port: node.port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(node.host.clone(), node.port),
+    };
+    info.clone().set_addr(addr)
 }
 
 /// A node's address as Redis names it (`CLUSTER SHARDS`, `SENTINEL get-master-addr-by-name`)

@@ -48,25 +48,11 @@ pub(crate) async fn read_locks(
     kind: &ValueKind,
     keys: &[Vec<u8>],
 ) -> RedisResult<Vec<KeyRead>> {
-    read_locks_with(conn, kind, keys, true).await
-}
-
-/// [`read_locks`], in a MULTI/EXEC when `atomic` (a cluster's routed connection reads one
-/// key per pipeline without: see `reader`).
-pub(crate) async fn read_locks_with(
-    conn: &mut impl ConnectionLike,
-    kind: &ValueKind,
-    keys: &[Vec<u8>],
-    atomic: bool,
-) -> RedisResult<Vec<KeyRead>> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
     let mut pipe = redis::pipe();
-    if atomic {
-        pipe.atomic();
-    }
-    pipe.ignore_errors();
+    pipe.atomic().ignore_errors();
     match kind {
         ValueKind::Redisson => {
             for k in keys {
@@ -121,16 +107,39 @@ pub(crate) async fn read_counters(conn: &mut impl ConnectionLike, keys: &[Vec<u8
         return Ok(Vec::new());
     }
     let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(keys).query_async(conn).await?;
-    Ok(values
-        .into_iter()
-        .map(|v| match v {
-            None => Counter::Gone,
-            Some(b) => match std::str::from_utf8(&b).ok().and_then(|s| s.trim().parse::<i64>().ok()) {
-                Some(n) => Counter::Value(n),
-                None => Counter::NotInteger,
-            },
-        })
-        .collect())
+    Ok(values.into_iter().map(counter).collect())
+}
+
+/// A fencing counter's value as read.
+pub(crate) fn counter(v: Option<Vec<u8>>) -> Counter {
+    match v {
+        None => Counter::Gone,
+        Some(b) => match std::str::from_utf8(&b).ok().and_then(|s| s.trim().parse::<i64>().ok()) {
+            Some(n) => Counter::Value(n),
+            None => Counter::NotInteger,
+        },
+    }
+}
+
+/// One key read with single commands (a value command, then `PTTL`), each routed on its
+/// own: what a cluster's routed connection can follow through `MOVED` and `ASK`. The two
+/// replies are not atomic; a key that changed between them reads as it was at the `PTTL`
+/// or, when the two disagree on whether it exists, as `WrongType` (the caller reads again).
+pub(crate) async fn read_one(conn: &mut impl ConnectionLike, kind: &ValueKind, key: &[u8]) -> RedisResult<KeyRead> {
+    let value: RedisResult<Value> = match kind {
+        ValueKind::Redisson => redis::cmd("HGETALL").arg(key).query_async(conn).await,
+        _ => redis::cmd("GET").arg(key).query_async(conn).await,
+    };
+    let value = match value {
+        Ok(v) => v,
+        Err(e) if e.code() == Some("WRONGTYPE") => return Ok(KeyRead::Unreadable(Unreadable::WrongType)),
+        Err(e) => return Err(e),
+    };
+    let pttl = pttl_of(redis::cmd("PTTL").arg(key).query_async(conn).await?)?;
+    match kind {
+        ValueKind::Redisson => redisson_read(value, pttl),
+        _ => Ok(string_read(kind, value, pttl)),
+    }
 }
 
 fn pttl_of(v: Value) -> RedisResult<i64> {

@@ -1,7 +1,8 @@
 //! Reading lock keys wherever they live: on the one primary of a standalone or Sentinel
 //! target (a page per MULTI/EXEC pipeline), or through a cluster's routed connection, one
-//! key per pipeline (keys of different slots cannot share one), following `MOVED` and `ASK`
-//! while slots migrate. Pages run their keys concurrently on that connection.
+//! key at a time with single commands (keys of different slots cannot share a MULTI, and a
+//! single command is what the connection follows through `MOVED` and `ASK` while slots
+//! migrate). Pages run their keys concurrently on that connection.
 
 use futures_util::StreamExt;
 use redis::RedisResult;
@@ -15,8 +16,19 @@ use crate::vocab::Unreadable;
 /// Keys of one page read at once through a cluster connection.
 const ROUTED_IN_FLIGHT: usize = 64;
 /// Reads of a key whose value and PTTL disagree (the key changed between the two
-/// replies of a non-atomic read) before it is taken as it reads.
+/// replies of a non-atomic read), or that met a passing cluster error, before it is
+/// taken as it reads (or the error stands).
 const ROUTED_ATTEMPTS: usize = 3;
+/// Wait before reading again after a passing cluster error.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A cluster error that passes: a slot moving or a failover in progress.
+fn passing(e: &redis::RedisError) -> bool {
+    matches!(
+        e.code(),
+        Some("TRYAGAIN" | "CLUSTERDOWN" | "MOVED" | "ASK" | "LOADING" | "MASTERDOWN")
+    ) || e.is_io_error()
+}
 
 /// Where a target's lock keys are read.
 #[derive(Clone)]
@@ -46,21 +58,23 @@ impl Reader {
                     let mut conn = conn.clone();
                     let kind = kind.clone();
                     async move {
-                        let keys = [key];
-                        let mut last = KeyRead::Gone;
-                        for _ in 0..ROUTED_ATTEMPTS {
-                            let mut got = read::read_locks_with(&mut conn, &kind, &keys, false).await?;
-                            last = got.pop().unwrap_or(KeyRead::Gone);
-                            if last != KeyRead::Unreadable(Unreadable::WrongType) {
-                                break;
+                        let mut attempt = 0;
+                        loop {
+                            attempt += 1;
+                            match read::read_one(&mut conn, &kind, &key).await {
+                                Ok(KeyRead::Unreadable(Unreadable::WrongType)) if attempt < ROUTED_ATTEMPTS => {}
+                                Ok(read) => return Ok(read),
+                                Err(e) if attempt < ROUTED_ATTEMPTS && passing(&e) => {
+                                    tokio::time::sleep(RETRY_AFTER).await;
+                                }
+                                Err(e) => return Err(e),
                             }
                         }
-                        Ok::<_, redis::RedisError>(last)
                     }
                 };
                 futures_util::stream::iter(keys.iter().cloned().map(one))
                     .buffered(ROUTED_IN_FLIGHT)
-                    .collect::<Vec<_>>()
+                    .collect::<Vec<RedisResult<KeyRead>>>()
                     .await
                     .into_iter()
                     .collect()
@@ -76,8 +90,21 @@ impl Reader {
                 let one = |key: Vec<u8>| {
                     let mut conn = conn.clone();
                     async move {
-                        let mut got = read::read_counters(&mut conn, &[key]).await?;
-                        Ok::<_, redis::RedisError>(got.pop().unwrap_or(Counter::Gone))
+                        let mut attempt = 0;
+                        loop {
+                            attempt += 1;
+                            let value: RedisResult<Option<Vec<u8>>> =
+                                redis::cmd("GET").arg(&key).query_async(&mut conn).await;
+                            match value {
+                                Ok(v) => return Ok(read::counter(v)),
+                                // Not a string: as `MGET` reads it.
+                                Err(e) if e.code() == Some("WRONGTYPE") => return Ok(Counter::Gone),
+                                Err(e) if attempt < ROUTED_ATTEMPTS && passing(&e) => {
+                                    tokio::time::sleep(RETRY_AFTER).await;
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        }
                     }
                 };
                 futures_util::stream::iter(keys.iter().cloned().map(one))

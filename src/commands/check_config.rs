@@ -13,7 +13,7 @@ use super::{CommandError, Status};
 use crate::access::notify;
 use crate::access::probe::{self, Missing};
 use crate::cli::CheckConfigArgs;
-use crate::config::{Config, NamespaceConfig, Notifications, TargetConfig, ValueKind};
+use crate::config::{Config, NamespaceConfig, Notifications, TargetConfig, Topology, ValueKind};
 use crate::duration::format as dur;
 
 pub(super) async fn command(args: CheckConfigArgs) -> Result<Status, CommandError> {
@@ -81,7 +81,16 @@ async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::R
     Ok(healthy)
 }
 
+/// A target's topology questions, then each primary (one for standalone and Sentinel).
 async fn check_target(config: &Config, t: &TargetConfig, out: &mut impl Write) -> std::io::Result<bool> {
+    let (mut healthy, nodes) = super::check_nodes::topology(t, out).await?;
+    for node in &nodes {
+        healthy &= check_node(config, node, out).await?;
+    }
+    Ok(healthy && !nodes.is_empty())
+}
+
+async fn check_node(config: &Config, t: &TargetConfig, out: &mut impl Write) -> std::io::Result<bool> {
     match check_permissions(config, t, out).await {
         Ok(healthy) => Ok(healthy),
         Err(Check::Io(e)) => Err(e),
@@ -349,7 +358,7 @@ async fn check_notifications(
 }
 
 /// What the user may not do, and the rule that grants it.
-fn refused(m: &Missing) -> String {
+pub(super) fn refused(m: &Missing) -> String {
     match m {
         Missing::Command { name: "PSUBSCRIBE", .. } => {
             "the user may not run PSUBSCRIBE (grant `+psubscribe`; its channels are checked once it may)".into()
@@ -434,6 +443,9 @@ fn acl_rule(config: &Config, t: &TargetConfig) -> String {
     }
     if db != 0 {
         rules.push(format!("+select|{db}"));
+    }
+    if matches!(t.topology, Topology::Cluster { .. }) {
+        rules.extend(super::check_nodes::CLUSTER_RULES.map(String::from));
     }
     let patterns = config
         .namespaces

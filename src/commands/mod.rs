@@ -3,6 +3,7 @@
 //! of the edge, and `exit_code` the one place where outcomes become 0, 1 or 2.
 
 mod check_config;
+mod check_nodes;
 mod classify;
 mod demo;
 mod drill;

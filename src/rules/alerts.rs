@@ -331,7 +331,7 @@ pub(super) fn alerts(config: &Config) -> String {
             cfg,
         );
     }
-    let counter_alerts: [(&str, &str, &str, &str); 2] = [
+    let counter_alerts: [(&str, &str, &str, &str); 3] = [
         (
             "LockEvicted",
             r#"lockwatch_lock_transitions_total{kind="evicted"}"#,
@@ -343,6 +343,12 @@ pub(super) fn alerts(config: &Config) -> String {
             "lockwatch_fence_regressions_total",
             "A fencing counter went backwards in namespace {{ $labels.namespace }}",
             "A fencing counter of namespace {{ $labels.namespace }} on target {{ $labels.target }} went backwards or vanished {{ $value | humanize }} times in the last 15 minutes (a failover that lost writes, a flush, a counter with a TTL). Fencing tokens may be issued twice and stale writes accepted.",
+        ),
+        (
+            "LockLostInFailover",
+            "lockwatch_locks_lost_in_failover_total",
+            "Locks lost in a failover in namespace {{ $labels.namespace }}",
+            "{{ $value | humanize }} locks of namespace {{ $labels.namespace }} on target {{ $labels.target }} were held on the old primary and are absent on the new one after a failover in the last 15 minutes: their holders may still be working while other workers take the same locks. Only fencing protects the resource; check what those jobs wrote.",
         ),
     ];
     for (name, series, summary, description) in counter_alerts {

@@ -47,7 +47,10 @@ pub(super) async fn cluster(f: &mut Follower, asked: Vec<NodeAddr>) -> Result<Fo
     Err(format!("cannot discover the cluster: {last}"))
 }
 
-fn from_shards(shards: Vec<cluster::Shard>) -> Found {
+fn from_shards(mut shards: Vec<cluster::Shard>) -> Found {
+    // In address order: nodes answer CLUSTER SHARDS in an order of their own, and a new
+    // order must not look like new primaries.
+    shards.sort_by(|a, b| a.primary.cmp(&b.primary));
     let mut found = Found {
         slots: Some(vec![NO_OWNER; SLOTS]),
         ..Found::default()

@@ -61,15 +61,20 @@ impl Cluster {
         self.nodes[0].url()
     }
 
-    /// Wait until every running node says `cluster_state:ok` and agrees on the primaries.
+    /// Wait until every running node says `cluster_state:ok` and sees 3 primaries serving
+    /// slots and a replica for each of them that runs.
     pub fn wait_ok(&self, limit: Duration) {
         let started = Instant::now();
+        let running = self.nodes.iter().filter(|n| n.pid().is_some()).count();
         loop {
-            let ok = self
-                .nodes
-                .iter()
-                .filter(|n| n.pid().is_some())
-                .all(|n| cli_at(n.port(), &["cluster", "info"]).contains("cluster_state:ok"));
+            let ok = self.nodes.iter().filter(|n| n.pid().is_some()).all(|n| {
+                let nodes = cli_at(n.port(), &["cluster", "nodes"]);
+                let replicas = nodes
+                    .lines()
+                    .filter(|l| l.contains("slave") && !l.contains("fail"))
+                    .count();
+                cli_at(n.port(), &["cluster", "info"]).contains("cluster_state:ok") && replicas == running - 3
+            });
             if ok && self.primaries().len() == 3 {
                 return;
             }
