@@ -218,6 +218,9 @@ pub struct DrillWorkerArgs {
     pub namespace: String,
     #[arg(long)]
     pub exporter: Option<String>,
+    /// A key of the run: on a cluster, the worker connects to the node serving its slot.
+    #[arg(long)]
+    pub key: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -214,6 +214,51 @@ async fn failovers_are_followed_with_node_health_and_no_lock_lost() {
         })
         .await;
 
+    // The drill on a cluster key: its keys share a hash tag, so its scripts run on one node.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("drill.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[target]]\nname = \"c\"\nmode = \"cluster\"\nnodes = [\"{}\"]\nsample_interval = \"250ms\"\n\n\
+             [[namespace]]\nname = \"drill\"\npattern = \"drill:lock:*\"\nfence_pattern = \"drill:fence:*\"\nttl = \"1s\"\n",
+            cluster.seed()
+        ),
+    )
+    .unwrap();
+    let drill_cfg = Config::load(&file, &Overrides::default()).unwrap();
+    let watched = Served::start(drill_cfg).await;
+    watched
+        .wait_for(Duration::from_secs(20), "the drill's exporter subscribed", |m| {
+            m.val("lockwatch_notifications_connected", &T) == 1.0
+        })
+        .await;
+    let exporter = format!("http://{}", watched.addr);
+    let out = tokio::task::block_in_place(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+            .args(["drill", "-c"])
+            .arg(&file)
+            .args(["--yes", "--exporter", &exporter, "--format", "json"])
+            .env_remove("LOCKWATCH_CONFIG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    });
+    let report = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert!(report["result"].as_str().unwrap().starts_with("passed"), "{report}");
+    assert!(report["lock_key"].as_str().unwrap().contains("{drill-"), "{report}");
+    let m = watched.metrics().await;
+    let drill_ns = [("target", "c"), ("namespace", "drill")];
+    assert_eq!(m.val("lockwatch_lock_expiry_takeovers_total", &drill_ns), 1.0);
+    watched.stop().await;
+
     // A manual failover: a replica takes over its primary's slots, nothing is lost.
     let (replica, old_primary) = cluster.replicas()[0];
     assert!(cli_at(replica, &["cluster", "failover"]).contains("OK"));
@@ -319,6 +364,30 @@ async fn the_documented_cluster_user_runs_serve_and_check_config_names_what_is_m
         "each primary checked: {out}"
     );
     assert!(out.contains("a cluster of 3 primaries and 3 replicas"), "{out}");
+
+    // inspect walks every primary, and reads a key on the node that holds it.
+    let inspect = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+            .args(["inspect", "-c"])
+            .arg(&file)
+            .args(args)
+            .env_remove("LOCKWATCH_CONFIG")
+            .output()
+            .unwrap();
+        (out.status.code(), common::output_text(&out))
+    };
+    let (code, out) = inspect(&["--namespace", "jobs", "--format", "json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(report["held"], 30, "{report}");
+    for key in ["lw:lock:0", "lw:lock:7", "lw:lock:29"] {
+        let (code, out) = inspect(&[key]);
+        assert_eq!(code, Some(0), "{out}");
+        assert!(
+            out.contains(key) && out.contains("TTL left") && out.contains("redis-cli -c -h 127.0.0.1"),
+            "{out}"
+        );
+    }
 
     let cfg = Config::from_toml(&text, "acl.toml", dir.path(), &Overrides::default()).unwrap();
     let served = Served::start(cfg).await;

@@ -82,16 +82,13 @@ async fn locks_the_new_primary_never_received_are_counted_lost() {
                     && m.val("lockwatch_up", &T) == 1.0
                     && m.val("lockwatch_locks_held", &JOBS) == 20.0
                     && m.val("lockwatch_fence_regressions_total", &JOBS) >= 1.0
+                    && m.val("lockwatch_node_up", &[("target", "s"), ("node", &new)]) == 1.0
+                    && m.get("lockwatch_node_up", &[("target", "s"), ("node", &old)])
+                        .is_none_or(|v| v == 0.0)
             },
         )
         .await;
     assert_eq!(g.primary_port(), Some(g.replica.port()));
-    let m = served.metrics().await;
-    assert_eq!(m.val("lockwatch_node_up", &[("target", "s"), ("node", &new)]), 1.0);
-    assert!(
-        m.get("lockwatch_node_up", &[("target", "s"), ("node", &old)])
-            .is_none_or(|v| v == 0.0)
-    );
     // Counted once: more passes change nothing.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let m = served.metrics().await;

@@ -124,6 +124,57 @@ pub async fn once(t: &TargetConfig) -> redis::RedisResult<MultiplexedConnection>
     link.once().await.map_err(|e| super::tls::explained(t, e))
 }
 
+/// A one-off connection to the primary that holds `key`: on a cluster, the node serving
+/// its slot (asked of a seed); elsewhere the same as [`once`]. For commands that keep to
+/// keys of one slot (the drill's, which share a hash tag).
+pub async fn for_key(t: &TargetConfig, key: &[u8]) -> redis::RedisResult<MultiplexedConnection> {
+    let link = link_for_key(t, key).await?;
+    link.once().await.map_err(|e| super::tls::explained(t, e))
+}
+
+/// The link to the primary that holds `key` (see [`for_key`]).
+pub async fn link_for_key(t: &TargetConfig, key: &[u8]) -> redis::RedisResult<Link> {
+    let seed = primary_link(t).await?;
+    if !matches!(t.topology, Topology::Cluster { .. }) {
+        return Ok(seed);
+    }
+    let mut conn = seed.once().await.map_err(|e| super::tls::explained(t, e))?;
+    let tls = matches!(t.connection.addr(), redis::ConnectionAddr::TcpTls { .. });
+    let slot = super::cluster::slot(key);
+    let shards = super::cluster::shards(&mut conn, tls).await?;
+    let Some(shard) = shards
+        .iter()
+        .find(|s| s.primary_up && s.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+    else {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "no primary serves the slot",
+            format!("slot {slot}"),
+        )));
+    };
+    seed.at(&shard.primary).map_err(|e| e.source)
+}
+
+/// One-off connections to each of `t`'s primaries (a cluster's, asked of a seed; the one
+/// primary otherwise), with their addresses.
+pub async fn primaries(t: &TargetConfig) -> redis::RedisResult<Vec<(String, MultiplexedConnection)>> {
+    let first = primary_link(t).await?;
+    if !matches!(t.topology, Topology::Cluster { .. }) {
+        let conn = first.once().await.map_err(|e| super::tls::explained(t, e))?;
+        return Ok(vec![(first.node(), conn)]);
+    }
+    let mut conn = first.once().await.map_err(|e| super::tls::explained(t, e))?;
+    let tls = matches!(t.connection.addr(), redis::ConnectionAddr::TcpTls { .. });
+    let mut out = Vec::new();
+    for shard in super::cluster::shards(&mut conn, tls).await? {
+        if shard.primary_up {
+            let link = first.at(&shard.primary).map_err(|e| e.source)?;
+            out.push((link.node(), link.once().await.map_err(|e| super::tls::explained(t, e))?));
+        }
+    }
+    Ok(out)
+}
+
 /// The link to `t`'s primary (a cluster: its first seed that answers).
 pub async fn primary_link(t: &TargetConfig) -> redis::RedisResult<Link> {
     let link = Link::new(t).map_err(|e| e.source)?;

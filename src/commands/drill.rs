@@ -78,7 +78,7 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
 /// Worker A of a drill, started by `lockwatch drill` as a child process.
 pub(super) async fn worker(args: DrillWorkerArgs) -> Result<Status, CommandError> {
     let config = super::load(&args.config, None)?;
-    drill::worker_main(&config, &args.target, args.namespace, args.exporter)
+    drill::worker_main(&config, &args.target, args.namespace, args.exporter, args.key)
         .await
         .map_err(anyhow::Error::from)?;
     Ok(Status::Fine)

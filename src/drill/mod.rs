@@ -88,13 +88,20 @@ pub async fn run(
     narrator: &mut dyn Narrator,
     cancel: CancellationToken,
 ) -> Result<Report, DrillError> {
-    let plan = Plan::new(config, opts)?;
-    let conn = crate::access::connect::once(plan.target)
+    let mut plan = Plan::new(config, opts)?;
+    let unreachable = |source| DrillError::Unreachable {
+        target: plan.target.name.clone(),
+        source,
+    };
+    let link = crate::access::connect::link_for_key(plan.target, plan.keys(1).lock.as_bytes())
         .await
-        .map_err(|source| DrillError::Unreachable {
-            target: plan.target.name.clone(),
-            source,
-        })?;
+        .map_err(unreachable)?;
+    let conn = link
+        .once()
+        .await
+        .map_err(|e| crate::access::tls::explained(plan.target, e))
+        .map_err(unreachable)?;
+    plan.node = link.node();
     let mut s = Session::new(plan, opts, conn);
     s.preflight(narrator).await;
     let outcome = tokio::select! {
@@ -120,13 +127,18 @@ pub async fn worker_main(
     target: &str,
     namespace: String,
     exporter: Option<String>,
+    key: Option<String>,
 ) -> std::io::Result<()> {
     let t = config
         .targets
         .iter()
         .find(|t| t.name == target)
         .ok_or_else(|| std::io::Error::other(format!("no target {target}")))?;
-    let conn = crate::access::connect::once(t).await.map_err(std::io::Error::other)?;
+    let conn = match &key {
+        Some(k) => crate::access::connect::for_key(t, k.as_bytes()).await,
+        None => crate::access::connect::once(t).await,
+    }
+    .map_err(std::io::Error::other)?;
     let token = config.server.push_token.as_ref().map(|t| t.expose().to_string());
     worker::serve(conn, namespace, exporter, token).await
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::worker::Scripts;
 use super::{DrillError, Options};
 use crate::access::scripts::{SAFE_RELEASE, SAFE_RENEW};
-use crate::config::{Config, NamespaceConfig, TargetConfig};
+use crate::config::{Config, NamespaceConfig, TargetConfig, Topology};
 
 /// Longest namespace ttl the drill accepts: worker A stays frozen that long.
 const MAX_TTL: Duration = Duration::from_secs(120);
@@ -32,6 +32,9 @@ pub(crate) struct Plan<'a> {
     pub(crate) run_id: String,
     /// Worker A's release and renew (the application's, or the safe ones).
     pub(crate) scripts: Scripts,
+    /// The node the run works on (`host:port`), once connected: a cluster's node serving
+    /// the run's hash tag, or the primary the sentinels name.
+    pub(crate) node: String,
 }
 
 impl<'a> Plan<'a> {
@@ -47,12 +50,14 @@ impl<'a> Plan<'a> {
             ns,
             run_id: format!("{:08x}", rand_id()),
             scripts,
+            node: String::new(),
         })
     }
 
     /// The keys of cycle `n` (1 for the narrated cycle, more when sustained).
     pub(crate) fn keys(&self, n: u64) -> Keys {
-        keys_for(self.ns, &self.run_id, n)
+        let cluster = matches!(self.target.topology, Topology::Cluster { .. });
+        keys_for(self.ns, &self.run_id, n, cluster)
     }
 
     /// The namespace's ttl in milliseconds, as worker A's requests carry it.
@@ -62,24 +67,38 @@ impl<'a> Plan<'a> {
 
     /// A `redis-cli` command line to see something yourself.
     pub(crate) fn cli(&self, args: &str) -> String {
-        format!("redis-cli -u '{}' {args}", self.target.display_url)
+        let tls = match self.target.connection.addr() {
+            redis::ConnectionAddr::TcpTls { .. } => "--tls ",
+            _ => "",
+        };
+        match (&self.target.topology, self.node.rsplit_once(':')) {
+            (Topology::Cluster { .. }, Some((host, port))) => format!("redis-cli -c {tls}-h {host} -p {port} {args}"),
+            (Topology::Sentinel(_), Some((host, port))) => format!("redis-cli {tls}-h {host} -p {port} {args}"),
+            _ => format!("redis-cli -u '{}' {args}", self.target.display_url),
+        }
     }
 }
 
-fn keys_for(ns: &NamespaceConfig, run_id: &str, n: u64) -> Keys {
+/// On a cluster (`tagged`), the run's keys share the hash tag `{drill-<run>}`, so the
+/// lock, its fencing counter and the resource live in one slot, on one node: the scripts
+/// that touch several of them can run there.
+fn keys_for(ns: &NamespaceConfig, run_id: &str, n: u64, tagged: bool) -> Keys {
     let (p, s) = ns.pattern.single_wildcard().unwrap_or_default();
-    let id = format!("drill-{run_id}-{n}");
+    let id = match tagged {
+        true => format!("{{drill-{run_id}}}-{n}"),
+        false => format!("drill-{run_id}-{n}"),
+    };
     let lock = format!("{}{id}{}", String::from_utf8_lossy(&p), String::from_utf8_lossy(&s));
     let fence = ns
         .fence_map()
         .key_for(lock.as_bytes())
         .map(|k| String::from_utf8_lossy(&k).into_owned())
         .unwrap_or_else(|| format!("{lock}:fence"));
-    Keys {
-        resource: format!("lockwatch-drill:{run_id}:{n}:resource"),
-        lock,
-        fence,
-    }
+    let resource = match tagged {
+        true => format!("lockwatch-drill:{{drill-{run_id}}}:{n}:resource"),
+        false => format!("lockwatch-drill:{run_id}:{n}:resource"),
+    };
+    Keys { resource, lock, fence }
 }
 
 /// The target and namespace, or why the drill cannot run on them.

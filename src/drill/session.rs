@@ -144,6 +144,8 @@ async fn start_worker(s: &Session<'_>) -> Result<Worker, WorkerError> {
         s.plan.target.name.clone(),
         "--namespace".into(),
         s.plan.ns.name.clone(),
+        "--key".into(),
+        s.plan.keys(1).lock,
     ];
     if let Some(e) = &s.opts.exporter {
         args.extend(["--exporter".into(), e.clone()]);

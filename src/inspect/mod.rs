@@ -73,6 +73,8 @@ pub enum Standing {
 pub struct KeyReport {
     pub target: String,
     pub url: String,
+    /// How `redis-cli` reaches the key: `-u '<url>'`, or a cluster node with `-c`.
+    pub cli: String,
     pub key: String,
     pub namespace: Option<String>,
     /// Redis type (`string`, `hash`, … or `none` when the key does not exist).
@@ -171,9 +173,9 @@ pub async fn run(config: &Config, req: &Request) -> Result<Report, InspectError>
         })?),
         None => None,
     };
-    let mut conn = within(target, crate::access::connect::once(target)).await?;
     match (&req.key, asked_ns) {
         (Some(key), ns) => {
+            let routed = within(target, crate::access::cluster::routed(target, TIMEOUT)).await?;
             let ns = match ns {
                 Some(n) if !n.pattern.matches(key.as_bytes()) => {
                     return Err(InspectError::NotInNamespace {
@@ -185,7 +187,14 @@ pub async fn run(config: &Config, req: &Request) -> Result<Report, InspectError>
                 Some(n) => Some(n),
                 None => config.namespaces.iter().find(|n| n.pattern.matches(key.as_bytes())),
             };
-            let mut report = within(target, inspect_key(&mut conn, target, ns, key, req.show_owner)).await?;
+            // A cluster's key and its fencing counter may live on different nodes: routed.
+            let mut report = match routed {
+                Some(mut routed) => within(target, inspect_key(&mut routed, target, ns, key, req.show_owner)).await?,
+                None => {
+                    let mut conn = within(target, crate::access::connect::once(target)).await?;
+                    within(target, inspect_key(&mut conn, target, ns, key, req.show_owner)).await?
+                }
+            };
             report.history = match ns {
                 Some(_) => history(config, target, key, req.exporter.as_deref()).await,
                 None => History {
@@ -195,13 +204,16 @@ pub async fn run(config: &Config, req: &Request) -> Result<Report, InspectError>
             };
             Ok(Report::Key(Box::new(report)))
         }
-        (None, Some(ns)) => Ok(Report::Namespace(
-            within(
-                target,
-                inspect_namespace(&mut conn, target, ns, req.show_owner, req.limit),
-            )
-            .await?,
-        )),
+        (None, Some(ns)) => {
+            let mut conns = within(target, crate::access::connect::primaries(target)).await?;
+            Ok(Report::Namespace(
+                within(
+                    target,
+                    inspect_namespace(&mut conns, target, ns, req.show_owner, req.limit),
+                )
+                .await?,
+            ))
+        }
         (None, None) => Err(InspectError::NothingAsked),
     }
 }
@@ -234,6 +246,18 @@ fn pick_target<'a>(config: &'a Config, name: Option<&str>) -> Result<&'a TargetC
     }
 }
 
+/// `redis-cli` options for `target` (passwords left out, as in the shown URL).
+fn cli_options(target: &TargetConfig) -> String {
+    let tls = match target.connection.addr() {
+        redis::ConnectionAddr::TcpTls { .. } => "--tls ",
+        _ => "",
+    };
+    match (&target.topology, crate::access::NodeAddr::of(&target.connection)) {
+        (crate::config::Topology::Cluster { .. }, Some(a)) => format!("-c {tls}-h {} -p {}", a.host, a.port),
+        _ => format!("-u '{}'", target.display_url),
+    }
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -257,7 +281,7 @@ fn show(owner: &[u8], show_owner: bool) -> String {
 }
 
 async fn inspect_key(
-    conn: &mut MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     target: &TargetConfig,
     ns: Option<&NamespaceConfig>,
     key: &str,
@@ -267,6 +291,7 @@ async fn inspect_key(
     let mut r = KeyReport {
         target: target.name.clone(),
         url: target.display_url.clone(),
+        cli: cli_options(target),
         key: key.to_string(),
         namespace: ns.map(|n| n.name.clone()),
         redis_type: redis_type.clone(),
@@ -304,8 +329,10 @@ async fn inspect_key(
     Ok(r)
 }
 
+/// The namespace's locks on every primary (`conns`). On a cluster, keys of different slots
+/// cannot share a MULTI or an MGET: each is read on its own.
 async fn inspect_namespace(
-    conn: &mut MultiplexedConnection,
+    conns: &mut [(String, MultiplexedConnection)],
     target: &TargetConfig,
     ns: &NamespaceConfig,
     show_owner: bool,
@@ -313,31 +340,50 @@ async fn inspect_namespace(
 ) -> redis::RedisResult<NamespaceReport> {
     let mut locks = Vec::new();
     let mut unreadable = 0;
-    let mut cursor = 0u64;
     let fences = ns.fence_map();
-    loop {
-        let (next, keys) = read::scan_page(conn, ns.pattern.as_str(), cursor, target.scan_count).await?;
-        let reads = read::read_locks(conn, &ns.value, &keys).await?;
-        let fence_keys: Vec<Vec<u8>> = keys.iter().filter_map(|k| fences.key_for(k)).collect();
-        let fence_values = probe::texts(conn, &fence_keys).await?;
-        let mut fence_values = fence_values.iter();
-        for (key, read) in keys.iter().zip(reads) {
-            let fence = fences.key_for(key).and_then(|_| fence_values.next()).cloned().flatten();
-            match read {
-                KeyRead::Lock { owner, pttl_ms } => locks.push(HeldLock {
-                    key: String::from_utf8_lossy(key).into_owned(),
-                    owner: show(&owner, show_owner),
-                    pttl_ms,
-                    standing: standing(ns, pttl_ms),
-                    fence,
-                }),
-                KeyRead::Gone => {}
-                KeyRead::Unreadable(_) => unreadable += 1,
+    // On a cluster, keys are read through the routed connection (a key may move meanwhile).
+    let mut routed = crate::access::cluster::routed(target, crate::access::connect::TIMEOUT).await?;
+    for (_, conn) in conns.iter_mut() {
+        let mut cursor = 0u64;
+        loop {
+            let (next, keys) = read::scan_page(conn, ns.pattern.as_str(), cursor, target.scan_count).await?;
+            let fence_keys: Vec<Vec<u8>> = keys.iter().filter_map(|k| fences.key_for(k)).collect();
+            let (reads, fence_values) = match &mut routed {
+                None => (
+                    read::read_locks(conn, &ns.value, &keys).await?,
+                    probe::texts(conn, &fence_keys).await?,
+                ),
+                Some(routed) => {
+                    let mut reads = Vec::with_capacity(keys.len());
+                    for k in &keys {
+                        reads.push(read::read_one(routed, &ns.value, k).await?);
+                    }
+                    let mut values = Vec::with_capacity(fence_keys.len());
+                    for k in &fence_keys {
+                        values.extend(probe::texts(routed, std::slice::from_ref(k)).await?);
+                    }
+                    (reads, values)
+                }
+            };
+            let mut fence_values = fence_values.iter();
+            for (key, read) in keys.iter().zip(reads) {
+                let fence = fences.key_for(key).and_then(|_| fence_values.next()).cloned().flatten();
+                match read {
+                    KeyRead::Lock { owner, pttl_ms } => locks.push(HeldLock {
+                        key: String::from_utf8_lossy(key).into_owned(),
+                        owner: show(&owner, show_owner),
+                        pttl_ms,
+                        standing: standing(ns, pttl_ms),
+                        fence,
+                    }),
+                    KeyRead::Gone => {}
+                    KeyRead::Unreadable(_) => unreadable += 1,
+                }
             }
-        }
-        cursor = next;
-        if cursor == 0 {
-            break;
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
         }
     }
     // SCAN may return a key twice.

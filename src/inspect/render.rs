@@ -136,9 +136,9 @@ pub fn render_key(r: &KeyReport, format: Format, out: &mut impl Write) -> std::i
     writeln!(out)?;
     writeln!(
         out,
-        "see it yourself: redis-cli -u '{}' TYPE '{k}'; redis-cli -u '{}' PTTL '{k}'",
-        r.url,
-        r.url,
+        "see it yourself: redis-cli {} TYPE '{k}'; redis-cli {} PTTL '{k}'",
+        r.cli,
+        r.cli,
         k = r.key
     )?;
     Ok(())
