@@ -316,6 +316,58 @@ async fn each_client_auth_type_and_the_tls_version_floor() {
     }
 }
 
+/// Poll `https_get` of `/healthz` until `pred` holds of its result, or fail after 10 s.
+async fn until(
+    addr: SocketAddr,
+    pki: &Pki,
+    client: &Client<'_>,
+    what: &str,
+    pred: impl Fn(&Result<(u16, String, String), String>) -> bool,
+) {
+    let started = std::time::Instant::now();
+    loop {
+        let result = https_get(addr, pki, client, "/healthz").await;
+        if pred(&result) {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{what}: {result:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_certificate_is_served_without_a_restart() {
+    let pki = Pki::new();
+    let r = common::redis(&[]);
+    let live = pki.dir().join("live");
+    std::fs::create_dir(&live).unwrap();
+    let install = |cert: &str, key: &str| {
+        std::fs::copy(pki.dir().join(format!("{cert}.pem")), live.join("tls.crt")).unwrap();
+        std::fs::copy(pki.dir().join(format!("{key}.key")), live.join("tls.key")).unwrap();
+    };
+    install("server", "server");
+    let web = tls_web_config("NoClientCert", "")
+        .replace("cert_file: server.pem", "cert_file: live/tls.crt")
+        .replace("key_file: server.key", "key_file: live/tls.key")
+        .replace("  client_ca_file: ca.pem\n", "");
+    let s = serve_with(&pki, &r, &web, "").await;
+    let client = NO_CERT;
+    let ok = |r: &Result<(u16, String, String), String>| matches!(r, Ok((200, _, _)));
+    let wrong_name =
+        |r: &Result<(u16, String, String), String>| matches!(r, Err(e) if e.contains("not valid for name"));
+    until(s.addr, &pki, &client, "the first certificate", ok).await;
+    // A certificate for another name replaces it: clients of 127.0.0.1 now refuse the server.
+    install("named", "named");
+    until(s.addr, &pki, &client, "the renewed certificate", wrong_name).await;
+    // A certificate with a key that is not its own does not load: the last good one stays.
+    install("server", "named");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    until(s.addr, &pki, &client, "the previous certificate kept", wrong_name).await;
+    install("server", "server");
+    until(s.addr, &pki, &client, "the certificate renewed again", ok).await;
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn basic_auth_over_plain_http_leaves_the_event_push_to_its_token() {
     let pki = Pki::new();
@@ -371,6 +423,10 @@ fn a_bad_web_config_is_one_sentence_naming_file_and_key_and_exits_2() {
     let good = tls_web_config("RequireAndVerifyClientCert", "");
     let (code, out) = check(d, &good);
     assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("web.yml: HTTPS, client certificates RequireAndVerifyClientCert, 1 basic auth user(s)"),
+        "{out}"
+    );
     // An empty file is no TLS and no auth, as in the toolkit.
     assert_eq!(check(d, "# nothing yet\n").0, 0);
     let auth = "client_auth_type: RequireAndVerifyClientCert";

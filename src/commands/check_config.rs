@@ -36,6 +36,18 @@ async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::R
         config.rules.len(),
         config.server.listen
     )?;
+    if let Some(web) = &config.server.web {
+        let tls = match &web.tls {
+            Some(_) => format!("HTTPS, client certificates {}", web.client_auth),
+            None => "HTTP".to_string(),
+        };
+        writeln!(
+            out,
+            "  web config {}: {tls}, {} basic auth user(s)",
+            web.path.display(),
+            web.users.len()
+        )?;
+    }
     for t in &config.targets {
         writeln!(
             out,

@@ -14,6 +14,7 @@ mod server;
 mod target;
 mod tls;
 mod web;
+mod web_cert;
 mod web_tls;
 
 pub use alerts::{AlertsConfig, Thresholds};

@@ -144,8 +144,9 @@ fn build(raw: RawWeb, base: &Path, path: &Path) -> Result<WebConfig, WebError> {
     }
     let (tls, client_auth) = match raw.tls_server_config {
         Some(t) if web_tls::enabled(&t) => {
-            let (files, auth) = TlsFiles::read(&t, base)?;
-            (Some(web_tls::server_config(&t, files, auth)?), auth)
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let (files, auth) = TlsFiles::read(&t, base, &provider)?;
+            (Some(web_tls::server_config(&t, files, auth, provider)?), auth)
         }
         _ => (None, ClientAuth::NoClientCert),
     };

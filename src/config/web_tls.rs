@@ -1,6 +1,6 @@
-//! `tls_server_config` of the web config file: the server certificate and key, the client
-//! CA and the toolkit's client auth types, the TLS versions — read, checked and turned into
-//! the rustls server config the HTTP listener uses. Refused, with a sentence saying so: what
+//! `tls_server_config` of the web config file: the server certificate and key (`web_cert`),
+//! the client CA and the toolkit's client auth types, the TLS versions — read, checked and
+//! turned into the rustls server config the HTTP listener uses. Refused, with a sentence saying so: what
 //! rustls cannot do (TLS 1.0/1.1) and what lockwatch does not implement (cipher and curve
 //! lists, `client_allowed_sans`).
 
@@ -10,13 +10,13 @@ use std::sync::Arc;
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
 use super::web::{RawTls, WebError};
+use super::web_cert::{CertSource, Pem, certificates};
 
 /// The toolkit's `client_auth_type` values (Go's `tls.ClientAuthType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,26 +77,23 @@ pub(super) fn enabled(t: &RawTls) -> bool {
 
 /// What the section's files hold, parsed.
 pub(super) struct TlsFiles {
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
+    cert: CertSource,
     client_roots: Option<RootCertStore>,
 }
 
 const K: &str = "tls_server_config";
 
 impl TlsFiles {
-    pub(super) fn read(t: &RawTls, base: &Path) -> Result<(TlsFiles, ClientAuth), WebError> {
+    pub(super) fn read(
+        t: &RawTls,
+        base: &Path,
+        provider: &Arc<CryptoProvider>,
+    ) -> Result<(TlsFiles, ClientAuth), WebError> {
         let cert = inline_or_file(&t.cert, &t.cert_file, "cert", base)?
             .ok_or_else(|| WebError::new(format!("{K}.cert_file"), "missing: TLS needs cert_file and key_file"))?;
-        let chain = certificates(&cert.0, &cert.1)?;
         let key = inline_or_file(&t.key, &t.key_file, "key", base)?
             .ok_or_else(|| WebError::new(format!("{K}.key_file"), "missing: TLS needs cert_file and key_file"))?;
-        let key_der = PrivateKeyDer::from_pem_slice(&key.1).map_err(|_| {
-            WebError::new(
-                &key.0,
-                "holds no usable PEM private key (-----BEGIN PRIVATE KEY-----, RSA or EC)",
-            )
-        })?;
+        let cert = CertSource::new(&cert, &key, provider.clone())?;
         let auth_text = t.client_auth_type.as_deref().unwrap_or("");
         let auth = ClientAuth::parse(auth_text).ok_or_else(|| {
             WebError::new(
@@ -121,12 +118,12 @@ impl TlsFiles {
                     format!("missing: {a} verifies client certificates against it"),
                 ));
             }
-            (Some((key, pem)), _) => {
+            (Some(pem), _) => {
                 let mut roots = RootCertStore::empty();
-                for (n, c) in certificates(key, pem)?.into_iter().enumerate() {
+                for (n, c) in certificates(pem)?.into_iter().enumerate() {
                     roots.add(c).map_err(|e| {
                         WebError::new(
-                            key,
+                            &pem.key,
                             format!("certificate {} is not a usable CA certificate: {e}", n + 1),
                         )
                     })?;
@@ -135,52 +132,42 @@ impl TlsFiles {
             }
             (None, _) => None,
         };
-        let files = TlsFiles {
-            chain,
-            key: key_der,
-            client_roots,
-        };
+        let files = TlsFiles { cert, client_roots };
         Ok((files, auth))
     }
 }
 
-/// An inline PEM (`cert`) or a file (`cert_file`, relative to the web config): the key that
-/// was used, for messages, and the bytes. Both at once is an error.
+/// An inline PEM (`cert`) or a file (`cert_file`, relative to the web config). Both at
+/// once is an error.
 fn inline_or_file(
     inline: &Option<String>,
     file: &Option<String>,
     name: &str,
     base: &Path,
-) -> Result<Option<(String, Vec<u8>)>, WebError> {
+) -> Result<Option<Pem>, WebError> {
     match (inline, file) {
         (Some(_), Some(_)) => Err(WebError::new(
             format!("{K}.{name}"),
             format!("set {name} or {name}_file, not both"),
         )),
-        (Some(pem), None) => Ok(Some((format!("{K}.{name}"), pem.clone().into_bytes()))),
+        (Some(pem), None) => Ok(Some(Pem {
+            key: format!("{K}.{name}"),
+            bytes: pem.clone().into_bytes(),
+            path: None,
+        })),
         (None, Some(f)) => {
             let key = format!("{K}.{name}_file");
             let path = base.join(f);
             let bytes = std::fs::read(&path)
                 .map_err(|e| WebError::new(&key, format!("cannot read {}: {e}", path.display())))?;
-            Ok(Some((key, bytes)))
+            Ok(Some(Pem {
+                key,
+                bytes,
+                path: Some(path),
+            }))
         }
         (None, None) => Ok(None),
     }
-}
-
-/// The certificates of a PEM text: at least one, every block well formed.
-fn certificates(key: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, WebError> {
-    let certs = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| WebError::new(key, "is not valid PEM (a section is malformed)"))?;
-    if certs.is_empty() {
-        return Err(WebError::new(
-            key,
-            "holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-        ));
-    }
-    Ok(certs)
 }
 
 /// The TLS versions from `min_version` / `max_version` (default TLS 1.2 to 1.3).
@@ -219,6 +206,7 @@ pub(super) fn server_config(
     t: &RawTls,
     files: TlsFiles,
     auth: ClientAuth,
+    provider: Arc<CryptoProvider>,
 ) -> Result<Arc<rustls::ServerConfig>, WebError> {
     for (name, set) in [
         ("cipher_suites", t.cipher_suites.is_some()),
@@ -232,7 +220,6 @@ pub(super) fn server_config(
             ));
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions(t)?)
         .map_err(|e| WebError::new(format!("{K}.min_version"), e.to_string()))?;
@@ -253,12 +240,7 @@ pub(super) fn server_config(
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder.with_single_cert(files.chain, files.key).map_err(|e| {
-        WebError::new(
-            format!("{K}.key_file"),
-            format!("is not the private key of cert_file, or not a usable key: {e}"),
-        )
-    })?;
+    let mut config = builder.with_cert_resolver(Arc::new(files.cert));
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
     Ok(Arc::new(config))
