@@ -108,8 +108,14 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     }
     let addr = listener.local_addr()?;
     match &config.server.web {
-        Some(web) => tracing::info!(%addr, web_config = %web.path.display(), tls = web.tls.is_some(),
-            client_auth = %web.client_auth, basic_auth_users = web.users.len(), "serving /metrics"),
+        Some(web) => {
+            tracing::info!(%addr, web_config = %web.path.display(), tls = web.tls.is_some(),
+                client_auth = %web.client_auth, basic_auth_users = web.users.len(), "serving /metrics");
+            if web.tls.is_none() && !web.users.is_empty() {
+                tracing::warn!(web_config = %web.path.display(),
+                    "basic auth without tls_server_config: passwords cross the network in clear text");
+            }
+        }
         None => tracing::info!(%addr, "serving /metrics"),
     }
     let push = Arc::new(PushIntake {
