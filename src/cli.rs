@@ -111,6 +111,9 @@ pub struct CheckConfigArgs {
     /// Also connect to each target: reachability, keyspace notifications, permissions.
     #[arg(long, env = "LOCKWATCH_CONNECT")]
     pub connect: bool,
+    /// The web config `serve` is given, checked too (replaces `[server] web_config_file`).
+    #[arg(long = "web.config.file", env = "LOCKWATCH_WEB_CONFIG_FILE")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

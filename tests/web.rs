@@ -463,8 +463,20 @@ fn a_bad_web_config_is_one_sentence_naming_file_and_key_and_exits_2() {
             "{key} / {words}: {out}"
         );
     }
-    // The flag wins over the file's key, relative to the working directory; a missing file
-    // is the same kind of error.
+    // The flag wins over the file's key, relative to the working directory (check-config
+    // takes it too); a missing file is the same kind of error.
+    std::fs::write(d.join("flag.yml"), &good).unwrap();
+    std::fs::write(d.join("web.yml"), "nonsense: 1\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["check-config", "-c", "lockwatch.toml", "--web.config.file", "flag.yml"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(
+        out.status.success() && text.contains("web config flag.yml: HTTPS"),
+        "{text}"
+    );
     let out = Command::new(BIN)
         .args(["serve", "-c", "lockwatch.toml", "--web.config.file", "missing.yml"])
         .current_dir(d)

@@ -17,7 +17,7 @@ use crate::config::{Config, NamespaceConfig, Notifications, TargetConfig, ValueK
 use crate::duration::format as dur;
 
 pub(super) async fn command(args: CheckConfigArgs) -> Result<Status, CommandError> {
-    let config = super::load(&args.config, None)?;
+    let config = super::load_served(&args.config, None, args.web_config_file.clone())?;
     let healthy = run(&config, args.connect, &mut std::io::stdout())
         .await
         .map_err(anyhow::Error::from)?;

@@ -8,9 +8,7 @@ use crate::cli::ServeArgs;
 use crate::serve;
 
 pub(super) async fn run(args: ServeArgs) -> Result<Status, CommandError> {
-    let mut overrides = args.config.overrides(args.listen.clone());
-    overrides.web_config_file = args.web_config_file.clone();
-    let config = crate::config::Config::load(&args.config.config, &overrides)?;
+    let config = super::load_served(&args.config, args.listen.clone(), args.web_config_file.clone())?;
     let listen = config.server.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
