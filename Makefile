@@ -3,13 +3,22 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test bench lint fmt setup-test setup-demo setup-bench
+.PHONY: demo test bench lint fmt deb setup-test setup-demo setup-bench
 
 demo: setup-demo
 	$(CARGO) run --release --locked -- demo
 
 test: setup-test
 	$(CARGO) test --locked
+
+# The Debian package (release build, LTO) in target/debian/, made by cargo-deb, which is
+# installed from crates.io when missing. DEB_FLAGS passes more options to `cargo deb`
+# (the tests package their debug binary: DEB_FLAGS="--no-build --profile dev --fast -o DIR").
+CARGO_DEB_VERSION ?= 3.8.0
+DEB_FLAGS ?=
+deb:
+	@command -v cargo-deb >/dev/null 2>&1 || $(CARGO) install cargo-deb --locked --version $(CARGO_DEB_VERSION)
+	$(CARGO) deb --locked $(DEB_FLAGS)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what lockwatch's make targets need and the machine lacks (Debian/Ubuntu).
-#   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, chromium (status page test)
+#   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, chromium (status page test),
+#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test)
 #   scripts/setup.sh demo    redis-server
 #   scripts/setup.sh bench   the above, plus hyperfine, prometheus-redis-exporter, mtail, taskset
 # Nothing is installed when everything is present already.
@@ -9,7 +10,7 @@ set -euo pipefail
 want=(redis-server:redis-server redis-cli:redis-tools)
 case "${1:-test}" in
   demo) ;;
-  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus chromium:chromium) ;;
+  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd) ;;
   bench) want+=(promtool:prometheus hyperfine:hyperfine prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
   *) echo "usage: $0 test|demo|bench" >&2; exit 2 ;;
 esac

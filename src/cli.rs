@@ -9,10 +9,19 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{Overrides, Secret};
 
+/// `lockwatch --version`: the package version and the git commit it was built from
+/// (`build.rs`; `unknown` outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("LOCKWATCH_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "lockwatch",
-    version,
+    version = VERSION,
     about = "Exporter and runbook tool for distributed locks kept in Redis"
 )]
 pub struct Cli {
@@ -77,6 +86,7 @@ impl ConfigArgs {
                 .filter(|p| !p.is_empty())
                 .map(Secret::new),
             redis_password_file: self.redis_password_file.clone(),
+            web_config_file: None,
         }
     }
 }
@@ -88,6 +98,10 @@ pub struct ServeArgs {
     /// Address for /metrics and the API, e.g. `0.0.0.0:9747` or `:9747`.
     #[arg(long, env = "LOCKWATCH_LISTEN")]
     pub listen: Option<String>,
+    /// Web config file (Prometheus exporter-toolkit format): TLS and basic auth for every
+    /// path but /healthz. Replaces `[server] web_config_file`.
+    #[arg(long = "web.config.file", env = "LOCKWATCH_WEB_CONFIG_FILE")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -97,6 +111,9 @@ pub struct CheckConfigArgs {
     /// Also connect to each target: reachability, keyspace notifications, permissions.
     #[arg(long, env = "LOCKWATCH_CONNECT")]
     pub connect: bool,
+    /// The web config `serve` is given, checked too (replaces `[server] web_config_file`).
+    #[arg(long = "web.config.file", env = "LOCKWATCH_WEB_CONFIG_FILE")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -151,9 +168,13 @@ pub struct RulesArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Write lockwatch-recording.rules.yml and lockwatch-alerts.rules.yml here instead of
-    /// printing both groups as one file.
+    /// printing both groups as one file (with --format prometheus-operator, the one manifest).
     #[arg(long, env = "LOCKWATCH_RULES_OUT")]
     pub out: Option<PathBuf>,
+    /// `prometheus`: rule files for `rule_files:`; `prometheus-operator`: one PrometheusRule
+    /// resource (with --out: lockwatch-prometheusrule.yaml).
+    #[arg(long, env = "LOCKWATCH_RULES_FORMAT", value_enum, default_value_t = crate::rules::Format::Prometheus)]
+    pub format: crate::rules::Format,
 }
 
 #[derive(Debug, Args)]

@@ -121,7 +121,17 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         tasks.spawn(follower.run(shutdown.clone()));
     }
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, "serving /metrics");
+    match &config.server.web {
+        Some(web) => {
+            tracing::info!(%addr, web_config = %web.path.display(), tls = web.tls.is_some(),
+                client_auth = %web.client_auth, basic_auth_users = web.users.len(), "serving /metrics");
+            if web.tls.is_none() && !web.users.is_empty() {
+                tracing::warn!(web_config = %web.path.display(),
+                    "basic auth without tls_server_config: passwords cross the network in clear text");
+            }
+        }
+        None => tracing::info!(%addr, "serving /metrics"),
+    }
     let push = Arc::new(PushIntake {
         counters: Counters::new(&intake_metrics, &namespaces, PUSH_SOURCE),
         classifier,
@@ -135,8 +145,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         intake: intake_metrics,
         push,
     };
-    let server = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    let result = server.await;
+    let result = http::serve(listener, state, shutdown.clone()).await;
     shutdown.cancel();
     while tasks.join_next().await.is_some() {}
     tracing::info!("stopped");

@@ -10,34 +10,19 @@ mod common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Served;
+use common::prometheus::Prometheus;
 use lockwatch::access::scripts::{SAFE_RELEASE as RELEASE, SAFE_RENEW as RENEW};
 use redis::AsyncCommands;
 use tokio_util::sync::CancellationToken;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// A Prometheus server on a free port, killed on drop.
-struct Prometheus {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// Prometheus scraping `scrape` every second, with the shipped rules.
 fn start_prometheus(scrape: std::net::SocketAddr) -> Prometheus {
-    let bin = common::require_binary("prometheus", "prometheus");
-    let dir = tempfile::tempdir().unwrap();
-    let port = lockwatch::access::child::free_port().unwrap();
     let alerts = Path::new(ROOT).join("alerts");
     let config = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\n\
@@ -45,20 +30,7 @@ fn start_prometheus(scrape: std::net::SocketAddr) -> Prometheus {
         alerts.join("lockwatch-recording.rules.yml").display(),
         alerts.join("lockwatch-alerts.rules.yml").display(),
     );
-    std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-    let child = Command::new(bin)
-        .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
-        .spawn()
-        .unwrap();
-    Prometheus {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        _dir: dir,
-    }
+    Prometheus::start(&config, &[])
 }
 
 async fn get_json(url: &str, query: &[(&str, &str)]) -> serde_json::Value {

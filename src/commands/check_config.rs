@@ -17,7 +17,7 @@ use crate::config::{Config, NamespaceConfig, Notifications, TargetConfig, Topolo
 use crate::duration::format as dur;
 
 pub(super) async fn command(args: CheckConfigArgs) -> Result<Status, CommandError> {
-    let config = super::load(&args.config, None)?;
+    let config = super::load_served(&args.config, None, args.web_config_file.clone())?;
     let healthy = run(&config, args.connect, &mut std::io::stdout())
         .await
         .map_err(anyhow::Error::from)?;
@@ -36,6 +36,18 @@ async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::R
         config.rules.len(),
         config.server.listen
     )?;
+    if let Some(web) = &config.server.web {
+        let tls = match &web.tls {
+            Some(_) => format!("HTTPS, client certificates {}", web.client_auth),
+            None => "HTTP".to_string(),
+        };
+        writeln!(
+            out,
+            "  web config {}: {tls}, {} basic auth user(s)",
+            web.path.display(),
+            web.users.len()
+        )?;
+    }
     for t in &config.targets {
         writeln!(
             out,

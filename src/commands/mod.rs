@@ -102,3 +102,14 @@ pub fn init_tracing(format: LogFormat, level: &str) {
 fn load(args: &crate::cli::ConfigArgs, listen: Option<String>) -> Result<Config, CommandError> {
     Ok(Config::load(&args.config, &args.overrides(listen))?)
 }
+
+/// Load the config as `serve` runs it: with `--web.config.file` too (`serve`, `check-config`).
+fn load_served(
+    args: &crate::cli::ConfigArgs,
+    listen: Option<String>,
+    web_config_file: Option<std::path::PathBuf>,
+) -> Result<Config, CommandError> {
+    let mut overrides = args.overrides(listen);
+    overrides.web_config_file = web_config_file;
+    Ok(Config::load(&args.config, &overrides)?)
+}

@@ -1,19 +1,21 @@
 //! `lockwatch rules`: render the recording and alerting rules with this config's
-//! thresholds, to a directory (two files) or stdout (one).
+//! thresholds, as rule files (to a directory, or both groups as one file on stdout) or as
+//! one Prometheus Operator `PrometheusRule`.
 
 use std::io::Write;
+use std::path::Path;
 
 use anyhow::Context;
 
 use super::{CommandError, Status};
 use crate::cli::RulesArgs;
-use crate::rules;
+use crate::rules::{self, Format};
 
 pub(super) fn run(args: RulesArgs) -> Result<Status, CommandError> {
     let config = super::load(&args.config, None)?;
     let files = rules::render(&config);
-    match &args.out {
-        Some(dir) => {
+    match (&args.out, args.format) {
+        (Some(dir), Format::Prometheus) => {
             files
                 .write(dir)
                 .with_context(|| format!("cannot write rule files to {}", dir.display()))?;
@@ -24,10 +26,26 @@ pub(super) fn run(args: RulesArgs) -> Result<Status, CommandError> {
                 dir.display()
             );
         }
-        None => std::io::stdout()
-            .lock()
-            .write_all(files.combined.as_bytes())
-            .context("cannot write to stdout")?,
+        (Some(dir), Format::PrometheusOperator) => {
+            write_one(dir, rules::PROMETHEUS_RULE_FILE, &files.prometheus_rule)?;
+            eprintln!("wrote {} in {}", rules::PROMETHEUS_RULE_FILE, dir.display());
+        }
+        (None, format) => {
+            let text = match format {
+                Format::Prometheus => &files.combined,
+                Format::PrometheusOperator => &files.prometheus_rule,
+            };
+            std::io::stdout()
+                .lock()
+                .write_all(text.as_bytes())
+                .context("cannot write to stdout")?
+        }
     }
     Ok(Status::Fine)
+}
+
+fn write_one(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(dir.join(name), text))
+        .with_context(|| format!("cannot write {name} to {}", dir.display()))
 }

@@ -8,7 +8,7 @@ use crate::cli::ServeArgs;
 use crate::serve;
 
 pub(super) async fn run(args: ServeArgs) -> Result<Status, CommandError> {
-    let config = super::load(&args.config, args.listen.clone())?;
+    let config = super::load_served(&args.config, args.listen.clone(), args.web_config_file.clone())?;
     let listen = config.server.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await

@@ -14,6 +14,9 @@ mod server;
 mod target;
 mod tls;
 mod topology;
+mod web;
+mod web_cert;
+mod web_tls;
 
 pub use alerts::{AlertsConfig, Thresholds};
 pub use logs::{LogConfig, LogFormat, StartAt};
@@ -24,6 +27,8 @@ pub use server::ServerConfig;
 pub use target::{Notifications, TargetConfig};
 pub use tls::{ClientIdentity, PemFile, TargetTls};
 pub use topology::{Mode, SentinelSettings, Topology};
+pub use web::WebConfig;
+pub use web_tls::ClientAuth;
 // The crate's paths to these stay `crate::config::…`; no module outside config names them
 // today (`fence_map()` hands out a `FenceMap` without naming it).
 #[allow(unused_imports)]
@@ -60,6 +65,8 @@ pub struct Overrides {
     /// For every target that has no `password_file` of its own.
     pub redis_password: Option<Secret>,
     pub redis_password_file: Option<PathBuf>,
+    /// `--web.config.file`: replaces `[server] web_config_file`.
+    pub web_config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]

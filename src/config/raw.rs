@@ -30,6 +30,7 @@ pub struct RawServer {
     pub listen: Option<S<String>>,
     pub push_token_file: Option<S<String>>,
     pub show_owners: Option<bool>,
+    pub web_config_file: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,11 +1,13 @@
 //! The `[server]` table: the listen address (with the exporters' `:port` shorthand and the
-//! `--listen` override) and the push token. Serving HTTP is `serve`'s and `http`'s job.
+//! `--listen` override), the push token and the web config file (`web`). Serving HTTP is
+//! `serve`'s and `http`'s job.
 
 use std::net::SocketAddr;
 use std::path::Path;
 
 use super::raw::RawServer;
 use super::secret::read_secret;
+use super::web::{self, WebConfig};
 use super::{ConfigError, Cx, Overrides, Secret};
 
 /// Default listen address; 9747 is lockwatch's port.
@@ -18,6 +20,8 @@ pub struct ServerConfig {
     pub push_token: Option<Secret>,
     /// Show owner tokens in `/api/v1/locks`; they are capabilities, so off by default.
     pub show_owners: bool,
+    /// TLS, basic auth and headers from `web_config_file` / `--web.config.file`.
+    pub web: Option<WebConfig>,
 }
 
 impl Cx<'_> {
@@ -42,10 +46,19 @@ impl Cx<'_> {
             }
             None => None,
         };
+        // The flag's path is the operator's (relative to the working directory); the file's
+        // is relative to the config file, like every path in it.
+        let web = match (&ov.web_config_file, &raw.web_config_file) {
+            (Some(path), _) => Some(web::load(path)?),
+            (None, Some(f)) if f.get_ref().is_empty() => None,
+            (None, Some(f)) => Some(web::load(&base.join(f.get_ref()))?),
+            (None, None) => None,
+        };
         Ok(ServerConfig {
             listen,
             push_token,
             show_owners: raw.show_owners.unwrap_or(false),
+            web,
         })
     }
 }

@@ -1,13 +1,15 @@
 //! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, the status page `/`, the JSON API
-//! and the event push.
+//! and the event push, over HTTP or HTTPS, behind basic auth when the web config asks.
 //!
 //! Handlers only read what the collectors published; none of them talks to Redis, so any
 //! scrape rate costs Redis nothing. `router` is built from shared state so tests can call
 //! it without a socket.
 
 mod api;
+mod auth;
 pub(crate) mod push;
 mod status_page;
+mod tls;
 
 use std::sync::Arc;
 
@@ -16,6 +18,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::intake::IntakeMetrics;
@@ -54,7 +58,13 @@ impl IntoResponse for HttpError {
 }
 
 pub(crate) fn router(state: AppState) -> Router {
-    Router::new()
+    let auth = state
+        .config
+        .server
+        .web
+        .as_ref()
+        .map(|web| Arc::new(auth::WebAuth::new(web, state.config.server.push_token.is_some())));
+    let router = Router::new()
         .route("/", get(status_page::page))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -63,7 +73,27 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/v1/locks/history", get(api::history))
         .route("/api/v1/events", post(push::events))
         .fallback(not_found)
-        .with_state(state)
+        .with_state(state);
+    match auth {
+        Some(auth) => router.layer(axum::middleware::from_fn_with_state(auth, auth::check)),
+        None => router,
+    }
+}
+
+/// Serve the router on `listener` until `shutdown`: HTTPS when the web config has
+/// `tls_server_config`, else plain HTTP. In-flight requests finish on shutdown.
+pub(crate) async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
+    let tls = state.config.server.web.as_ref().and_then(|w| w.tls.clone());
+    let app = router(state);
+    let stop = shutdown.cancelled_owned();
+    match tls {
+        Some(tls) => {
+            axum::serve(tls::TlsListener::new(listener, tls), app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+        None => axum::serve(listener, app).with_graceful_shutdown(stop).await,
+    }
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, HttpError> {

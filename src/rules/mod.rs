@@ -1,6 +1,8 @@
 //! `lockwatch rules`: renders the Prometheus recording and alerting rules with the
-//! config's thresholds (`[alerts]`, `[namespace.alerts]`) and link bases. The shipped
-//! `alerts/` files are this output for a config without `[alerts]`; a test keeps them equal.
+//! config's thresholds (`[alerts]`, `[namespace.alerts]`) and link bases, as rule files or
+//! as one Prometheus Operator `PrometheusRule`. The shipped `alerts/` files and
+//! `deploy/kubernetes/prometheusrule.yaml` are this output for a config without `[alerts]`;
+//! tests keep them equal.
 //!
 //! Ratios follow the design: successes come from keyspace notifications (transitions, per
 //! target), failures from logs and pushes (events, per lockwatch instance); the events of
@@ -20,6 +22,17 @@ pub use alerts::runbook_slug;
 /// File names inside `--out DIR` (and `alerts/`).
 pub const RECORDING_FILE: &str = "lockwatch-recording.rules.yml";
 pub const ALERTS_FILE: &str = "lockwatch-alerts.rules.yml";
+/// File name inside `--out DIR` for `--format prometheus-operator`.
+pub const PROMETHEUS_RULE_FILE: &str = "lockwatch-prometheusrule.yaml";
+
+/// What `lockwatch rules` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Prometheus rule files (`rule_files:`).
+    Prometheus,
+    /// One `PrometheusRule` resource (monitoring.coreos.com/v1) holding both groups.
+    PrometheusOperator,
+}
 
 /// Ratio windows: the fast alert pair reads 1h and 5m, the slow pair 6h and 30m.
 const WINDOWS: [&str; 4] = ["5m", "30m", "1h", "6h"];
@@ -31,6 +44,8 @@ pub struct RuleFiles {
     pub alerts: String,
     /// Both groups in one file, for stdout.
     pub combined: String,
+    /// Both groups in one `PrometheusRule` manifest.
+    pub prometheus_rule: String,
 }
 
 impl RuleFiles {
@@ -42,12 +57,29 @@ impl RuleFiles {
     }
 }
 
+/// A `PrometheusRule` whose `spec.groups` are `groups` (rule-file YAML, list items indented
+/// by two spaces), labelled like the other manifests of `deploy/kubernetes/`.
+fn prometheus_rule(groups: &str) -> String {
+    let mut out = format!(
+        "{HEADER}{RECORDING_NOTE}{ALERTS_NOTE}apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: lockwatch\n  labels:\n    app.kubernetes.io/name: lockwatch\n    app.kubernetes.io/component: rules\nspec:\n  groups:\n"
+    );
+    for line in groups.lines() {
+        if !line.is_empty() {
+            out.push_str("  ");
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 pub fn render(config: &Config) -> RuleFiles {
     let (rec, alert) = (recording(), alerts(config));
     RuleFiles {
         recording: format!("{HEADER}{RECORDING_NOTE}groups:\n{rec}"),
         alerts: format!("{HEADER}{ALERTS_NOTE}groups:\n{alert}"),
         combined: format!("{HEADER}{RECORDING_NOTE}{ALERTS_NOTE}groups:\n{rec}{alert}"),
+        prometheus_rule: prometheus_rule(&format!("{rec}{alert}")),
     }
 }
 

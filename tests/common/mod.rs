@@ -3,6 +3,9 @@
 //! test with the command that installs it; nothing is skipped.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod pki;
+pub mod prometheus;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,0 +1,156 @@
+//! Basic auth and response headers from the web config, as a middleware on every path but
+//! `/healthz` (and `POST /api/v1/events` when a push token guards it instead).
+//!
+//! bcrypt is slow on purpose, so, as the exporter-toolkit does, each verdict is cached by
+//! user and password (bounded), and only one bcrypt comparison runs at a time, on the
+//! blocking pool: a scraper that sends the same credentials costs one comparison in all.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+
+use crate::config::{Secret, WebConfig};
+
+/// Verdicts kept; past this, a tenth of them are dropped.
+const CACHE_LIMIT: usize = 100;
+/// Longest `Authorization` value looked at: far above any real user and password.
+const MAX_AUTHORIZATION: usize = 4096;
+
+/// What the middleware checks and adds.
+pub(crate) struct WebAuth {
+    users: BTreeMap<String, Secret>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// `POST /api/v1/events` has its own bearer token: basic auth is not asked there.
+    push_token: bool,
+    /// (user, password) → allowed. Plain passwords stay in memory, as they must arrive
+    /// in every request anyway; the map is bounded.
+    cache: Mutex<HashMap<(String, String), bool>>,
+    /// One bcrypt comparison at a time.
+    bcrypt: tokio::sync::Mutex<()>,
+}
+
+impl WebAuth {
+    pub(crate) fn new(web: &WebConfig, push_token: bool) -> WebAuth {
+        let headers = web
+            .headers
+            .iter()
+            .filter_map(|(n, v)| Some((HeaderName::try_from(n).ok()?, HeaderValue::try_from(v).ok()?)))
+            .collect();
+        WebAuth {
+            users: web.users.clone(),
+            headers,
+            push_token,
+            cache: Mutex::new(HashMap::new()),
+            bcrypt: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn open(&self, path: &str) -> bool {
+        self.users.is_empty() || path == "/healthz" || (self.push_token && path == "/api/v1/events")
+    }
+
+    /// Whether the request's basic auth names a user and that user's password.
+    async fn allows(&self, headers: &HeaderMap) -> bool {
+        let Some((user, password)) = basic_credentials(headers) else {
+            return false;
+        };
+        let key = (user, password);
+        if let Some(ok) = self.cache.lock().ok().and_then(|c| c.get(&key).copied()) {
+            return ok;
+        }
+        // An unknown user is compared against a known user's hash, so the answer takes as
+        // long as for a known one and does not tell which names exist.
+        let known = self.users.get(&key.0);
+        let Some(hash) = known.or_else(|| self.users.values().next()) else {
+            return false;
+        };
+        let (hash, password) = (hash.expose().to_string(), key.1.clone());
+        let matched = {
+            let _one = self.bcrypt.lock().await;
+            tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash).unwrap_or(false))
+                .await
+                .unwrap_or(false)
+        };
+        let ok = matched && known.is_some();
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() >= CACHE_LIMIT {
+                let drop: Vec<_> = cache.keys().take(CACHE_LIMIT / 10).cloned().collect();
+                for k in drop {
+                    cache.remove(&k);
+                }
+            }
+            cache.insert(key, ok);
+        }
+        ok
+    }
+}
+
+/// `Authorization: Basic base64(user:password)`, decoded.
+fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+    if value.len() > MAX_AUTHORIZATION {
+        return None;
+    }
+    let text = std::str::from_utf8(value).ok()?;
+    let (scheme, encoded) = text.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let (user, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    Some((user.to_string(), password.to_string()))
+}
+
+/// The middleware: the configured headers on every answer, 401 without valid credentials.
+pub(crate) async fn check(State(auth): State<Arc<WebAuth>>, request: Request, next: Next) -> Response {
+    let allowed = auth.open(request.uri().path()) || auth.allows(request.headers()).await;
+    let mut response = if allowed {
+        next.run(request).await
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            [
+                (header::WWW_AUTHENTICATE, "Basic realm=\"lockwatch\""),
+                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            ],
+            "401 Unauthorized: this path needs basic auth (the web config's basic_auth_users)\n",
+        )
+            .into_response()
+    };
+    for (name, value) in &auth.headers {
+        response.headers_mut().insert(name.clone(), value.clone());
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_auth(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::try_from(value).unwrap());
+        h
+    }
+
+    #[test]
+    fn basic_credentials_are_decoded_and_other_schemes_ignored() {
+        let encoded = base64::engine::general_purpose::STANDARD.encode("prom:pa:ss");
+        assert_eq!(
+            basic_credentials(&with_auth(&format!("Basic {encoded}"))),
+            Some(("prom".to_string(), "pa:ss".to_string()))
+        );
+        assert_eq!(
+            basic_credentials(&with_auth(&format!("basic {encoded}"))).map(|c| c.0),
+            Some("prom".into())
+        );
+        assert_eq!(basic_credentials(&with_auth(&format!("Bearer {encoded}"))), None);
+        assert_eq!(basic_credentials(&with_auth("Basic !!!")), None);
+        assert_eq!(basic_credentials(&HeaderMap::new()), None);
+    }
+}

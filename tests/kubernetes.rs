@@ -1,0 +1,253 @@
+//! `deploy/kubernetes/`: every manifest parses and the kustomization names them all; the
+//! Deployment, Service and ServiceMonitor agree on labels, port and paths, and the Deployment
+//! mounts what its config reads (config from the generated ConfigMap, the Redis password from
+//! a Secret through `password_file`); the PrometheusRule is `lockwatch rules --format
+//! prometheus-operator` (drift), its groups are the rule files' and pass `promtool check
+//! rules`; the dashboard ConfigMaps hold `dashboards/` byte for byte.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lockwatch::config::{Config, Overrides};
+use serde_yaml_ng::Value;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
+const DEFAULTS: &str = "[[target]]\nname = \"main\"\nurl = \"redis://127.0.0.1:6379/0\"\n";
+const RENDER: &str = "render it again with scripts/kubernetes.sh";
+
+fn dir() -> PathBuf {
+    Path::new(ROOT).join("deploy/kubernetes")
+}
+
+/// The documents of a YAML file.
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// Every resource of the kustomization, by kind and name.
+fn resources() -> BTreeMap<(String, String), Value> {
+    let k = &documents(&dir().join("kustomization.yaml"))[0];
+    let mut out = BTreeMap::new();
+    for file in k["resources"].as_sequence().unwrap() {
+        for doc in documents(&dir().join(file.as_str().unwrap())) {
+            let key = (
+                doc["kind"].as_str().unwrap().to_string(),
+                doc["metadata"]["name"].as_str().unwrap().to_string(),
+            );
+            assert!(doc["apiVersion"].is_string(), "{key:?}");
+            assert!(out.insert(key.clone(), doc).is_none(), "{key:?} twice");
+        }
+    }
+    out
+}
+
+/// A YAML list of strings.
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_sequence().unwrap().iter().map(|s| s.as_str().unwrap()).collect()
+}
+
+fn get<'a>(r: &'a BTreeMap<(String, String), Value>, kind: &str, name: &str) -> &'a Value {
+    r.get(&(kind.to_string(), name.to_string()))
+        .unwrap_or_else(|| panic!("no {kind} {name} in the kustomization"))
+}
+
+#[test]
+fn the_kustomization_names_every_manifest_and_they_fit_together() {
+    let k = &documents(&dir().join("kustomization.yaml"))[0];
+    let listed = strings(&k["resources"]);
+    for entry in std::fs::read_dir(dir()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".yaml") && name != "kustomization.yaml" {
+            assert!(listed.contains(&name.as_str()), "{name} is not in kustomization.yaml");
+        }
+    }
+    let r = resources();
+    let generated = &k["configMapGenerator"][0];
+    let config_map = generated["name"].as_str().unwrap();
+    let config_file = generated["files"][0].as_str().unwrap();
+
+    let d = get(&r, "Deployment", "lockwatch");
+    let pod = &d["spec"]["template"];
+    let labels = &pod["metadata"]["labels"];
+    assert_eq!(&d["spec"]["selector"]["matchLabels"], labels);
+    let spec = &pod["spec"];
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], Value::Bool(true));
+    let c = &spec["containers"][0];
+    let port = &c["ports"][0];
+    assert_eq!(
+        (port["name"].as_str(), port["containerPort"].as_u64()),
+        (Some("metrics"), Some(9747))
+    );
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(c[probe]["httpGet"]["path"].as_str(), Some(path), "{probe}");
+        assert_eq!(c[probe]["httpGet"]["port"].as_str(), Some("metrics"), "{probe}");
+    }
+    for r in ["requests", "limits"] {
+        assert!(c["resources"][r]["memory"].is_string(), "resources.{r}.memory");
+    }
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], Value::Bool(false));
+    assert_eq!(sc["readOnlyRootFilesystem"], Value::Bool(true));
+    assert_eq!(sc["capabilities"]["drop"][0].as_str(), Some("ALL"));
+
+    // Volumes: where each is mounted, and what backs it.
+    let mounts: BTreeMap<&str, &str> = c["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
+        .collect();
+    let volume = |name: &str| {
+        spec["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no volume {name}"))
+            .clone()
+    };
+    assert_eq!(volume("config")["configMap"]["name"].as_str(), Some(config_map));
+    let args = strings(&c["args"]);
+    let config_path = format!("{}/{config_file}", mounts["config"]);
+    assert!(
+        args.windows(2).any(|w| w == ["--config", config_path.as_str()]),
+        "{args:?}"
+    );
+    let secret = volume("redis-password")["secret"]["secretName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !r.contains_key(&("Secret".to_string(), secret.clone())),
+        "no Secret value is shipped"
+    );
+
+    // The config in the ConfigMap loads, reads its password from the Secret's mount and
+    // keeps its state on the state volume.
+    let text = std::fs::read_to_string(dir().join(config_file)).unwrap();
+    let password_file = text
+        .lines()
+        .find_map(|l| l.strip_prefix("password_file = "))
+        .expect("the target reads its password from a file")
+        .trim_matches('"');
+    assert!(
+        password_file.starts_with(&format!("{}/", mounts["redis-password"])),
+        "{password_file}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("password"), "secret\n").unwrap();
+    let text = text.replace(password_file, tmp.path().join("password").to_str().unwrap());
+    let config = Config::from_toml(&text, config_file, &dir(), &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.state_dir.as_deref(), Some(Path::new(mounts["state"])));
+    assert_eq!(config.server.listen.port(), 9747);
+
+    // Service → pods, ServiceMonitor → Service, by labels and the port's name.
+    let svc = get(&r, "Service", "lockwatch");
+    assert_eq!(&svc["spec"]["selector"], labels);
+    assert_eq!(svc["spec"]["ports"][0]["name"].as_str(), Some("metrics"));
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"].as_str(), Some("metrics"));
+    let sm = get(&r, "ServiceMonitor", "lockwatch");
+    for (k, v) in sm["spec"]["selector"]["matchLabels"].as_mapping().unwrap() {
+        assert_eq!(&svc["metadata"]["labels"][k.as_str().unwrap()], v);
+    }
+    let endpoint = &sm["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"].as_str(), Some("metrics"));
+    assert_eq!(endpoint["path"].as_str(), Some("/metrics"));
+}
+
+#[test]
+fn the_prometheus_rule_is_the_rendered_rules_and_passes_promtool() {
+    let config = Config::from_toml(DEFAULTS, "d.toml", Path::new("."), &Overrides::default()).unwrap();
+    let files = lockwatch::rules::render(&config);
+    let on_disk = std::fs::read_to_string(dir().join("prometheusrule.yaml")).unwrap();
+    assert!(
+        on_disk == files.prometheus_rule,
+        "deploy/kubernetes/prometheusrule.yaml differs from `lockwatch rules --format prometheus-operator`: {RENDER}"
+    );
+    // The command prints the same, and writes it with --out.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("c.toml"), DEFAULTS).unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["rules", "-c", "c.toml", "--format", "prometheus-operator"])
+            .args(extra)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::output_text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(run(&[]), on_disk);
+    run(&["--out", "out"]);
+    let written = std::fs::read_to_string(tmp.path().join("out").join(lockwatch::rules::PROMETHEUS_RULE_FILE)).unwrap();
+    assert_eq!(written, on_disk);
+
+    // Its groups are the shipped rule files' groups.
+    let rule = &documents(&dir().join("prometheusrule.yaml"))[0];
+    assert_eq!(rule["apiVersion"].as_str(), Some("monitoring.coreos.com/v1"));
+    assert_eq!(rule["kind"].as_str(), Some("PrometheusRule"));
+    let groups = rule["spec"]["groups"].as_sequence().unwrap();
+    let mut shipped = Vec::new();
+    for f in [lockwatch::rules::RECORDING_FILE, lockwatch::rules::ALERTS_FILE] {
+        let doc = &documents(&Path::new(ROOT).join("alerts").join(f))[0];
+        shipped.extend(doc["groups"].as_sequence().unwrap().iter().cloned());
+    }
+    assert_eq!(groups, &shipped);
+
+    // As a rule file, promtool takes them all.
+    let count: usize = groups.iter().map(|g| g["rules"].as_sequence().unwrap().len()).sum();
+    let mut file = serde_yaml_ng::Mapping::new();
+    file.insert("groups".into(), Value::Sequence(groups.clone()));
+    let path = tmp.path().join("from-prometheusrule.yml");
+    std::fs::write(&path, serde_yaml_ng::to_string(&file).unwrap()).unwrap();
+    let promtool = common::require_binary("promtool", "prometheus");
+    let out = Command::new(promtool)
+        .args(["check", "rules", "--lint=all", "--lint-fatal", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("SUCCESS: {count} rules found")), "{text}");
+}
+
+#[test]
+fn the_dashboard_config_maps_hold_the_dashboards_for_the_grafana_sidecar() {
+    let docs = documents(&dir().join("dashboards.yaml"));
+    let shipped: Vec<String> = {
+        let mut v: Vec<String> = std::fs::read_dir(Path::new(ROOT).join("dashboards"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(docs.len(), shipped.len(), "one ConfigMap per dashboard: {RENDER}");
+    for (doc, name) in docs.iter().zip(&shipped) {
+        assert_eq!(doc["kind"].as_str(), Some("ConfigMap"));
+        assert_eq!(
+            doc["metadata"]["labels"]["grafana_dashboard"].as_str(),
+            Some("1"),
+            "{name}"
+        );
+        let data = doc["data"].as_mapping().unwrap();
+        assert_eq!(data.len(), 1, "{name}");
+        let json = doc["data"][name.as_str()]
+            .as_str()
+            .unwrap_or_else(|| panic!("no data.{name}: {RENDER}"));
+        let file = std::fs::read_to_string(Path::new(ROOT).join("dashboards").join(name)).unwrap();
+        assert!(
+            json == file,
+            "the ConfigMap of {name} differs from dashboards/{name}: {RENDER}"
+        );
+    }
+}
