@@ -277,7 +277,8 @@ async fn serve_reports_the_tls_cause_in_up_and_the_status_page() {
     let (status, _, page) = served.get("/").await;
     assert_eq!(status, 200);
     let expected = format!(
-        "namespace wf: TLS: the server&#39;s certificate is not signed by a CA in tls_ca_file ({}): UnknownIssuer",
+        "node 127.0.0.1:{}: TLS: the server&#39;s certificate is not signed by a CA in tls_ca_file ({}): UnknownIssuer",
+        r.tls_port,
         pki.path("other-ca.pem")
     );
     assert!(page.contains(&expected), "expected `{expected}` in:\n{page}");

@@ -116,6 +116,17 @@ impl Link {
     }
 }
 
+/// Whether a managed connection works now: `PING`. A manager answers the first command
+/// after an outage with what broke (the dead socket, or its last failed reconnect) and only
+/// then reconnects: after such an error the `PING` is sent once more, on the new connection.
+pub async fn alive(conn: &mut ConnectionManager) -> redis::RedisResult<()> {
+    let ping = redis::cmd("PING");
+    match ping.query_async::<()>(conn).await {
+        Err(e) if e.is_connection_dropped() => ping.query_async(conn).await,
+        done => done,
+    }
+}
+
 /// A one-off connection to `t` with [`TIMEOUT`] on connecting and every reply: to its
 /// server, to the primary its sentinels name, or to the first cluster seed that answers.
 /// A TLS failure comes back as `tls::explain`'s sentence.

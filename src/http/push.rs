@@ -68,12 +68,15 @@ pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: 
     Ok(Json(reply).into_response())
 }
 
+/// `Authorization: Bearer <token>`, the scheme in any case (RFC 9110: schemes are
+/// case-insensitive), the token compared exactly.
 fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, t)| t);
     constant_time_eq(given.trim().as_bytes(), token.expose().as_bytes())
 }
 
@@ -138,6 +141,23 @@ async fn read_limited(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, HttpEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        let token = Secret::new("s3cret");
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            authorized(&h, &token)
+        };
+        for ok in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret "] {
+            assert!(with(ok), "{ok}");
+        }
+        for refused in ["Bearer S3cret", "Basic s3cret", "Bearers3cret", "s3cret", "Bearer"] {
+            assert!(!with(refused), "{refused}");
+        }
+        assert!(!authorized(&HeaderMap::new(), &token));
+    }
 
     #[test]
     fn token_comparison() {

@@ -192,6 +192,15 @@ impl Sampler {
                     ..Walk::default()
                 };
             }
+            if let Err((node, e)) = self.check_conns().await {
+                return Walk {
+                    error: Some(format!(
+                        "node {node}: {}",
+                        crate::access::tls::explain(&self.target, &e)
+                    )),
+                    ..Walk::default()
+                };
+            }
             match mode {
                 TrackingMode::Scan => self.walk(deadline).await,
                 TrackingMode::Events => self.events_pass(deadline).await,
