@@ -144,6 +144,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         lifecycles,
         intake: intake_metrics,
         push,
+        views: Default::default(),
     };
     let result = http::serve(listener, state, shutdown.clone()).await;
     shutdown.cancel();

@@ -140,6 +140,13 @@ async fn endpoints_serve_what_the_sampler_saw() {
     let (status, _, body) = served.get("/api/v1/locks?limit=ten").await;
     assert_eq!(status, 400);
     assert!(body.contains("limit"), "{body}");
+    let (_, _, one) = served.get("/api/v1/locks?limit=1").await;
+    let v: serde_json::Value = serde_json::from_str(&one).unwrap();
+    assert_eq!((&v["total"], &v["truncated"]), (&2.into(), &true.into()), "{v}");
+    assert_eq!(v["locks"][0]["key"], "wf:lock:1", "the least time left first");
+    let (status, _, body) = served.get("/api/v1/locks?limit=10001").await;
+    assert_eq!(status, 400);
+    assert!(body.contains("over the maximum of 10000"), "{body}");
     let (status, _, body) = served.get("/nope").await;
     assert_eq!(status, 404);
     assert!(body.contains("/metrics"), "{body}");

@@ -7,6 +7,7 @@
 
 mod api;
 mod auth;
+mod gate;
 pub(crate) mod push;
 mod status_page;
 mod tls;
@@ -40,6 +41,8 @@ pub(crate) struct AppState {
     pub(crate) intake: IntakeMetrics,
     /// `POST /api/v1/events`.
     pub(crate) push: Arc<push::PushIntake>,
+    /// Bounds the answers that walk the lock tables (API, status page).
+    pub(crate) views: gate::Gate,
 }
 
 /// An error a handler answers with: a status and one sentence naming the problem.
