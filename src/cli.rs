@@ -220,6 +220,13 @@ pub struct DrillArgs {
     /// Run against a target marked environment = "production".
     #[arg(long)]
     pub allow_production: bool,
+    /// Remove what interrupted runs left in the drill namespace (their locks, fencing
+    /// counters and resources), say what was removed, and exit. Not while a drill runs there.
+    #[arg(long, conflicts_with_all = ["interactive", "sustain", "exporter", "prometheus", "release_script", "renew_script", "report"])]
+    pub cleanup: bool,
+    /// With --cleanup: only the keys of this run (the id the drill printed first).
+    #[arg(long, requires = "cleanup")]
+    pub run: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -242,6 +249,9 @@ pub struct DrillWorkerArgs {
     /// A key of the run: on a cluster, the worker connects to the node serving its slot.
     #[arg(long)]
     pub key: Option<String>,
+    /// The drill's pid: the worker exits at once when that is not its parent (any more).
+    #[arg(long)]
+    pub parent: Option<i32>,
 }
 
 #[derive(Debug, Args)]

@@ -10,7 +10,7 @@ use super::report::Step;
 use super::scenario::{Action, STALE_HOLDER, StepSpec};
 use super::session::Session;
 use super::worker::{Request, WorkerError};
-use crate::access::scripts::{self, next_fence};
+use crate::access::scripts::{self, next_fence_expiring};
 
 /// How long past the TTL the drill waits for Redis to expire the key. B acquires as soon
 /// as the key is gone, so the takeover falls inside the namespace's TTL window.
@@ -64,6 +64,7 @@ pub(crate) async fn stale_holder(
     let keys = s.plan.keys(n);
     s.created
         .extend([keys.lock.clone(), keys.fence.clone(), keys.resource.clone()]);
+    s.lease.hold([keys.fence.clone(), keys.resource.clone()]);
     let mut c = Cycle {
         keys,
         narrate,
@@ -123,6 +124,8 @@ async fn perform(
 ) -> Result<Outcome, WorkerError> {
     let ttl = s.plan.ns.ttl;
     let ttl_ms = s.plan.ttl_ms();
+    let lease = s.lease.duration;
+    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
     let lock = c.keys.lock.clone();
     Ok(match action {
         Action::AAcquires => {
@@ -131,6 +134,7 @@ async fn perform(
                 fence_key: c.keys.fence.clone(),
                 owner: format!("A-{}", s.plan.run_id),
                 ttl_ms,
+                lease_ms,
             };
             let a = s.worker()?.call(&req).await?;
             c.token_a = a.token.unwrap_or_default();
@@ -161,7 +165,7 @@ async fn perform(
             }
         }
         Action::BAcquires => {
-            c.fence_b = next_fence(&mut s.conn, &c.keys.fence).await?;
+            c.fence_b = next_fence_expiring(&mut s.conn, &c.keys.fence, lease).await?;
             c.token_b = format!("B-{}:{}", s.plan.run_id, c.fence_b);
             let b_ttl = Duration::from_millis(ttl_ms.saturating_mul(4));
             let got = scripts::acquire(&mut s.conn, &lock, &c.token_b, b_ttl).await?;
@@ -178,7 +182,7 @@ async fn perform(
         Action::BWrites => {
             c.b_value = format!("written by B with token {}", c.fence_b);
             let wrote =
-                s.b.fenced_write(&mut s.conn, &c.keys.resource, c.fence_b, &c.b_value)
+                s.b.fenced_write(&mut s.conn, &c.keys.resource, c.fence_b, &c.b_value, Some(lease))
                     .await?;
             Outcome::new(
                 wrote,
@@ -210,6 +214,7 @@ async fn perform(
                 resource: c.keys.resource.clone(),
                 fence: c.fence_a,
                 value: format!("written by A with token {}", c.fence_a),
+                lease_ms,
             };
             stale(s, &req, "write").await?
         }

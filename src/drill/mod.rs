@@ -6,7 +6,9 @@
 pub mod narrator;
 pub mod report;
 
+mod cleanup;
 mod cycle;
+mod lease;
 mod plan;
 mod preflight;
 mod probes;
@@ -20,6 +22,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use self::cleanup::{Cleanup, cleanup};
 pub use self::narrator::Narrator;
 use self::narrator::Said;
 pub use self::plan::Keys;
@@ -121,14 +124,17 @@ pub async fn run(
     Ok(s.report)
 }
 
-/// `lockwatch drill-worker`: the child side, until stdin closes.
+/// `lockwatch drill-worker`: the child side, until stdin closes. It dies with the drill
+/// (`parent`), whatever ends it (SIGKILL included).
 pub async fn worker_main(
     config: &Config,
     target: &str,
     namespace: String,
     exporter: Option<String>,
     key: Option<String>,
+    parent: Option<i32>,
 ) -> std::io::Result<()> {
+    worker::die_with_parent(parent)?;
     let t = config
         .targets
         .iter()

@@ -6,6 +6,7 @@ use super::narrator::{Narrator, Said};
 use super::session::Session;
 
 pub(crate) async fn rollback(s: &mut Session<'_>, narrator: &mut dyn Narrator) {
+    s.lease.stop();
     if let Some(w) = s.worker.take() {
         let pid = w.pid;
         let ended = w.end().await;
