@@ -132,11 +132,11 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         }
         None => tracing::info!(%addr, "serving /metrics"),
     }
-    let push = Arc::new(PushIntake {
-        counters: Counters::new(&intake_metrics, &namespaces, PUSH_SOURCE),
+    let push = Arc::new(PushIntake::new(
         classifier,
-        token: config.server.push_token.clone(),
-    });
+        Counters::new(&intake_metrics, &namespaces, PUSH_SOURCE),
+        config.server.push_token.clone(),
+    ));
     let state = AppState {
         config: Arc::new(config),
         registry,

@@ -472,3 +472,33 @@ fn reconcile_keys_have_defaults_and_bounds() {
         "zero interval"
     );
 }
+
+#[test]
+fn http_limits_have_defaults_and_bounds() {
+    let c = load(TARGET).unwrap();
+    assert_eq!(c.server.limits, HttpLimits::default());
+    assert_eq!(c.server.limits.max_connections, 256);
+    let c = load(&format!(
+        "[server]\nmax_connections = 64\nheader_timeout = \"2s\"\nbody_timeout = \"5s\"\nidle_timeout = \"1m\"\n{TARGET}"
+    ))
+    .unwrap();
+    let want = HttpLimits {
+        max_connections: 64,
+        header_timeout: Duration::from_secs(2),
+        body_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(60),
+    };
+    assert_eq!(c.server.limits, want);
+    assert_eq!(
+        err(&format!("[server]\nmax_connections = 10\n{TARGET}")),
+        "t.toml line 2: server.max_connections: 10 is out of range 64..=65536"
+    );
+    assert!(
+        err(&format!("[server]\nidle_timeout = \"0s\"\n{TARGET}"))
+            .starts_with("t.toml line 2: server.idle_timeout: must be greater than zero"),
+    );
+    assert!(
+        err(&format!("[server]\nheader_timeout = \"soon\"\n{TARGET}"))
+            .starts_with("t.toml line 2: server.header_timeout:")
+    );
+}

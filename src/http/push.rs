@@ -2,8 +2,9 @@
 //! log lines (`text/plain`), counted under `source="push"`.
 //!
 //! Checks, in order: the bearer token when `push_token_file` is set (401), the content
-//! type (415), the size (413, read no further than `MAX_BODY`), then the body (400 naming
-//! the first bad line; nothing of a rejected batch is counted).
+//! type (415), room among the pushes in progress (503 past `MAX_PUSHES`), the size (413,
+//! read no further than `MAX_BODY`) and the time (408 past `body_timeout`), then the body
+//! (400 naming the first bad line; nothing of a rejected batch is counted).
 
 use std::sync::Arc;
 
@@ -14,17 +15,34 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use super::{AppState, HttpError};
 use crate::config::Secret;
 use crate::intake::push::{self as parse, MAX_BODY};
 use crate::intake::{Classifier, Counters};
 
+/// Pushes whose bodies are read at once; more are refused (503) rather than held open.
+pub(crate) const MAX_PUSHES: usize = 32;
+
 /// What the push endpoint needs.
 pub(crate) struct PushIntake {
-    pub(crate) classifier: Arc<Classifier>,
-    pub(crate) counters: Counters,
-    pub(crate) token: Option<Secret>,
+    classifier: Arc<Classifier>,
+    counters: Counters,
+    token: Option<Secret>,
+    /// Room for [`MAX_PUSHES`] bodies being read.
+    reading: Semaphore,
+}
+
+impl PushIntake {
+    pub(crate) fn new(classifier: Arc<Classifier>, counters: Counters, token: Option<Secret>) -> Self {
+        PushIntake {
+            classifier,
+            counters,
+            token,
+            reading: Semaphore::new(MAX_PUSHES),
+        }
+    }
 }
 
 enum Kind {
@@ -45,7 +63,24 @@ pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: 
             .into_response());
     }
     let kind = content_kind(&headers)?;
-    let body = read_limited(&headers, body).await?;
+    let Ok(_reading) = push.reading.try_acquire() else {
+        return Err(HttpError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_PUSHES} pushes are being read already; retry in a moment"),
+        ));
+    };
+    let limit = s.config.server.limits.body_timeout;
+    let body = tokio::time::timeout(limit, read_limited(&headers, body))
+        .await
+        .map_err(|_| {
+            HttpError(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within server.body_timeout ({}); nothing was counted",
+                    crate::duration::format(limit)
+                ),
+            )
+        })??;
     let reply = match kind {
         Kind::Events => {
             let mut batch = parse::events(&body, &push.classifier).map_err(|e| {
