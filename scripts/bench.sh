@@ -28,7 +28,7 @@ mkdir -p "$out"
 : > "$out/summary.md"
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -440,6 +440,7 @@ TOML
   python3 -c "import statistics,sys; print(round(statistics.median(map(float, sys.argv[1:]))*1000, 1))" "${times[@]}" | tr '\n' ' '
   echo "$rss $((hwm - rss))"
 }
+mib() { python3 -c "print(f'{$1/1024:.1f}')"; }
 read -r before_ms before_rss before_growth < <(measure target/bench-base/release/lockwatch)
 read -r after_ms after_rss after_growth < <(measure target/release/lockwatch)
 cat > "$out/api.md" <<MD
@@ -449,8 +450,8 @@ cat > "$out/api.md" <<MD
 | measurement | base ($base) | this build |
 |---|---|---|
 | median of 11 sequential requests | ${before_ms} ms | ${after_ms} ms |
-| RSS before the concurrent requests | $((before_rss/1024)) MiB | $((after_rss/1024)) MiB |
-| peak RSS added by 5 concurrent requests | $((before_growth/1024)) MiB | $((after_growth/1024)) MiB |
+| RSS before the concurrent requests | $(mib "$before_rss") MiB | $(mib "$after_rss") MiB |
+| peak RSS added by 5 concurrent requests | $(mib "$before_growth") MiB | $(mib "$after_growth") MiB |
 MD
 kill "${pids[@]}" 2>/dev/null || true
 pids=()

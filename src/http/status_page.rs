@@ -91,8 +91,15 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
             took = st.last_duration.as_millis(),
             watch = match s.lifecycles.iter().find(|l| l.target == t.name) {
                 None => "off in config".to_string(),
-                Some(l) if l.connected() =>
-                    format!(r#"<span class="ok">subscribed</span>; {}"#, esc(&l.notifications())),
+                Some(l) if l.connected() => format!(
+                    r#"<span class="ok">subscribed, receiving</span>; {}"#,
+                    esc(&l.notifications())
+                ),
+                Some(l) if l.subscribed() => format!(
+                    r#"<span class="down">subscribed but not receiving</span>: {}; {}"#,
+                    esc(&l.blind().unwrap_or_default()),
+                    esc(&l.notifications())
+                ),
                 Some(l) => format!(
                     r#"<span class="down">not subscribed</span>; {}"#,
                     esc(&l.notifications())

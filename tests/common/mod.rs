@@ -27,6 +27,15 @@ pub fn conn(r: &RedisChild) -> redis::Connection {
     redis::Client::open(r.url()).unwrap().get_connection().unwrap()
 }
 
+/// The URL of a user who may do anything but `CONFIG` (as on a managed Redis), created on `r`.
+pub fn user_without_config(r: &RedisChild) -> String {
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "managed", "on", ">pw", "~*", "&*", "+@all", "-config"])
+        .query(&mut conn(r))
+        .unwrap();
+    format!("redis://managed:pw@127.0.0.1:{}/0", r.port())
+}
+
 /// A validated config from TOML text, `{url}` replaced by the server's URL.
 pub fn config(r: &RedisChild, toml: &str) -> Config {
     let text = toml.replace("{url}", &r.url());
