@@ -349,3 +349,54 @@ fn tls_config_errors_exit_2_naming_the_key() {
         }
     }
 }
+
+/// A Redis Cluster speaking TLS everywhere: `serve` finds it from one `rediss://` seed with
+/// the private CA, and reads, watches and pings every node over TLS; `check-config` checks
+/// each primary over TLS; a wrong CA is one sentence naming the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_with_a_private_ca() {
+    let pki = Pki::new();
+    let cluster = common::topo::Cluster::start_tls(&pki);
+    let mut c = cluster.client();
+    for i in 0..40 {
+        let _: () = redis::Commands::set_ex(&mut c, format!("wf:lock:{i}"), format!("o{i}"), 300).unwrap();
+    }
+    let seed = format!("rediss://127.0.0.1:{}", cluster.tls_ports[0]);
+    let text_ = format!(
+        "[[target]]\nname = \"main\"\nmode = \"cluster\"\nnodes = [\"{seed}\"]\nsample_interval = \"1s\"\n\
+         tls_ca_file = \"ca.pem\"\n\n[[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n"
+    );
+    let path = write_config(&pki, "cluster.toml", &text_);
+    let out = check_connect(&path);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(text(&out).matches(": reachable, Redis").count(), 3, "{}", text(&out));
+
+    let cfg = Config::load(std::path::Path::new(&path), &Overrides::default()).unwrap();
+    let served = Served::start(cfg).await;
+    let t = [("target", "main")];
+    served
+        .wait_for(Duration::from_secs(20), "every node over TLS", |m| {
+            m.val("lockwatch_locks_held", &[("target", "main"), ("namespace", "wf")]) == 40.0
+                && m.val("lockwatch_up", &t) == 1.0
+                && m.val("lockwatch_tracking_mode", &[("target", "main"), ("mode", "events")]) == 1.0
+                && m.val("lockwatch_nodes", &[("target", "main"), ("role", "replica")]) == 3.0
+        })
+        .await;
+    let m = served.metrics().await;
+    for p in &cluster.tls_ports {
+        let node = format!("127.0.0.1:{p}");
+        assert_eq!(
+            m.val("lockwatch_node_up", &[("target", "main"), ("node", &node)]),
+            1.0,
+            "{node}"
+        );
+    }
+    served.stop().await;
+
+    let wrong = text_.replace("tls_ca_file = \"ca.pem\"", "tls_ca_file = \"other-ca.pem\"");
+    let line = cannot_connect(&pki, "wrong-ca.toml", &wrong);
+    assert!(
+        line.contains("target main") && line.contains("not signed by a CA in tls_ca_file"),
+        "{line}"
+    );
+}

@@ -12,6 +12,8 @@ pub const NOTIFY: &[&str] = &["--notify-keyspace-events", "KEA"];
 
 pub struct Cluster {
     pub nodes: Vec<RedisChild>,
+    /// The nodes' TLS ports, for a cluster that speaks TLS (`start_tls`).
+    pub tls_ports: Vec<u16>,
 }
 
 fn cli(args: &[&str]) -> std::process::Output {
@@ -31,8 +33,22 @@ pub fn cli_at(port: u16, args: &[&str]) -> String {
 impl Cluster {
     /// 3 primaries with 1 replica each, every slot covered, the cluster state ok.
     pub fn start() -> Cluster {
+        Cluster::start_with(None)
+    }
+
+    /// The same cluster speaking TLS everywhere (clients, cluster bus, replication) with
+    /// `pki`'s `node` certificate, created over TLS; each node keeps a plain port for the
+    /// harness's own checks.
+    pub fn start_tls(pki: &super::pki::Pki) -> Cluster {
+        Cluster::start_with(Some(pki))
+    }
+
+    fn start_with(pki: Option<&super::pki::Pki>) -> Cluster {
         let mut nodes = Vec::new();
+        let mut tls_ports = Vec::new();
+        let files = pki.map(|p| (p.path("node.pem"), p.path("node.key"), p.path("ca.pem")));
         for _ in 0..6 {
+            let tls_port = free_port().unwrap().to_string();
             let mut args = vec![
                 "--cluster-enabled",
                 "yes",
@@ -44,15 +60,29 @@ impl Cluster {
                 "no",
             ];
             args.extend_from_slice(NOTIFY);
+            if let Some((pem, key, ca)) = &files {
+                args.extend(["--tls-port", &tls_port, "--tls-cert-file", pem, "--tls-key-file", key]);
+                args.extend(["--tls-ca-cert-file", ca, "--tls-auth-clients", "no"]);
+                args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+                tls_ports.push(tls_port.parse::<u16>().unwrap());
+            }
             nodes.push(super::redis(&args));
         }
-        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
-        let mut args = vec!["--cluster", "create"];
+        let ports: Vec<u16> = match files {
+            Some(_) => tls_ports.clone(),
+            None => nodes.iter().map(RedisChild::port).collect(),
+        };
+        let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let mut args: Vec<&str> = Vec::new();
+        if let Some((_, _, ca)) = &files {
+            args.extend(["--tls", "--cacert", ca]);
+        }
+        args.extend(["--cluster", "create"]);
         args.extend(addrs.iter().map(String::as_str));
         args.extend(["--cluster-replicas", "1", "--cluster-yes"]);
         let out = cli(&args);
         assert!(out.status.success(), "cluster create: {}", super::output_text(&out));
-        let c = Cluster { nodes };
+        let c = Cluster { nodes, tls_ports };
         c.wait_ok(Duration::from_secs(30));
         c
     }
