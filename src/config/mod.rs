@@ -15,7 +15,7 @@ mod target;
 mod tls;
 
 pub use alerts::{AlertsConfig, Thresholds};
-pub use logs::{LogConfig, LogFormat, StartAt};
+pub use logs::{LogConfig, LogFormat, Multiline, StartAt};
 pub use namespace::{NamespaceConfig, ValueKind};
 pub use rules::RuleConfig;
 pub use secret::Secret;
