@@ -240,7 +240,10 @@ fn the_classify_command_shows_each_records_first_and_last_line() {
             "22 28 payout acquire busy"
         ]
     );
-    assert!(stderr.contains("28 lines, 5 records: 4 lock events, 1 ignored, 0 malformed"), "{stderr}");
+    assert!(
+        stderr.contains("28 lines, 5 records: 4 lock events, 1 ignored, 0 malformed"),
+        "{stderr}"
+    );
     // Line by line, the same four failures are seven events, most in the wrong bucket: the
     // traceback's `raise` line and its exception line count again, without the message.
     let (events, _) = run(&["--multiline", "off"]);

@@ -48,6 +48,7 @@ const LOCK_WORDS: &[&str] = &[
     "errfailed",
     "errnotobtained",
     "errextendfailed",
+    "it's locked",
 ];
 
 struct Namespace {
@@ -204,23 +205,15 @@ impl Classifier {
         let Some((said, signal)) = found.said else {
             return Verdict::Ignored("about a lock, but no failure in it");
         };
-        let op = phrases::first_op(&t.text[..t.message_len])
+        let named = phrases::first_op(&t.text[..t.message_len])
             .or_else(|| phrases::first_op(&t.text))
             .map(|(_, op)| op);
-        let outcome = said.outcome(op);
-        let op = op.or(match outcome {
-            Outcome::NotOwned => Some(Op::Release),
-            Outcome::Busy => Some(Op::Acquire),
-            Outcome::StaleFence => Some(Op::Write),
-            _ => None,
-        });
-        let Some(op) = op else {
+        let Some((op, outcome)) = said.resolve(named) else {
             return Verdict::Ignored("a lock failure that names no operation (acquire, release, renew, write)");
         };
-        let signal = if said == Said::Conflict {
-            format!("built-in: \"{signal}\" (another holder: {})", outcome.as_str())
-        } else {
-            format!("built-in: \"{signal}\"")
+        let signal = match said {
+            Said::Quorum | Said::Held => format!("built-in: \"{signal}\" (another holder: {})", outcome.as_str()),
+            _ => format!("built-in: \"{signal}\""),
         };
         Verdict::Event {
             namespace: self.namespace_of(f, t),

@@ -1,4 +1,5 @@
-//! Reading one log line's fields: a JSON object (slog, zap, logback, Python JSON loggers),
+//! Reading one log line's fields: a JSON object (slog, zap, logback, Python JSON loggers,
+//! Serilog's compact `@mt` / `@x`),
 //! logfmt (quoted values and escapes), or plain text — detected per line or forced.
 //!
 //! Only the fields classification needs are kept: message, error, lock key and namespace,
@@ -9,7 +10,7 @@ use std::borrow::Cow;
 use crate::config::LogFormat;
 
 /// Field names, in order of preference.
-const MESSAGE: &[&str] = &["msg", "message", "event"];
+const MESSAGE: &[&str] = &["msg", "message", "event", "@m", "@mt"];
 /// Error fields: every one present is read (winston's `stack` beside `message`, pino's `err`).
 const ERROR: &[&str] = &[
     "error",
@@ -20,6 +21,7 @@ const ERROR: &[&str] = &[
     "stacktrace",
     "stack",
     "error.message",
+    "@x",
 ];
 const KEY: &[&str] = &["key", "lock_key", "lock", "resource", "lock.key"];
 const NAMESPACE: &[&str] = &["namespace", "lock_namespace"];

@@ -18,26 +18,35 @@ use crate::vocab::{Op, Outcome};
 pub(crate) enum Said {
     StaleFence,
     NotOwned,
-    /// Another holder has the lock: `busy` when acquiring, `not_owned` when releasing or
-    /// renewing (redlock's quorum failure, aioredlock's `LockAcquiringError`).
-    Conflict,
+    /// A quorum of holders refused (redlock's `ExecutionError`): `busy` when acquiring,
+    /// `not_owned` when renewing or releasing, and a release when no operation is named
+    /// (a failed acquire names itself in its stack; a failed release may not).
+    Quorum,
+    /// Another holder has the lock (`ErrTaken`, `ErrNotObtained`, `Conflicted`): `busy`
+    /// when acquiring or when no operation is named, `not_owned` when renewing or releasing.
+    Held,
     Timeout,
     Busy,
     Error,
 }
 
 impl Said {
-    /// The outcome for `op` (`None`: no operation named).
-    pub(crate) fn outcome(self, op: Option<Op>) -> Outcome {
-        match self {
-            Said::StaleFence => Outcome::StaleFence,
-            Said::NotOwned => Outcome::NotOwned,
-            Said::Conflict if op == Some(Op::Acquire) => Outcome::Busy,
-            Said::Conflict => Outcome::NotOwned,
-            Said::Timeout => Outcome::Timeout,
-            Said::Busy => Outcome::Busy,
-            Said::Error => Outcome::Error,
-        }
+    /// The event for the operation `named` in the record (if any), or `None` when the
+    /// failure names no operation and none can be assumed.
+    pub(crate) fn resolve(self, named: Option<Op>) -> Option<(Op, Outcome)> {
+        let other_holder = |unnamed: Op| match named.unwrap_or(unnamed) {
+            Op::Acquire => (Op::Acquire, Outcome::Busy),
+            op => (op, Outcome::NotOwned),
+        };
+        Some(match self {
+            Said::StaleFence => (named.unwrap_or(Op::Write), Outcome::StaleFence),
+            Said::NotOwned => (named.unwrap_or(Op::Release), Outcome::NotOwned),
+            Said::Quorum => other_holder(Op::Release),
+            Said::Held => other_holder(Op::Acquire),
+            Said::Timeout => (named?, Outcome::Timeout),
+            Said::Busy => (named.unwrap_or(Op::Acquire), Outcome::Busy),
+            Said::Error => (named?, Outcome::Error),
+        })
     }
 }
 
@@ -67,6 +76,11 @@ pub(crate) const NOUNS: &[&str] = &[
     "errfailed",
     "errextendfailed",
     "errtaken",
+    "lockconflictedexception",
+    "redlock::lockerror",
+    "cannotacquirelockexception",
+    // ShedLock's line for a run another node holds: "Not executing 'x'. It's locked."
+    "it's locked",
 ];
 
 const STALE_FENCE: &[&str] = &[
@@ -103,14 +117,25 @@ const NOT_OWNED: &[&str] = &[
     "releaseunlockedlock",
     "errlocknotheld",
     "lockreleaseexception",
+    "do not own",
+    "could not renew mutex",
+    "released in the store due to expiration",
 ];
 
-const CONFLICT: &[&str] = &[
-    "unable to achieve a quorum",
-    "resourcelockederror",
+const QUORUM: &[&str] = &["unable to achieve a quorum", "resourcelockederror"];
+
+const HELD: &[&str] = &[
+    "already taken",
+    "errtaken",
+    "not obtained",
+    "errnotobtained",
+    "conflicted",
+    "someone else acquired",
+    "someone else already acquired",
     "lockacquiringerror",
     "lockconflictexception",
-    "errtaken",
+    "lockconflictedexception",
+    "redlock::lockerror",
 ];
 
 const TIMEOUT: &[&str] = &[
@@ -128,13 +153,12 @@ const BUSY: &[&str] = &[
     "couldn't acquire",
     "unable to acquire",
     "failed to acquire",
-    "not obtained",
-    "errnotobtained",
+    "not acquired",
     "already locked",
     "held by another",
     "holds it",
     "is locked by",
-    "already taken",
+    "it's locked",
     "errfailed",
 ];
 
@@ -168,6 +192,8 @@ fn op_of(word: &str) -> Option<Op> {
         | "keepalive" | "watchdog" | "touch" | "prolong" | "prolonged" | "reacquire" | "heartbeat" => Op::Renew,
         "acquire" | "acquired" | "acquires" | "acquiring" | "acquisition" | "obtain" | "obtained" | "obtaining"
         | "trylock" | "tryacquire" => Op::Acquire,
+        // Library failures that only one operation raises.
+        "locktimeoutexception" => Op::Acquire,
         "write" | "writes" | "writing" | "fenced" | "commit" | "committed" => Op::Write,
         _ => return None,
     })
@@ -190,10 +216,11 @@ pub(crate) struct Phrasebook {
 
 impl Phrasebook {
     pub(crate) fn new() -> Result<Self, aho_corasick::BuildError> {
-        let said: [(Said, &[&'static str]); 6] = [
+        let said: [(Said, &[&'static str]); 7] = [
             (Said::StaleFence, STALE_FENCE),
             (Said::NotOwned, NOT_OWNED),
-            (Said::Conflict, CONFLICT),
+            (Said::Quorum, QUORUM),
+            (Said::Held, HELD),
             (Said::Timeout, TIMEOUT),
             (Said::Busy, BUSY),
             (Said::Error, ERROR),
@@ -222,7 +249,7 @@ impl Phrasebook {
             said: None,
         };
         for m in self.automaton.find_overlapping_iter(t) {
-            if !is_boundary(b, m.start()) || !is_boundary(b, m.end()) {
+            if !is_boundary(b, m.start()) || !is_boundary(b, m.end()) || is_zero_count(&b[m.end()..]) {
                 continue;
             }
             let (noun, said, phrase) = self.meaning[m.pattern().as_usize()];
@@ -235,6 +262,17 @@ impl Phrasebook {
         }
         found
     }
+}
+
+/// Whether a phrase is followed by a count of zero (`Error: 0`, `failed=0`): a tally, not
+/// a failure.
+fn is_zero_count(after: &[u8]) -> bool {
+    let after = after.trim_ascii_start();
+    let Some(rest) = after.strip_prefix(b":").or_else(|| after.strip_prefix(b"=")) else {
+        return false;
+    };
+    let rest = rest.trim_ascii_start();
+    rest.first() == Some(&b'0') && !rest.get(1).is_some_and(u8::is_ascii_alphanumeric)
 }
 
 /// Whether offset `i` of `b` is a word boundary: a word is ASCII letters, digits and `_`.
@@ -314,6 +352,8 @@ mod tests {
             Some((Said::NotOwned, "already expired"))
         );
         assert_eq!(said("failover done"), None);
+        assert_eq!(said("Acquired: 1, Conflicted: 0, Error: 0, failed=0"), None);
+        assert_eq!(said("Conflicted: 1, Error: 0"), Some((Said::Held, "conflicted")));
         assert_eq!(said("LockNotOwnedErrors"), None);
         assert_eq!(
             said("redis.exceptions.LockNotOwnedError: Cannot release"),

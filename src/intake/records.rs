@@ -144,6 +144,8 @@ struct Rec {
     /// End of its last line (before the newline).
     end: usize,
     lines: u32,
+    /// Lines that are not blank.
+    content: u32,
     context: Context,
 }
 
@@ -160,8 +162,15 @@ impl Rec {
             start,
             end,
             lines: 1,
+            content: u32::from(!line.trim_ascii().is_empty()),
             context,
         }
+    }
+
+    fn extend(&mut self, end: usize, blank: bool) {
+        self.end = end;
+        self.lines += 1;
+        self.content += u32::from(!blank);
     }
 }
 
@@ -196,23 +205,40 @@ impl Assembler {
             return;
         };
         let within = cur.lines < MAX_RECORD_LINES && end - cur.start <= MAX_RECORD_BYTES;
-        match continues(cur.context, line).filter(|_| within) {
-            Some(context) => {
+        let blank = line.trim_ascii().is_empty();
+        if within && blank {
+            // Blank lines belong to the record before them (Spring Boot's line before a
+            // stack trace, chained Python tracebacks, a Go panic's goroutines).
+            cur.extend(end, true);
+            self.cur = Some(cur);
+            return;
+        }
+        let continued = if cur.content == 0 {
+            None
+        } else {
+            continues(cur.context, line)
+        };
+        match continued.filter(|_| within) {
+            Some(mut context) => {
                 if let Some(held) = self.held.take() {
-                    let header = &data[cur.start..cur.end];
-                    if cur.lines == 1
-                        && is_frame(line)
-                        && is_exception_header(header)
-                        && announces_error(&data[held.start..held.end])
-                    {
+                    let head = &data[cur.start..cur.end];
+                    let first = &head[..memchr::memchr(b'\n', head).unwrap_or(head.len())];
+                    let announced = cur.content == 1 && announces_error(&data[held.start..held.end]);
+                    if announced && is_frame(line) && is_exception_header(first) {
                         cur.start = held.start;
                         cur.lines += held.lines;
+                        cur.content += held.content;
+                    } else if announced && line.starts_with(b"\t") && is_go_line(first) {
+                        // zap's and Go's stack traces: `pkg.Func(…)` then `\t/path/file.go:N`.
+                        cur.start = held.start;
+                        cur.lines += held.lines;
+                        cur.content += held.content;
+                        context = Context::Go;
                     } else {
                         on(record(data, held, self.auto));
                     }
                 }
-                cur.end = end;
-                cur.lines += 1;
+                cur.extend(end, false);
                 cur.context = context;
                 self.cur = Some(cur);
             }
@@ -220,7 +246,7 @@ impl Assembler {
                 if let Some(held) = self.held.take() {
                     on(record(data, held, self.auto));
                 }
-                if cur.lines == 1 {
+                if cur.content == 1 {
                     self.held = Some(cur);
                 } else {
                     on(record(data, cur, self.auto));
@@ -250,20 +276,17 @@ fn record(data: &[u8], r: Rec, auto: bool) -> Piece<'_> {
     }
 }
 
-/// Whether `line` continues a record in `context`, and the context after it.
+/// Whether `line` (not blank) continues a record in `context`, and the context after it.
 fn continues(context: Context, line: &[u8]) -> Option<Context> {
     use Context::*;
-    let Some(&first) = line.first() else {
-        // Blank lines separate chained Python tracebacks and a Go panic's goroutines.
-        return matches!(context, PyDone | PyChain | Go).then_some(context);
-    };
-    match first {
+    match line.first()? {
         b' ' | b'\t' => Some(match context {
             Plain if is_frame(line) => Stack,
             c => c,
         }),
         b'}' | b']' | b')' => Some(context),
         _ if line.starts_with(PY_TRACEBACK) => Some(PyFrames),
+        _ if is_php_trace_line(line) => Some(Stack),
         _ => match context {
             Plain | Stack if line.starts_with(b"Caused by: ") => Some(Stack),
             PyFrames => Some(PyDone),
@@ -279,14 +302,25 @@ fn continues(context: Context, line: &[u8]) -> Option<Context> {
     }
 }
 
+/// Monolog's stack trace lines: `[stacktrace]`, `[previous exception] …`, `#3 /path(12): …`,
+/// and the `"}` that closes the exception's JSON.
+fn is_php_trace_line(line: &[u8]) -> bool {
+    if line.starts_with(b"[stacktrace]") || line.starts_with(b"[previous exception]") || line.starts_with(b"\"}") {
+        return true;
+    }
+    let digits = line.iter().skip(1).take_while(|b| b.is_ascii_digit()).count();
+    line.first() == Some(&b'#') && digits > 0 && line.get(1 + digits) == Some(&b' ')
+}
+
 /// A frame line: `at …` after indentation (Java, Kotlin, Node).
 fn is_frame(line: &[u8]) -> bool {
     let t = line.trim_ascii_start();
     t.len() < line.len() && t.starts_with(b"at ")
 }
 
-/// A Go panic's own lines: goroutine headers, function lines (`pkg.(*T).Method(…)`, no
-/// space before the first parenthesis), `created by …`, `[signal …]`, `exit status N`.
+/// A Go stack's own lines: goroutine headers, function lines (`pkg.(*T).Method(…)` with no
+/// space before the first parenthesis, or zap's bare `pkg.Func`), `created by …`,
+/// `[signal …]`, `exit status N`.
 fn is_go_line(line: &[u8]) -> bool {
     if line.starts_with(b"goroutine ")
         || line.starts_with(b"created by ")
@@ -295,10 +329,9 @@ fn is_go_line(line: &[u8]) -> bool {
     {
         return true;
     }
-    match memchr::memchr(b'(', line) {
-        Some(i) => i > 0 && !line[..i].contains(&b' '),
-        None => false,
-    }
+    // A function: no space before its arguments, or (zap) a bare symbol.
+    let head = &line[..memchr::memchr(b'(', line).unwrap_or(line.len())];
+    !head.is_empty() && !head.iter().any(u8::is_ascii_whitespace)
 }
 
 /// An exception line: a (dotted) class name ending the way exception classes end, or

@@ -98,6 +98,35 @@ fn records_are_bounded_and_long_lines_end_them() {
 }
 
 #[test]
+fn blank_lines_join_the_record_before_them() {
+    // Spring Boot writes a blank line between the message and the exception.
+    let log = "10:06 ERROR Job : failed\n\njava.lang.IllegalStateException: x\n\tat a.B(B.java:1)\n\n10:07 INFO next\n\nlast\n";
+    assert_eq!(
+        texts(log),
+        [
+            "10:06 ERROR Job : failed\n\njava.lang.IllegalStateException: x\n\tat a.B(B.java:1)\n",
+            "10:07 INFO next\n",
+            "last"
+        ]
+    );
+    assert_eq!(texts("\n\nfirst\n"), ["\n", "first"]);
+}
+
+#[test]
+fn zap_and_monolog_stack_traces_are_one_record() {
+    let zap = "10:00\tERROR\tw.go:88\tlock extend failed\nmain.(*w).renew\n\t/app/w.go:88\nmain.main\n\t/app/main.go:35\n10:01\tINFO\tnext\n";
+    assert_eq!(
+        texts(zap),
+        [
+            "10:00\tERROR\tw.go:88\tlock extend failed\nmain.(*w).renew\n\t/app/w.go:88\nmain.main\n\t/app/main.go:35",
+            "10:01\tINFO\tnext"
+        ]
+    );
+    let monolog = "[10:00] production.ERROR:  {\"exception\":\"[object] (X(code: 0): at /a.php:1)\n[stacktrace]\n#0 /a.php(3): f()\n#1 {main}\n\"} \n[10:01] production.INFO: next\n";
+    assert_eq!(texts(monolog).len(), 2);
+}
+
+#[test]
 fn off_makes_every_line_a_record() {
     let mut out = Vec::new();
     let used = RecordSplitter::new(Multiline::Off).feed(b"a\n  b\nc", 64, End::More, |p| {
