@@ -50,7 +50,8 @@ impl Said {
     }
 }
 
-/// Words that make a record about a lock: the nouns, and libraries' names for lock failures.
+/// Words that make a record about a lock: the nouns, and libraries' names for lock failures
+/// (each holds one of the classifier's prefilter words).
 pub(crate) const NOUNS: &[&str] = &[
     "lock",
     "locks",
@@ -64,18 +65,13 @@ pub(crate) const NOUNS: &[&str] = &[
     "locknotownederror",
     "lockerror",
     "lockacquiringerror",
-    "notacquired",
     "extendunlockedlock",
     "releaseunlockedlock",
     "illegalmonitorstateexception",
     "locktimeoutexception",
     "lockreleaseexception",
     "lockconflictexception",
-    "errnotobtained",
     "errlocknotheld",
-    "errfailed",
-    "errextendfailed",
-    "errtaken",
     "lockconflictedexception",
     "redlock::lockerror",
     "cannotacquirelockexception",

@@ -151,12 +151,10 @@ struct Rec {
 
 impl Rec {
     fn new(start: usize, end: usize, line: &[u8]) -> Self {
-        let context = if line.starts_with(b"panic: ") || line.starts_with(b"fatal error: ") {
-            Context::Go
-        } else if line.starts_with(PY_TRACEBACK) {
-            Context::PyFrames
-        } else {
-            Context::Plain
+        let context = match line.first() {
+            Some(b'p' | b'f') if line.starts_with(b"panic: ") || line.starts_with(b"fatal error: ") => Context::Go,
+            Some(b'T') if line.starts_with(PY_TRACEBACK) => Context::PyFrames,
+            _ => Context::Plain,
         };
         Rec {
             start,
@@ -279,14 +277,16 @@ fn record(data: &[u8], r: Rec, auto: bool) -> Piece<'_> {
 /// Whether `line` (not blank) continues a record in `context`, and the context after it.
 fn continues(context: Context, line: &[u8]) -> Option<Context> {
     use Context::*;
+    // Dispatched on the first byte: most lines start a record and cost one comparison.
     match line.first()? {
         b' ' | b'\t' => Some(match context {
             Plain if is_frame(line) => Stack,
             c => c,
         }),
         b'}' | b']' | b')' => Some(context),
-        _ if line.starts_with(PY_TRACEBACK) => Some(PyFrames),
-        _ if is_php_trace_line(line) => Some(Stack),
+        b'T' if line.starts_with(PY_TRACEBACK) => Some(PyFrames),
+        b'[' | b'#' | b'"' if is_php_trace_line(line) => Some(Stack),
+        _ if context == Plain && line.first() != Some(&b'C') => None,
         _ => match context {
             Plain | Stack if line.starts_with(b"Caused by: ") => Some(Stack),
             PyFrames => Some(PyDone),
