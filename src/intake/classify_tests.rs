@@ -104,3 +104,16 @@ fn the_lines_after_the_first_are_read_as_the_error() {
         "{v:?}"
     );
 }
+
+#[test]
+fn stacks_inside_fields_keep_working() {
+    let c = classifier();
+    // logfmt with the stack in an escaped field, winston JSON with `stack` beside `message`,
+    // pino's `err` object.
+    let logfmt = r#"level=error msg="payout lock release failed" stack_trace="redis.exceptions.LockNotOwnedError: Cannot release a lock that's no longer owned\n  File \"w.py\", line 3""#;
+    assert_eq!(event(&c, logfmt), Some((Op::Release, Outcome::NotOwned)));
+    let winston = r#"{"level":"error","message":"payout lock lost","stack":"Error: Lost mutex for key payout:lock:1\n    at Lock._processRefresh (Lock.js:68:43)"}"#;
+    assert_eq!(event(&c, winston), Some((Op::Renew, Outcome::NotOwned)));
+    let pino = r#"{"level":50,"msg":"lock extend failed","err":{"type":"ExecutionError","message":"Cannot extend an already-expired lock.","stack":"ExecutionError: Cannot extend an already-expired lock.\n    at Redlock.extend (index.js:191:19)"}}"#;
+    assert_eq!(event(&c, pino), Some((Op::Renew, Outcome::NotOwned)));
+}
