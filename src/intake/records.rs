@@ -221,19 +221,24 @@ impl Assembler {
                 if let Some(held) = self.held.take() {
                     let head = &data[cur.start..cur.end];
                     let first = &head[..memchr::memchr(b'\n', head).unwrap_or(head.len())];
-                    let announced = cur.content == 1 && announces_error(&data[held.start..held.end]);
-                    if announced && is_frame(line) && is_exception_header(first) {
-                        cur.start = held.start;
-                        cur.lines += held.lines;
-                        cur.content += held.content;
-                    } else if announced && line.starts_with(b"\t") && is_go_line(first) {
+                    let joins = if cur.content != 1 || !announces_error(&data[held.start..held.end]) {
+                        None
+                    } else if is_frame(line) && is_exception_header(first) {
+                        Some(context)
+                    } else if line.starts_with(b"\t") && is_go_line(first) {
                         // zap's and Go's stack traces: `pkg.Func(…)` then `\t/path/file.go:N`.
-                        cur.start = held.start;
-                        cur.lines += held.lines;
-                        cur.content += held.content;
-                        context = Context::Go;
+                        Some(Context::Go)
                     } else {
-                        on(record(data, held, self.auto));
+                        None
+                    };
+                    match joins {
+                        Some(c) => {
+                            cur.start = held.start;
+                            cur.lines += held.lines;
+                            cur.content += held.content;
+                            context = c;
+                        }
+                        None => on(record(data, held, self.auto)),
                     }
                 }
                 cur.extend(end, false);
