@@ -309,17 +309,24 @@ fn bad_choices_name_key_line_and_the_allowed_words() {
         logs("start_at = \"Beginning\"\n"),
         "t.toml line 7: logs[0].start_at: `Beginning` is not one of end, beginning"
     );
+    assert_eq!(
+        logs("multiline = \"on\"\n"),
+        "t.toml line 7: logs[0].multiline: `on` is not one of auto, off"
+    );
 }
 
 #[test]
 fn choices_are_read_from_the_file() {
     let cfg = load(&format!(
-        "{TARGET}notifications = \"configure\"\n[[logs]]\nname = \"a\"\npath = \"-\"\nformat = \"logfmt\"\nstart_at = \"beginning\"\n"
+        "{TARGET}notifications = \"configure\"\n[[logs]]\nname = \"a\"\npath = \"-\"\nformat = \"logfmt\"\nstart_at = \"beginning\"\nmultiline = \"off\"\n"
     ))
     .unwrap();
     assert_eq!(cfg.targets[0].notifications, Notifications::Configure);
     assert_eq!(cfg.logs[0].format, LogFormat::Logfmt);
     assert_eq!(cfg.logs[0].start_at, StartAt::Beginning);
+    assert_eq!(cfg.logs[0].multiline, Multiline::Off);
+    let cfg = load(&format!("{TARGET}[[logs]]\nname = \"a\"\npath = \"-\"\n")).unwrap();
+    assert_eq!(cfg.logs[0].multiline, Multiline::Auto);
 }
 
 const TLS_TARGET: &str = "[[target]]\nname = \"main\"\nurl = \"rediss://127.0.0.1:6380/0\"\n";
