@@ -158,6 +158,10 @@ pub struct ClassifyArgs {
         default_value_t = crate::config::LogFormat::Auto
     )]
     pub input_format: crate::config::LogFormat,
+    /// Whether a traceback's or stack trace's lines join the line that starts their record
+    /// (as `multiline` of a `[[logs]]` source).
+    #[arg(long, env = "LOCKWATCH_MULTILINE", value_enum, default_value_t = crate::config::Multiline::Auto)]
+    pub multiline: crate::config::Multiline,
     /// Print only the count of each kind of lock event (and the line totals), not each line.
     #[arg(long)]
     pub summary: bool,

@@ -93,8 +93,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         if source.path == "-" {
             let counters = Counters::new(&intake_metrics, &namespaces, &source.name);
             let stdin = std::io::BufReader::new(std::io::stdin());
-            crate::intake::stdin::spawn(source.name.clone(), stdin, source.format, classifier.clone(), counters)
-                .map_err(ServeError::Stdin)?;
+            crate::intake::stdin::spawn(source, stdin, classifier.clone(), counters).map_err(ServeError::Stdin)?;
         } else {
             let tailer = Tailer::new(
                 source,

@@ -350,3 +350,111 @@ fn tls_config_errors_exit_2_naming_the_key() {
         }
     }
 }
+
+/// A Redis Cluster speaking TLS everywhere: `serve` finds it from one `rediss://` seed with
+/// the private CA, and reads, watches and pings every node over TLS; `check-config` checks
+/// each primary over TLS; a wrong CA is one sentence naming the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_with_a_private_ca() {
+    let pki = Pki::new();
+    let cluster = common::topo::Cluster::start_tls(&pki);
+    let mut c = cluster.client();
+    for i in 0..40 {
+        let _: () = redis::Commands::set_ex(&mut c, format!("wf:lock:{i}"), format!("o{i}"), 300).unwrap();
+    }
+    let seed = format!("rediss://127.0.0.1:{}", cluster.tls_ports[0]);
+    let text_ = format!(
+        "[[target]]\nname = \"main\"\nmode = \"cluster\"\nnodes = [\"{seed}\"]\nsample_interval = \"1s\"\n\
+         tls_ca_file = \"ca.pem\"\n\n[[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n"
+    );
+    let path = write_config(&pki, "cluster.toml", &text_);
+    let out = check_connect(&path);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(text(&out).matches(": reachable, Redis").count(), 3, "{}", text(&out));
+
+    let cfg = Config::load(std::path::Path::new(&path), &Overrides::default()).unwrap();
+    let served = Served::start(cfg).await;
+    let t = [("target", "main")];
+    served
+        .wait_for(Duration::from_secs(20), "every node over TLS", |m| {
+            m.val("lockwatch_locks_held", &[("target", "main"), ("namespace", "wf")]) == 40.0
+                && m.val("lockwatch_up", &t) == 1.0
+                && m.val("lockwatch_tracking_mode", &[("target", "main"), ("mode", "events")]) == 1.0
+                && m.val("lockwatch_nodes", &[("target", "main"), ("role", "replica")]) == 3.0
+        })
+        .await;
+    let m = served.metrics().await;
+    for p in &cluster.tls_ports {
+        let node = format!("127.0.0.1:{p}");
+        assert_eq!(
+            m.val("lockwatch_node_up", &[("target", "main"), ("node", &node)]),
+            1.0,
+            "{node}"
+        );
+    }
+    served.stop().await;
+
+    let wrong = text_.replace("tls_ca_file = \"ca.pem\"", "tls_ca_file = \"other-ca.pem\"");
+    let line = cannot_connect(&pki, "wrong-ca.toml", &wrong);
+    assert!(
+        line.contains("target main") && line.contains("not signed by a CA in tls_ca_file"),
+        "{line}"
+    );
+}
+
+/// A Sentinel group speaking TLS: lockwatch asks the sentinels over `rediss://` and reads
+/// the primary they name over TLS, with the private CA; a planned failover is followed and
+/// loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_sentinel_group_is_followed_through_a_failover() {
+    let pki = Pki::new();
+    let g = common::topo::SentinelGroup::start_tls(&pki);
+    let mut c = common::conn(&g.primary);
+    for i in 0..25 {
+        let _: () = redis::Commands::set_ex(&mut c, format!("wf:lock:{i}"), format!("o{i}"), 300).unwrap();
+    }
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut c).unwrap();
+    let sentinels: Vec<String> = g.sentinel_tls_urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let text_ = format!(
+        "[[target]]\nname = \"main\"\nmode = \"sentinel\"\nsentinels = [{}]\nmaster_name = \"{}\"\n\
+         url = \"rediss://127.0.0.1/0\"\nsample_interval = \"1s\"\ntls_ca_file = \"ca.pem\"\n\n\
+         [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n",
+        sentinels.join(", "),
+        common::topo::MASTER
+    );
+    let path = write_config(&pki, "sentinel.toml", &text_);
+    let out = check_connect(&path);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let cfg = Config::load(std::path::Path::new(&path), &Overrides::default()).unwrap();
+    let served = Served::start(cfg).await;
+    let t = [("target", "main")];
+    let held = [("target", "main"), ("namespace", "wf")];
+    served
+        .wait_for(
+            Duration::from_secs(20),
+            "the primary over TLS, named by TLS sentinels",
+            |m| {
+                m.val("lockwatch_locks_held", &held) == 25.0
+                    && m.val("lockwatch_up", &t) == 1.0
+                    && m.val("lockwatch_tracking_mode", &[("target", "main"), ("mode", "events")]) == 1.0
+                    && m.val("lockwatch_nodes", &[("target", "main"), ("role", "replica")]) == 1.0
+            },
+        )
+        .await;
+    let (_, replica_tls) = g.tls_ports.unwrap();
+    let out = common::topo::cli_at(g.sentinels[0].port, &["sentinel", "failover", common::topo::MASTER]);
+    assert!(out.contains("OK"), "{out}");
+    let new = format!("127.0.0.1:{replica_tls}");
+    served
+        .wait_for(Duration::from_secs(30), "the planned failover followed", |m| {
+            m.val("lockwatch_failovers_total", &t) == 1.0
+                && m.val("lockwatch_up", &t) == 1.0
+                && m.val("lockwatch_node_up", &[("target", "main"), ("node", &new)]) == 1.0
+                && m.val("lockwatch_notifications_connected", &t) == 1.0
+        })
+        .await;
+    let m = served.metrics().await;
+    assert_eq!(m.val("lockwatch_locks_lost_in_failover_total", &held), 0.0);
+    assert_eq!(m.val("lockwatch_locks_held", &held), 25.0);
+    served.stop().await;
+}

@@ -104,10 +104,7 @@ impl Link {
 
     /// A one-off connection with [`TIMEOUT`] on connecting and on every reply.
     pub async fn once(&self) -> redis::RedisResult<MultiplexedConnection> {
-        let cfg = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT));
-        self.client.get_multiplexed_async_connection_with_config(&cfg).await
+        once_with(&self.client).await
     }
 
     /// A pub/sub connection.
@@ -125,6 +122,14 @@ pub async fn alive(conn: &mut ConnectionManager) -> redis::RedisResult<()> {
         Err(e) if e.is_connection_dropped() => ping.query_async(conn).await,
         done => done,
     }
+}
+
+/// A one-off connection of `client` with [`TIMEOUT`] on connecting and on every reply.
+pub(crate) async fn once_with(client: &redis::Client) -> redis::RedisResult<MultiplexedConnection> {
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(TIMEOUT));
+    client.get_multiplexed_async_connection_with_config(&cfg).await
 }
 
 /// A one-off connection to `t` with [`TIMEOUT`] on connecting and every reply: to its

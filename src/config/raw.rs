@@ -85,6 +85,7 @@ pub struct RawLogs {
     pub path: S<String>,
     pub format: Option<S<String>>,
     pub start_at: Option<S<String>>,
+    pub multiline: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -309,17 +309,24 @@ fn bad_choices_name_key_line_and_the_allowed_words() {
         logs("start_at = \"Beginning\"\n"),
         "t.toml line 7: logs[0].start_at: `Beginning` is not one of end, beginning"
     );
+    assert_eq!(
+        logs("multiline = \"on\"\n"),
+        "t.toml line 7: logs[0].multiline: `on` is not one of auto, off"
+    );
 }
 
 #[test]
 fn choices_are_read_from_the_file() {
     let cfg = load(&format!(
-        "{TARGET}notifications = \"configure\"\n[[logs]]\nname = \"a\"\npath = \"-\"\nformat = \"logfmt\"\nstart_at = \"beginning\"\n"
+        "{TARGET}notifications = \"configure\"\n[[logs]]\nname = \"a\"\npath = \"-\"\nformat = \"logfmt\"\nstart_at = \"beginning\"\nmultiline = \"off\"\n"
     ))
     .unwrap();
     assert_eq!(cfg.targets[0].notifications, Notifications::Configure);
     assert_eq!(cfg.logs[0].format, LogFormat::Logfmt);
     assert_eq!(cfg.logs[0].start_at, StartAt::Beginning);
+    assert_eq!(cfg.logs[0].multiline, Multiline::Off);
+    let cfg = load(&format!("{TARGET}[[logs]]\nname = \"a\"\npath = \"-\"\n")).unwrap();
+    assert_eq!(cfg.logs[0].multiline, Multiline::Auto);
 }
 
 const TLS_TARGET: &str = "[[target]]\nname = \"main\"\nurl = \"rediss://127.0.0.1:6380/0\"\n";
@@ -501,4 +508,78 @@ fn http_limits_have_defaults_and_bounds() {
         err(&format!("[server]\nheader_timeout = \"soon\"\n{TARGET}"))
             .starts_with("t.toml line 2: server.header_timeout:")
     );
+}
+
+const NS: &str = "[[namespace]]\nname = \"jobs\"\npattern = \"j:lock:*\"\nttl = \"30s\"\n";
+
+#[test]
+fn cluster_and_sentinel_targets_load() {
+    let cfg = load(&format!(
+        "[[target]]\nname = \"c\"\nmode = \"cluster\"\nnodes = [\"redis://:pw@10.0.0.1:7000\", \"redis://10.0.0.2:7000\"]\n\n\
+         [[target]]\nname = \"s\"\nmode = \"sentinel\"\nsentinels = [\"redis://10.0.0.5:26379\"]\nmaster_name = \"mymaster\"\nurl = \"redis://app@ignored:1/2\"\n\n{NS}"
+    ))
+    .unwrap();
+    let Topology::Cluster { seeds } = &cfg.targets[0].topology else {
+        panic!("not a cluster")
+    };
+    assert_eq!(seeds.len(), 2);
+    assert_eq!(cfg.targets[0].connection.redis_settings().password(), Some("pw"));
+    assert!(
+        !cfg.targets[0].display_url.contains("pw"),
+        "{}",
+        cfg.targets[0].display_url
+    );
+    let Topology::Sentinel(s) = &cfg.targets[1].topology else {
+        panic!("not sentinel")
+    };
+    assert_eq!(s.master_name, "mymaster");
+    assert_eq!(cfg.targets[1].connection.redis_settings().db(), 2);
+    assert_eq!(cfg.targets[1].topology.mode(), Mode::Sentinel);
+}
+
+#[test]
+fn topology_keys_are_checked_with_key_and_line() {
+    let cases = [
+        (
+            "[[target]]\nname = \"a\"\nurl = \"redis://h:1\"\nnodes = [\"redis://h:2\"]\n",
+            "line 4: target[0].nodes: only for mode = \"cluster\" (this target's mode is \"standalone\")",
+        ),
+        (
+            "[[target]]\nname = \"a\"\nmode = \"cluster\"\nsentinels = [\"redis://h:2\"]\nnodes = [\"redis://h:1\"]\n",
+            "line 4: target[0].sentinels: only for mode = \"sentinel\"",
+        ),
+        (
+            "[[target]]\nname = \"a\"\nmode = \"sentinel\"\nsentinels = [\"redis://h:2\"]\n",
+            "line 2: target[0].master_name: missing",
+        ),
+        (
+            "[[target]]\nname = \"a\"\nmode = \"sentinel\"\nmaster_name = \"m\"\n",
+            "target[0].sentinels: missing",
+        ),
+        (
+            "[[target]]\nname = \"a\"\nmode = \"cluster\"\n",
+            "line 2: target[0].nodes: missing",
+        ),
+        (
+            "[[target]]\nname = \"a\"\nmode = \"cluster\"\nnodes = [\"redis://h:1/3\"]\n",
+            "line 4: target[0].nodes[0]: names database 3 (redis://h:1/3): a Redis Cluster has only database 0",
+        ),
+        (
+            "[[target]]\nname = \"a\"\nmode = \"cluster\"\nnodes = [\"redis://h:1\", \"rediss://h:2\"]\n",
+            "target[0].nodes: mixes redis:// and rediss:// seeds",
+        ),
+        (
+            "[[target]]\nname = \"a\"\nmode = \"ring\"\nurl = \"redis://h:1\"\n",
+            "line 3: target[0].mode: `ring` is not one of standalone, cluster, sentinel",
+        ),
+        ("[[target]]\nname = \"a\"\n", "line 2: target[0].url: missing"),
+        (
+            "[[target]]\nname = \"a\"\nmode = \"sentinel\"\nmaster_name = \"m\"\nsentinels = [\"redis://h:2\"]\nsentinel_password_file = \"nope\"\n",
+            "line 6: target[0].sentinel_password_file:",
+        ),
+    ];
+    for (target, expected) in cases {
+        let e = err(&format!("{target}\n{NS}"));
+        assert!(e.contains(expected), "expected `{expected}` in: {e}");
+    }
 }

@@ -54,6 +54,15 @@ impl Pki {
                 "ca",
             ),
             ("named", "redis.test", "DNS:redis.test", "serverAuth", "365", "ca"),
+            // A cluster node's: it is a client of the other nodes too (cluster bus, replication).
+            (
+                "node",
+                "redis.test",
+                "DNS:redis.test,IP:127.0.0.1",
+                "serverAuth,clientAuth",
+                "365",
+                "ca",
+            ),
             (
                 "expired",
                 "redis.test",
