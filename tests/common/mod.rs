@@ -51,6 +51,13 @@ pub struct Served {
 
 impl Served {
     pub async fn start(config: Config) -> Served {
+        // `LOCKWATCH_TEST_LOG=debug cargo test …` shows the in-process exporter's log.
+        if let Ok(filter) = std::env::var("LOCKWATCH_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let token = CancellationToken::new();
