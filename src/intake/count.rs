@@ -125,6 +125,12 @@ impl Tally {
         self.lines[LineResult::Matched as usize] += 1;
     }
 
+    /// Add `n` events of one series, without their lines (restoring saved counts).
+    pub(crate) fn events_of(&mut self, ns: Option<usize>, op: Op, outcome: Outcome, n: u64) {
+        let ns = ns.filter(|i| *i < self.namespaces);
+        self.events[slot(self.namespaces, ns, op, outcome)] += n;
+    }
+
     /// A line too long to keep, counted as malformed.
     pub fn too_long(&mut self) {
         self.lines[LineResult::Malformed as usize] += 1;

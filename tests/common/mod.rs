@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+pub mod logs;
 pub mod topo;
 
 use lockwatch::access::child::RedisChild;

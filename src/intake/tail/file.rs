@@ -61,9 +61,33 @@ impl Fingerprint {
     }
 }
 
+/// CRC-32 of the bytes just before an offset (at most `FINGERPRINT_MAX`): saved with the
+/// offset, so a file rewritten in place while lockwatch was stopped — same first bytes,
+/// other lines — is read from its start instead of from an offset that means nothing now.
+pub(crate) fn before(file: &File, offset: u64) -> io::Result<Fingerprint> {
+    let len = offset.min(u64::from(FINGERPRINT_MAX)) as u32;
+    Ok(Fingerprint {
+        len,
+        crc: crc_at(file, offset - u64::from(len), len)?,
+    })
+}
+
+/// Whether `file` (now `size` bytes) still holds, just before `offset`, the bytes `check`
+/// was taken of.
+pub(crate) fn matches_before(check: &Fingerprint, file: &File, offset: u64, size: u64) -> io::Result<bool> {
+    if size < offset || offset < u64::from(check.len) {
+        return Ok(false);
+    }
+    Ok(crc_at(file, offset - u64::from(check.len), check.len)? == check.crc)
+}
+
 fn crc_of_first(file: &File, len: u32) -> io::Result<u32> {
+    crc_at(file, 0, len)
+}
+
+fn crc_at(file: &File, at: u64, len: u32) -> io::Result<u32> {
     let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, 0)?;
+    file.read_exact_at(&mut buf, at)?;
     Ok(crc32fast::hash(&buf))
 }
 
@@ -135,6 +159,11 @@ impl Tracked {
     pub(crate) fn quiet(&self, quiet: std::time::Duration) -> bool {
         let size = self.seen.0;
         size != u64::MAX && self.offset < size && self.flushed_at != size && self.last_growth.elapsed() >= quiet
+    }
+
+    /// The check of the bytes before the offset, to save with it.
+    pub(crate) fn check_before(&self) -> io::Result<Fingerprint> {
+        before(&self.file, self.offset)
     }
 
     /// Read what was appended since the last call, at most about `budget` bytes, into `buf`,

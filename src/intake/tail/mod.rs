@@ -7,10 +7,12 @@
 //! file renamed away or deleted is read to its end and closed once it has been quiet for
 //! `ROTATE_WAIT`, while the new file at the path is read from its start; truncation
 //! (copytruncate) or an in-place rewrite starts again at 0. Offsets — always at record
-//! boundaries — are saved every `SAVE_EVERY` and at shutdown, so a crash replays at most
-//! the records read in the last `SAVE_EVERY`. File reads are blocking and run on tokio's
-//! blocking pool.
+//! boundaries — are saved every `SAVE_EVERY` and at shutdown together with the counts they
+//! cover, and counts reach the counters only once saved: a restart, SIGKILL included,
+//! continues the counters from the saved counts and reads again only what they do not
+//! cover, so nothing is lost or counted twice. File reads run on tokio's blocking pool.
 
+mod counts;
 mod file;
 mod offsets;
 
@@ -21,6 +23,7 @@ use std::time::{Duration, Instant};
 use prometheus::IntGauge;
 use tokio_util::sync::CancellationToken;
 
+use self::counts::SavedCounts;
 use self::file::{FileId, Fingerprint, Tracked};
 pub(crate) use self::offsets::{SavedFile, Store};
 use super::Classifier;
@@ -32,7 +35,8 @@ use crate::intake::metrics::IntakeMetrics;
 
 /// How often files are checked for new lines (and the glob for new files).
 pub(crate) const POLL_EVERY: Duration = Duration::from_millis(250);
-/// How often offsets are saved while running; the bound on replay after a crash.
+/// How often offsets and counts are saved while running; counts read since the last save
+/// wait for the next one before they reach the counters.
 pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
 /// How long a file must stay quiet before the record held back at its end is counted.
 pub(crate) const QUIET: Duration = Duration::from_secs(1);
@@ -59,7 +63,14 @@ pub(crate) struct Tailer {
     classifier: Arc<Classifier>,
     counters: Counters,
     files_gauge: IntGauge,
+    /// Namespaces in config order, to save counts by name.
+    namespaces: Vec<String>,
+    /// Counted in the poll under way.
     tally: Tally,
+    /// Counted since the last save, waiting for it (with a store) before the counters.
+    pending: Tally,
+    /// Everything counted up to the saved offsets, restored saved counts included.
+    saved_counts: Tally,
     totals: SourceTotals,
     files: Vec<Tracked>,
     store: Option<Store>,
@@ -84,8 +95,19 @@ impl Tailer {
         state_dir: Option<&Path>,
     ) -> Self {
         let store = state_dir.map(|d| Store::new(d, &source.name));
+        let counters = Counters::new(metrics, namespaces, &source.name);
+        let mut saved_counts = counters.tally();
         let saved = match store.as_ref().map(Store::load) {
-            Some(Ok(Some(s))) => Some(s.files),
+            Some(Ok(Some(s))) => {
+                if let Some(c) = s.counts {
+                    let (restored, dropped) = c.to_tally(namespaces);
+                    tracing::info!(source = %source.name, lines = restored.total(), events_dropped = dropped,
+                        "counters continue from the counts saved with the offsets");
+                    counters.flush(&mut restored.clone());
+                    saved_counts = restored;
+                }
+                Some(s.files)
+            }
             Some(Ok(None)) | None => None,
             Some(Err(e)) => {
                 let aside = store.as_ref().map(Store::set_aside);
@@ -94,9 +116,11 @@ impl Tailer {
                 None
             }
         };
-        let counters = Counters::new(metrics, namespaces, &source.name);
         Tailer {
             tally: counters.tally(),
+            pending: counters.tally(),
+            saved_counts,
+            namespaces: namespaces.to_vec(),
             counters,
             files_gauge: metrics.files_gauge(&source.name),
             classifier,
@@ -198,9 +222,12 @@ impl Tailer {
         self.totals.ignored += ignored;
         self.totals.malformed += malformed;
         self.totals.lines += matched + ignored + malformed;
-        self.counters.flush(&mut self.tally);
+        let polled = std::mem::replace(&mut self.tally, self.counters.tally());
+        self.pending.add(&polled);
         self.files_gauge.set(self.files.len() as i64);
-        if self.dirty && self.last_save.elapsed() >= SAVE_EVERY {
+        if self.store.is_none() {
+            self.counters.flush(&mut self.pending);
+        } else if self.dirty && self.last_save.elapsed() >= SAVE_EVERY {
             self.save();
         }
         more
@@ -324,12 +351,16 @@ impl Tailer {
             len: s.fingerprint_len,
             crc: s.fingerprint_crc32,
         };
-        if fp.matches(file, size)? {
-            Ok(Some(s))
-        } else {
+        if !fp.matches(file, size)? {
             tracing::info!(source = %self.source.name, file = %s.path.display(),
                 "the saved inode now holds another file (its first bytes differ): reading it from the start");
             Ok(None)
+        } else if !file::matches_before(&before_of(&s), file, s.offset, size)? {
+            tracing::info!(source = %self.source.name, file = %s.path.display(), offset = s.offset,
+                "the file was rewritten while lockwatch was stopped (the bytes before its saved offset differ): reading it from the start");
+            Ok(None)
+        } else {
+            Ok(Some(s))
         }
     }
 
@@ -349,7 +380,9 @@ impl Tailer {
                     len: s.fingerprint_len,
                     crc: s.fingerprint_crc32,
                 };
-                let same = std::fs::File::open(&path).and_then(|f| fp.matches(&f, meta.len()));
+                let same = std::fs::File::open(&path).and_then(|f| {
+                    Ok(fp.matches(&f, meta.len())? && file::matches_before(&before_of(&s), &f, s.offset, meta.len())?)
+                });
                 if let Ok(true) = same
                     && let Ok(mut t) = Tracked::open(&path, Some(s.offset), self.records(s.skipping))
                 {
@@ -377,26 +410,48 @@ impl Tailer {
         }
     }
 
-    /// Save the offsets of every followed file now.
+    /// Save the offsets of every followed file now, with the counts they cover; then the
+    /// counts read since the last save reach the counters. Should the save fail, they reach
+    /// them anyway (a count must not wait on a disk) and the save is retried: only a crash
+    /// before a later save succeeds could then count them again.
     fn save(&mut self) {
-        let Some(store) = &self.store else { return };
+        let Some(store) = &self.store else {
+            self.counters.flush(&mut self.pending);
+            return;
+        };
         let files = self
             .files
             .iter()
-            .map(|t| SavedFile {
-                path: t.path.clone(),
-                dev: t.id.dev,
-                ino: t.id.ino,
-                fingerprint_len: t.fingerprint.len,
-                fingerprint_crc32: t.fingerprint.crc,
-                offset: t.offset,
-                skipping: t.records.splitter.skipping,
+            .map(|t| {
+                let before = t.check_before().unwrap_or(Fingerprint { len: 0, crc: 0 });
+                SavedFile {
+                    path: t.path.clone(),
+                    dev: t.id.dev,
+                    ino: t.id.ino,
+                    fingerprint_len: t.fingerprint.len,
+                    fingerprint_crc32: t.fingerprint.crc,
+                    offset: t.offset,
+                    before_len: before.len,
+                    before_crc32: before.crc,
+                    skipping: t.records.splitter.skipping,
+                }
             })
             .collect();
-        match store.save(&self.source.name, files) {
+        self.saved_counts.add(&self.pending);
+        let counts = SavedCounts::of(&self.saved_counts, &self.namespaces);
+        match store.save(&self.source.name, files, counts) {
             Ok(()) => self.dirty = false,
-            Err(e) => tracing::warn!(error = %e, "offsets not saved; retrying"),
+            Err(e) => tracing::warn!(error = %e, "offsets and counts not saved; counted anyway, saving is retried"),
         }
+        self.counters.flush(&mut self.pending);
         self.last_save = Instant::now();
+    }
+}
+
+/// The check of the bytes before a saved offset (none in files of earlier versions).
+fn before_of(s: &SavedFile) -> Fingerprint {
+    Fingerprint {
+        len: s.before_len,
+        crc: s.before_crc32,
     }
 }

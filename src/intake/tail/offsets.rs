@@ -1,11 +1,14 @@
-//! Saved read offsets of one log source in `state.dir`, so a restart resumes where the last
-//! run stopped. Written atomically: a temporary file, fsync, rename, fsync of the directory.
+//! Saved read offsets of one log source in `state.dir`, with the counts they cover, so a
+//! restart resumes where the last run stopped and its counters continue from there. Written
+//! atomically: a temporary file, fsync, rename, fsync of the directory.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use super::counts::SavedCounts;
 
 /// The file format's version; a file of another version is not read.
 const VERSION: u32 = 1;
@@ -16,6 +19,9 @@ pub(crate) struct Saved {
     pub(crate) version: u32,
     pub(crate) source: String,
     pub(crate) files: Vec<SavedFile>,
+    /// What the source counted up to these offsets (absent in files of earlier versions).
+    #[serde(default)]
+    pub(crate) counts: Option<SavedCounts>,
 }
 
 /// One file's identity and offset.
@@ -27,6 +33,12 @@ pub(crate) struct SavedFile {
     pub(crate) fingerprint_len: u32,
     pub fingerprint_crc32: u32,
     pub(crate) offset: u64,
+    /// CRC-32 of the `before_len` bytes just before `offset` (at most 1 KiB): a file
+    /// rewritten in place with the same first bytes is told from the one read.
+    #[serde(default)]
+    pub(crate) before_len: u32,
+    #[serde(default)]
+    pub(crate) before_crc32: u32,
     /// Inside an over-long line: skip to its newline first.
     #[serde(default)]
     pub(crate) skipping: bool,
@@ -89,12 +101,13 @@ impl Store {
         Ok(aside)
     }
 
-    /// Replace the saved state atomically.
-    pub(crate) fn save(&self, source: &str, files: Vec<SavedFile>) -> Result<(), OffsetsError> {
+    /// Replace the saved state atomically: the offsets and the counts they cover, together.
+    pub(crate) fn save(&self, source: &str, files: Vec<SavedFile>, counts: SavedCounts) -> Result<(), OffsetsError> {
         let saved = Saved {
             version: VERSION,
             source: source.to_string(),
             files,
+            counts: Some(counts),
         };
         let err = |source| OffsetsError::Write {
             path: self.path.clone(),
@@ -131,10 +144,23 @@ mod tests {
             fingerprint_len: 3,
             fingerprint_crc32: 4,
             offset: 5,
+            before_len: 5,
+            before_crc32: 6,
             skipping: false,
         };
-        store.save("app", vec![file.clone()]).unwrap();
-        assert_eq!(store.load().unwrap().unwrap().files, vec![file]);
+        let counts = SavedCounts::default();
+        store.save("app", vec![file.clone()], counts.clone()).unwrap();
+        let loaded = store.load().unwrap().unwrap();
+        assert_eq!(loaded.files, vec![file]);
+        assert_eq!(loaded.counts, Some(counts));
+        // A file of the earlier shape (no counts, no check before the offset) still loads.
+        std::fs::write(
+            &store.path,
+            br#"{"version":1,"source":"app","files":[{"path":"/a","dev":1,"ino":2,"fingerprint_len":3,"fingerprint_crc32":4,"offset":5}]}"#,
+        )
+        .unwrap();
+        let old = store.load().unwrap().unwrap();
+        assert_eq!((old.counts, old.files[0].before_len), (None, 0));
         std::fs::write(&store.path, b"{\"version\":1,").unwrap();
         assert!(matches!(store.load(), Err(OffsetsError::Corrupt { .. })));
         let aside = store.set_aside().unwrap();
