@@ -56,6 +56,9 @@ pub enum Command {
     /// Guided staging rehearsal of the stale-holder incident (TTL expiry, stale release,
     /// renew failure, stale fenced write) with a real paused worker.
     Drill(DrillArgs),
+    /// Per namespace: hold durations, renewal intervals, TTL headroom, stalls and takeovers
+    /// seen, and the ttl, renew_every and renew_grace that would have survived them.
+    Advise(AdviseArgs),
     /// Worker A of a drill (started by `lockwatch drill`).
     #[command(hide = true)]
     DrillWorker(DrillWorkerArgs),
@@ -220,6 +223,39 @@ pub struct DrillArgs {
     /// Run against a target marked environment = "production".
     #[arg(long)]
     pub allow_production: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Prometheus scraping lockwatch: what happened over --window.
+    #[arg(
+        long,
+        env = "LOCKWATCH_PROMETHEUS",
+        conflicts_with = "exporter",
+        required_unless_present = "exporter"
+    )]
+    pub prometheus: Option<String>,
+    /// A running lockwatch exporter instead: what happened since it started.
+    #[arg(long, env = "LOCKWATCH_EXPORTER")]
+    pub exporter: Option<String>,
+    /// How far back to look in Prometheus (e.g. 7d, 24h).
+    #[arg(long, env = "LOCKWATCH_WINDOW", default_value = "7d")]
+    pub window: String,
+    /// Only this namespace.
+    #[arg(long, env = "LOCKWATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Output: text, the config snippet alone (toml), or json.
+    #[arg(long, env = "LOCKWATCH_FORMAT", value_enum, default_value_t = AdviseFormat::Text)]
+    pub format: AdviseFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdviseFormat {
+    Text,
+    Toml,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
