@@ -187,6 +187,10 @@ pub struct DrillArgs {
     /// The configured namespace whose pattern, fence_pattern and ttl the drill uses.
     #[arg(long, env = "LOCKWATCH_DRILL_NAMESPACE", default_value = "drill")]
     pub namespace: String,
+    /// What to rehearse: worker A frozen past the TTL (stale-holder), its renewal held in
+    /// the network past the TTL (network-delay), or both at once (pause-and-delay).
+    #[arg(long, env = "LOCKWATCH_DRILL_SCENARIO", value_enum, default_value_t = crate::drill::Scenario::StaleHolder)]
+    pub scenario: crate::drill::Scenario,
     /// Which target, when the config has several.
     #[arg(long, env = "LOCKWATCH_TARGET")]
     pub target: Option<String>,
@@ -214,7 +218,7 @@ pub struct DrillArgs {
     /// The application's renew script (KEYS[1] lock, ARGV[1] token, ARGV[2] ttl ms; 1 = renewed).
     #[arg(long)]
     pub renew_script: Option<PathBuf>,
-    /// Repeat stale-holder cycles this long (e.g. 15m), to rehearse the sustained-ratio alert.
+    /// Repeat the scenario's cycles this long (e.g. 15m), to rehearse the sustained-ratio alert.
     #[arg(long, requires = "rate")]
     pub sustain: Option<String>,
     /// Cycles per minute in --sustain mode.
@@ -278,6 +282,9 @@ pub struct DrillWorkerArgs {
     /// A key of the run: on a cluster, the worker connects to the node serving its slot.
     #[arg(long)]
     pub key: Option<String>,
+    /// Reach Redis through the drill's network proxy at this `host:port`.
+    #[arg(long)]
+    pub via: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -104,9 +104,15 @@ impl Link {
 
     /// A one-off connection with [`TIMEOUT`] on connecting and on every reply.
     pub async fn once(&self) -> redis::RedisResult<MultiplexedConnection> {
+        self.once_with(TIMEOUT).await
+    }
+
+    /// A one-off connection with [`TIMEOUT`] on connecting and `replies` on every reply (the
+    /// drill's worker A, whose requests may be held in the network on purpose).
+    pub async fn once_with(&self, replies: Duration) -> redis::RedisResult<MultiplexedConnection> {
         let cfg = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT));
+            .set_response_timeout(Some(replies));
         self.client.get_multiplexed_async_connection_with_config(&cfg).await
     }
 

@@ -34,6 +34,7 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
     let opts = drill::Options {
         config_path: args.config.config.clone(),
         namespace: args.namespace.clone(),
+        scenario: args.scenario,
         target: args.target.clone(),
         exporter: args.exporter.clone(),
         prometheus: args.prometheus.clone(),
@@ -78,7 +79,7 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
 /// Worker A of a drill, started by `lockwatch drill` as a child process.
 pub(super) async fn worker(args: DrillWorkerArgs) -> Result<Status, CommandError> {
     let config = super::load(&args.config, None)?;
-    drill::worker_main(&config, &args.target, args.namespace, args.exporter, args.key)
+    drill::worker_main(&config, &args.target, args.namespace, args.exporter, args.key, args.via)
         .await
         .map_err(anyhow::Error::from)?;
     Ok(Status::Fine)
