@@ -86,16 +86,7 @@ fn advise(config: &Path, args: &[&str]) -> (String, String) {
 }
 
 fn secs(d: &str) -> f64 {
-    lockwatch::config::Config::from_toml(
-        &format!("[[target]]\nname = \"t\"\nurl = \"redis://127.0.0.1:1\"\n[[namespace]]\nname = \"n\"\npattern = \"n:*\"\nttl = \"{d}\"\n"),
-        "t.toml",
-        Path::new("."),
-        &Default::default(),
-    )
-    .unwrap()
-    .namespaces[0]
-        .ttl
-        .as_secs_f64()
+    common::duration(d).as_secs_f64()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -248,7 +248,8 @@ fn longest_stall(ns: &NamespaceConfig, o: &Observed) -> Option<Stall> {
             short: format!("holds of up to {} without renewal", secs(w)),
         })
     };
-    let lost = o.expired.max(o.holds_expired.count());
+    // Prometheus's `increase` extrapolates: counts come back as 1.06 for one.
+    let lost = o.expired.max(o.holds_expired.count()).round();
     if lost <= 0.0 {
         return seen;
     }

@@ -288,6 +288,17 @@ pub async fn exported_metric_names() -> std::collections::BTreeSet<String> {
     names
 }
 
+/// A duration as lockwatch writes and reads them (`1s500ms`), read the way the config does.
+pub fn duration(text: &str) -> Duration {
+    let toml = format!(
+        "[[target]]\nname = \"t\"\nurl = \"redis://127.0.0.1:1\"\n[[namespace]]\nname = \"n\"\npattern = \"n:*\"\nttl = \"{text}\"\n"
+    );
+    Config::from_toml(&toml, "t.toml", Path::new("."), &Overrides::default())
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .namespaces[0]
+        .ttl
+}
+
 /// A finished command's stdout and stderr, one after the other.
 pub fn output_text(o: &std::process::Output) -> String {
     format!(
