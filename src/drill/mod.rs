@@ -112,9 +112,11 @@ pub async fn run(
         .map_err(|e| crate::access::tls::explained(plan.target, e))
         .map_err(unreachable)?;
     plan.node = link.node();
-    let proxy = match opts.scenario.proxied() {
-        true => Some(proxy::for_plan(&plan).await?),
-        false => None,
+    // A proxy in the way before anything else runs, so worker A starts behind it.
+    let proxy = if opts.scenario.proxied() {
+        Some(proxy::for_plan(&plan).await?)
+    } else {
+        None
     };
     let mut s = Session::new(plan, opts, conn);
     s.proxy = proxy;
