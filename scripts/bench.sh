@@ -14,17 +14,21 @@
 #              events, mixed formats) through lockwatch and through Debian's mtail with an
 #              equivalent program, both pinned to one core, side by side with hyperfine;
 #              and `lockwatch serve` tailing the same file.
+#   api        GET /api/v1/locks?limit=10 with 1,000,000 tracked locks: median time of 11
+#              requests and the RSS five concurrent requests add (peak, after resetting it),
+#              side by side for this build and for LOCKWATCH_BENCH_API_BASE (default c531961,
+#              the last commit that copied every lock to answer; built from `git archive`).
 # Results: bench-results/summary.md (and criterion's report under target/criterion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake tracking)
+[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake tracking api)
 out=bench-results
 mkdir -p "$out"
 : > "$out/summary.md"
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -338,7 +342,10 @@ lw_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['resul
 mt_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['results'][1]['mean'])")
 
 # lockwatch serve tailing the file from its start, pinned to one core: time until all
-# lines are counted (polling /metrics every 20 ms).
+# lines are counted (polling /metrics every 20 ms). With multiline = "auto" the file's last
+# two lines (its last record, and the line before it, kept in case an exception follows)
+# are counted once the file has been quiet for 1 s: the time until all lines but those is
+# the reading time, the time until all of them includes that wait.
 local sport scfg
 sport=$(free_port)
 scfg="$work/serve.toml"
@@ -349,10 +356,11 @@ taskset -c 1 target/release/lockwatch serve -c "$scfg" --log-level error &
 local spid=$!
 pids+=($spid)
 wait_port "$sport"
-local t0 t1 n=0
+local t0 t1 tread="" n=0
 t0=$(date +%s.%N)
 for _ in $(seq 3000); do
   n=$(curl -sf "http://127.0.0.1:$sport/metrics" | awk '/^lockwatch_log_lines_total\{.*source="app"/{s+=$2} END{printf "%d", s}')
+  [ -z "$tread" ] && [ "$n" -ge $((lines - 2)) ] && tread=$(date +%s.%N)
   [ "$n" -ge "$lines" ] && break
   sleep 0.02
 done
@@ -362,11 +370,12 @@ if [ "$n" -lt "$lines" ]; then
   exit 1
 fi
 kill "$spid"; wait "$spid" 2>/dev/null || true
-local serve_s
+local serve_s read_s
 serve_s=$(python3 -c "print($t1-$t0)")
-python3 - "$lines" "$size_mb" "$lw_s" "$mt_s" "$serve_s" > "$out/intake.md" <<'PY'
+read_s=$(python3 -c "print($tread-$t0)")
+python3 - "$lines" "$size_mb" "$lw_s" "$mt_s" "$serve_s" "$read_s" > "$out/intake.md" <<'PY'
 import json, sys
-lines, mb, lw, mt, serve = int(sys.argv[1]), int(sys.argv[2]), *map(float, sys.argv[3:6])
+lines, mb, lw, mt, serve, read = int(sys.argv[1]), int(sys.argv[2]), *map(float, sys.argv[3:7])
 def crit(name):
     ns = json.load(open(f"target/criterion/classify/{name}/new/estimates.json"))["mean"]["point_estimate"]
     return 10_000 / (ns / 1e9)
@@ -379,14 +388,85 @@ print(f"| classification alone, criterion, 1% events / ordinary only / events on
 print(f"| lockwatch classify --summary (hyperfine mean of 5) | {lw:.2f} s, {lines/lw:,.0f} lines/s |")
 print(f"| mtail --one_shot, equivalent program (hyperfine mean of 5) | {mt:.2f} s, {lines/mt:,.0f} lines/s |")
 print(f"| ratio, mtail time ÷ lockwatch time | {mt/lw:.1f}× |")
-print(f"| lockwatch serve tailing the file from its start, until /metrics shows every line | {serve:.2f} s, {lines/serve:,.0f} lines/s |")
+print(f"| lockwatch serve tailing the file from its start, until /metrics shows every line but the last record | {read:.2f} s, {lines/read:,.0f} lines/s |")
+print(f"| the same, until every line (the last record waits for 1 s of quiet) | {serve:.2f} s |")
 PY
+}
+
+# The lock listing at 1,000,000 tracked locks, this build against the base revision.
+api() {
+local base=${LOCKWATCH_BENCH_API_BASE:-c531961} n=1000000 rport
+rport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis-api.log" --daemonize no &
+pids+=($!)
+wait_port "$rport"
+echo "loading $n lock keys…" >&2
+awk -v n="$n" 'BEGIN{for(i=0;i<n;i++) printf "SET bench:lock:%d owner-%d PX 3600000\r\n", i, i}' | redis-cli -p "$rport" --pipe >/dev/null
+echo "building $base (the base) from git archive…" >&2
+mkdir -p "$work/base"
+git archive "$base" | tar -x -C "$work/base"
+LOCKWATCH_GIT_COMMIT="$base" CARGO_TARGET_DIR="$(pwd)/target/bench-base" cargo build --release --locked --bin lockwatch --manifest-path "$work/base/Cargo.toml" >&2
+measure() { # binary -> "median_ms rss_before_kib hwm_growth_kib"
+  local lport pid
+  lport=$(free_port)
+  cat > "$work/api.toml" <<TOML
+[server]
+listen = "127.0.0.1:$lport"
+[[target]]
+name = "bench"
+url = "redis://127.0.0.1:$rport/0"
+sample_interval = "1h"
+sample_budget = "60s"
+scan_count = 1000
+notifications = "off"
+[[namespace]]
+name = "bench"
+pattern = "bench:lock:*"
+ttl = "3600s"
+TOML
+  "$1" serve -c "$work/api.toml" --log-level warn &
+  pid=$!
+  wait_port "$lport"
+  for _ in $(seq 1200); do
+    [ "$(curl -sf "http://127.0.0.1:$lport/metrics" | awk '/^lockwatch_locks_held\{/{print $2}')" = "$n" ] && break
+    sleep 0.1
+  done
+  local url="http://127.0.0.1:$lport/api/v1/locks?namespace=bench&limit=10" times=()
+  curl -sf -o /dev/null "$url"
+  for _ in $(seq 11); do times+=("$(curl -sf -o /dev/null -w '%{time_total}' "$url")"); done
+  local rss
+  rss=$(awk '/VmRSS/{print $2}' "/proc/$pid/status")
+  echo 5 > "/proc/$pid/clear_refs"
+  local c=()
+  for _ in 1 2 3 4 5; do curl -sf -o /dev/null "$url" & c+=($!); done
+  wait "${c[@]}"
+  local hwm
+  hwm=$(awk '/VmHWM/{print $2}' "/proc/$pid/status")
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  python3 -c "import statistics,sys; print(round(statistics.median(map(float, sys.argv[1:]))*1000, 1))" "${times[@]}" | tr '\n' ' '
+  echo "$rss $((hwm - rss))"
+}
+mib() { python3 -c "print(f'{$1/1024:.1f}')"; }
+read -r before_ms before_rss before_growth < <(measure target/bench-base/release/lockwatch)
+read -r after_ms after_rss after_growth < <(measure target/release/lockwatch)
+cat > "$out/api.md" <<MD
+### Lock listing at 1,000,000 tracked locks
+\`GET /api/v1/locks?namespace=bench&limit=10\`, one exporter in scan mode tracking $n locks; the base is $base (a copy of every lock, sorted), this build chooses the 10 with a bounded heap.
+
+| measurement | base ($base) | this build |
+|---|---|---|
+| median of 11 sequential requests | ${before_ms} ms | ${after_ms} ms |
+| RSS before the concurrent requests | $(mib "$before_rss") MiB | $(mib "$after_rss") MiB |
+| peak RSS added by 5 concurrent requests | $(mib "$before_growth") MiB | $(mib "$after_growth") MiB |
+MD
+kill "${pids[@]}" 2>/dev/null || true
+pids=()
 }
 
 for s in "${sections[@]}"; do
   case "$s" in
-    sampler|lifecycle|intake|tracking) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
-    *) echo "unknown section $s: use sampler, lifecycle, intake or tracking" >&2; exit 2 ;;
+    sampler|lifecycle|intake|tracking|api) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, lifecycle, intake, tracking or api" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.md"

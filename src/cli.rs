@@ -161,6 +161,10 @@ pub struct ClassifyArgs {
         default_value_t = crate::config::LogFormat::Auto
     )]
     pub input_format: crate::config::LogFormat,
+    /// Whether a traceback's or stack trace's lines join the line that starts their record
+    /// (as `multiline` of a `[[logs]]` source).
+    #[arg(long, env = "LOCKWATCH_MULTILINE", value_enum, default_value_t = crate::config::Multiline::Auto)]
+    pub multiline: crate::config::Multiline,
     /// Print only the count of each kind of lock event (and the line totals), not each line.
     #[arg(long)]
     pub summary: bool,
@@ -227,6 +231,13 @@ pub struct DrillArgs {
     /// Run against a target marked environment = "production".
     #[arg(long)]
     pub allow_production: bool,
+    /// Remove what interrupted runs left in the drill namespace (their locks, fencing
+    /// counters and resources), say what was removed, and exit. Not while a drill runs there.
+    #[arg(long, conflicts_with_all = ["interactive", "sustain", "exporter", "prometheus", "release_script", "renew_script", "report"])]
+    pub cleanup: bool,
+    /// With --cleanup: only the keys of this run (the id the drill printed first).
+    #[arg(long, requires = "cleanup")]
+    pub run: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -285,6 +296,9 @@ pub struct DrillWorkerArgs {
     /// Reach Redis through the drill's network proxy at this `host:port`.
     #[arg(long)]
     pub via: Option<String>,
+    /// The drill's pid: the worker exits at once when that is not its parent (any more).
+    #[arg(long)]
+    pub parent: Option<i32>,
 }
 
 #[derive(Debug, Args)]

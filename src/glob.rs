@@ -273,6 +273,19 @@ fn parse_class(p: &[u8], start: usize) -> Result<(ByteSet, usize), GlobError> {
     Ok((if negate { set.complement() } else { set }, i + 1))
 }
 
+/// `literal` as a glob that matches exactly it: `*`, `?`, `[`, `]` and `\` escaped with a
+/// backslash (for a `SCAN MATCH` built around literal parts of a pattern).
+pub fn escape(literal: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(literal.len());
+    for &b in literal {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,5 +343,13 @@ mod tests {
         assert_eq!(Glob::new("a:?:*").unwrap().single_wildcard(), None);
         assert_eq!(Glob::new("a:*:*").unwrap().single_wildcard(), None);
         assert_eq!(Glob::new("a:b").unwrap().single_wildcard(), None);
+    }
+
+    #[test]
+    fn an_escaped_literal_matches_only_itself() {
+        let literal = b"a*b?[c]\\d";
+        let g = Glob::new(std::str::from_utf8(&escape(literal)).unwrap()).unwrap();
+        assert!(g.matches(literal));
+        assert!(!g.matches(b"aXb?[c]\\d") && !g.matches(b"a*bX[c]\\d") && !g.matches(b"a*b?c\\d"));
     }
 }

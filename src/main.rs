@@ -18,6 +18,9 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(commands::run(cli.command));
+    // The command is done; a thread still blocked on stdin (an interrupted drill's prompt)
+    // must not hold up the exit.
+    runtime.shutdown_background();
     if let Err(e) = &result {
         eprintln!("lockwatch: {}", commands::describe(e));
     }

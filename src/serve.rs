@@ -93,8 +93,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         if source.path == "-" {
             let counters = Counters::new(&intake_metrics, &namespaces, &source.name);
             let stdin = std::io::BufReader::new(std::io::stdin());
-            crate::intake::stdin::spawn(source.name.clone(), stdin, source.format, classifier.clone(), counters)
-                .map_err(ServeError::Stdin)?;
+            crate::intake::stdin::spawn(source, stdin, classifier.clone(), counters).map_err(ServeError::Stdin)?;
         } else {
             let tailer = Tailer::new(
                 source,
@@ -132,11 +131,11 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         }
         None => tracing::info!(%addr, "serving /metrics"),
     }
-    let push = Arc::new(PushIntake {
-        counters: Counters::new(&intake_metrics, &namespaces, PUSH_SOURCE),
+    let push = Arc::new(PushIntake::new(
         classifier,
-        token: config.server.push_token.clone(),
-    });
+        Counters::new(&intake_metrics, &namespaces, PUSH_SOURCE),
+        config.server.push_token.clone(),
+    ));
     let state = AppState {
         config: Arc::new(config),
         registry,
@@ -144,6 +143,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         lifecycles,
         intake: intake_metrics,
         push,
+        views: Default::default(),
     };
     let result = http::serve(listener, state, shutdown.clone()).await;
     shutdown.cancel();

@@ -192,6 +192,11 @@ pub mod metric {
     pub const NOTIFICATIONS_CONNECTED: &str = "lockwatch_notifications_connected";
     pub const NOTIFICATIONS_RECEIVED_TOTAL: &str = "lockwatch_notifications_received_total";
     pub const LIFECYCLE_TRACKED_LOCKS: &str = "lockwatch_lifecycle_tracked_locks";
+    pub const NOTIFICATIONS_SUBSCRIBED: &str = "lockwatch_notifications_subscribed";
+    // The HTTP server's.
+    pub const HTTP_CONNECTIONS: &str = "lockwatch_http_connections";
+    pub const HTTP_CONNECTIONS_CLOSED_TOTAL: &str = "lockwatch_http_connections_closed_total";
+    pub const HTTP_ACCEPT_ERRORS_TOTAL: &str = "lockwatch_http_accept_errors_total";
     // The intake's.
     pub const LOCK_EVENTS_TOTAL: &str = "lockwatch_lock_events_total";
     pub const LOG_LINES_TOTAL: &str = "lockwatch_log_lines_total";

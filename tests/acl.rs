@@ -3,7 +3,7 @@
 //! `ACL LOG`), `check-config --connect` and `inspect`; without any one of its rules,
 //! `check-config --connect` exits 1 and names it (the optional ones: exit 0, still named);
 //! with the README's drill additions the drill passes; the README's worked example is what
-//! `check-config` prints for the sample config.
+//! `check-config` prints for the sample config; without `+multi`, `serve` reports the refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -368,4 +368,48 @@ fn the_drill_passes_with_the_readme_drill_additions() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("renewal was ACCEPTED"), "{}", text(&out));
+}
+
+/// A user without `+multi`: each page read is refused, and `serve` says so — `lockwatch_up`
+/// 0, failed passes counted, the refusal on the status page — instead of panicking in the
+/// Redis client (its atomic pipeline underflows on a refused MULTI in debug builds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_reports_a_refused_multi() {
+    let r = common::redis(&[]);
+    let rules: Vec<String> = serve_rules().into_iter().filter(|r| r != "+multi").collect();
+    assert_eq!(rules.len() + 1, serve_rules().len());
+    set_user(&r, &rules);
+    let mut c = common::conn(&r);
+    for i in 0..3 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("a:lock:{i}"))
+            .arg("w")
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut c)
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &user_url(&r), "notifications = \"off\"", NAMESPACES);
+    let s = Served::start(lockwatch::config::Config::load(Path::new(&config), &Default::default()).unwrap()).await;
+    let t = [("target", "main")];
+    s.wait_for(Duration::from_secs(10), "two failed passes", |m| {
+        m.get("lockwatch_sample_errors_total", &t).unwrap_or(0.0) >= 2.0
+    })
+    .await;
+    let m = s.metrics().await;
+    assert_eq!(m.val("lockwatch_up", &t), 0.0);
+    assert_eq!(m.val("lockwatch_locks_held", &[("namespace", "a")]), 0.0);
+    let (_, _, page) = s.get("/").await;
+    assert!(
+        page.contains("no permissions to run the &#39;multi&#39; command"),
+        "{page}"
+    );
+    // Granted again, the same exporter recovers: nothing died.
+    set_user(&r, &["+multi".to_string()]);
+    s.wait_for(Duration::from_secs(10), "the locks", |m| {
+        m.get("lockwatch_up", &t) == Some(1.0) && m.get("lockwatch_locks_held", &[("namespace", "a")]) == Some(3.0)
+    })
+    .await;
+    s.stop().await;
 }

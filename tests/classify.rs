@@ -176,12 +176,12 @@ fn the_classify_command_on_a_file_and_on_stdin() {
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
-        stdout.contains("2\tpayout\trelease\tnot_owned\tbuilt-in: \"no longer owned\""),
+        stdout.contains("2\t2\tpayout\trelease\tnot_owned\tbuilt-in: \"locknotownederror\""),
         "{stdout}"
     );
-    assert!(stdout.contains("1\t-\t-\tignored\tno lock word"), "{stdout}");
+    assert!(stdout.contains("1\t1\t-\t-\tignored\tno lock word"), "{stdout}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("4 lines: 3 lock events, 1 ignored, 0 malformed"),
+        String::from_utf8_lossy(&out.stderr).contains("4 lines, 4 records: 3 lock events, 1 ignored, 0 malformed"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -202,11 +202,61 @@ fn the_classify_command_on_a_file_and_on_stdin() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         stdout,
-        "1\tapproval\tacquire\tbusy\tbuilt-in: \"busy\"\n2\t-\t-\tmalformed\tnot a JSON object\n"
+        "1\t1\tapproval\tacquire\tbusy\tbuilt-in: \"busy\"\n2\t2\t-\t-\tmalformed\tnot a JSON object\n"
     );
     let out = Command::new(BIN)
         .args(["classify", "-c", cfg.to_str().unwrap(), "--as", "yaml"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_classify_command_shows_each_records_first_and_last_line() {
+    let cfg = Path::new(FIXTURES).join("libraries/lockwatch.toml");
+    let log = Path::new(FIXTURES).join("libraries/redis-py.log");
+    let run = |extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["classify", "-c", cfg.to_str().unwrap(), log.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let events: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.contains("\t-\t-\t"))
+            .map(|l| l.split('\t').take(5).collect::<Vec<_>>().join(" "))
+            .collect();
+        (events, String::from_utf8(out.stderr).unwrap())
+    };
+    let (events, stderr) = run(&[]);
+    assert_eq!(
+        events,
+        [
+            "2 11 payout renew not_owned",
+            "12 20 payout release not_owned",
+            "21 21 unknown release not_owned",
+            "22 28 payout acquire busy"
+        ]
+    );
+    assert!(
+        stderr.contains("28 lines, 5 records: 4 lock events, 1 ignored, 0 malformed"),
+        "{stderr}"
+    );
+    // Line by line, the same four failures are seven events, most in the wrong bucket: the
+    // traceback's `raise` line and its exception line count again, without the message.
+    let (events, _) = run(&["--multiline", "off"]);
+    assert_eq!(
+        events,
+        [
+            "2 2 payout renew error",
+            "10 10 unknown release not_owned",
+            "11 11 unknown renew not_owned",
+            "19 19 unknown release not_owned",
+            "20 20 unknown release not_owned",
+            "21 21 unknown release not_owned",
+            "28 28 unknown acquire busy"
+        ]
+    );
 }

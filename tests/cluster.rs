@@ -259,6 +259,37 @@ async fn failovers_are_followed_with_node_health_and_no_lock_lost() {
     assert_eq!(m.val("lockwatch_lock_expiry_takeovers_total", &drill_ns), 1.0);
     watched.stop().await;
 
+    // What two interrupted runs left (each on the node of its hash tag) is found on every
+    // primary and removed by `--cleanup`; a key of the namespace that is no run's stays.
+    let runs = ["0badc0de", "f00dcafe"];
+    for run in runs {
+        for key in [
+            format!("drill:lock:{{drill-{run}}}-1"),
+            format!("drill:fence:{{drill-{run}}}-1"),
+            format!("lockwatch-drill:{{drill-{run}}}:1:resource"),
+        ] {
+            let _: () = c.set_ex(key, "left", 300).unwrap();
+        }
+    }
+    let _: () = c.set_ex("drill:lock:{job}-1", "someone", 300).unwrap();
+    let out = tokio::task::block_in_place(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+            .args(["drill", "--cleanup", "-c"])
+            .arg(&file)
+            .env_remove("LOCKWATCH_CONFIG")
+            .output()
+            .unwrap()
+    });
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    for run in runs {
+        assert!(said.contains(&format!("removed 3 keys of run {run}:")), "{said}");
+        let left: Option<String> = c.get(format!("drill:lock:{{drill-{run}}}-1")).unwrap();
+        assert_eq!(left, None);
+    }
+    let kept: Option<String> = c.get("drill:lock:{job}-1").unwrap();
+    assert_eq!(kept.as_deref(), Some("someone"));
+
     // A manual failover: a replica takes over its primary's slots, nothing is lost.
     let (replica, old_primary) = cluster.replicas()[0];
     assert!(cli_at(replica, &["cluster", "failover"]).contains("OK"));

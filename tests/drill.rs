@@ -1,13 +1,17 @@
 //! `lockwatch drill` against a real redis-server with `lockwatch serve` running: the
 //! stale-holder scenario passes and the exporter's counters move by exactly the expected
-//! amounts; an unsafe release script fails the drill naming the step; SIGINT during the pause
-//! leaves no run key and no stopped process; production is refused; `--interactive` is
-//! driven through stdin; JSON and markdown reports; sustained cycles.
+//! amounts; an unsafe release script fails the drill naming the step; SIGINT, SIGTERM,
+//! SIGHUP and SIGQUIT at several points of a run roll back (no run key, no stopped or
+//! orphaned worker, a key of the namespace that is not the run's untouched); after SIGKILL
+//! the worker dies with the drill and every key of the run expires within the lease, or
+//! `--cleanup` removes them; production is refused; `--interactive` is driven through
+//! stdin; JSON and markdown reports; sustained cycles.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -262,4 +266,230 @@ fn sustained_mode_repeats_cycles() {
     let cycles = report["cycles"]["cycles"].as_u64().unwrap();
     assert!((2..=4).contains(&cycles), "{report}");
     assert!(leftovers(&r).is_empty(), "{:?}", leftovers(&r));
+}
+
+/// Keys in the drill namespace that belong to no run: no rollback or cleanup may touch them.
+const BYSTANDERS: &[(&str, &str)] = &[
+    ("drill:lock:job-7", "someone"),
+    ("drill:fence:job-7", "41"),
+    ("drill:lock:drill-0a1b2c3d", "not-a-run"),
+    ("lockwatch-drill:notes", "kept"),
+];
+
+fn set_bystanders(r: &lockwatch::access::child::RedisChild) {
+    let mut c = common::conn(r);
+    for (k, v) in BYSTANDERS {
+        let _: () = redis::cmd("SET").arg(k).arg(v).query(&mut c).unwrap();
+    }
+}
+
+fn assert_bystanders(r: &lockwatch::access::child::RedisChild) {
+    let mut c = common::conn(r);
+    for (k, v) in BYSTANDERS {
+        let got: Option<String> = redis::cmd("GET").arg(k).query(&mut c).unwrap();
+        assert_eq!(got.as_deref(), Some(*v), "{k} was touched");
+    }
+}
+
+/// The run's keys still in Redis, with their PTTLs.
+fn run_keys(r: &lockwatch::access::child::RedisChild, run: &str) -> Vec<(String, i64)> {
+    let mut c = common::conn(r);
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("*{run}*")).query(&mut c).unwrap();
+    keys.into_iter()
+        .map(|k| {
+            let pttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).unwrap();
+            (k, pttl)
+        })
+        .collect()
+}
+
+/// The `drill-worker` process of the drill using `config`, by its command line.
+fn worker_of(config: &Path) -> Option<i32> {
+    let wanted = config.to_str().unwrap();
+    std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let ours = args.contains(&b"drill-worker".as_slice()) && args.contains(&wanted.as_bytes());
+        ours.then_some(pid)
+    })
+}
+
+/// A process's state letter (`T` stopped, `Z` zombie), `None` once it is gone.
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Wait up to `limit` for `pid` to be gone (or a zombie, dead and waiting to be reaped).
+fn assert_ends(pid: i32, limit: Duration, what: &str) {
+    let started = Instant::now();
+    while let Some(s) = state(pid).filter(|s| *s != 'Z') {
+        assert!(
+            started.elapsed() < limit,
+            "{what}: worker A (pid {pid}) still there, state {s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A drill interrupted by `signal` at the `prompt`-th prompt of an interactive run: 1
+/// (worker A started, nothing taken), 2 (A holds the lock), 3 (A holds it, about to be
+/// frozen), 4 (A frozen, its lock expired), 5 (A frozen, B holds the lock and wrote).
+struct Interrupted {
+    run: String,
+    worker: i32,
+    /// Whether worker A was stopped (SIGSTOP) when the signal was sent.
+    worker_stopped: bool,
+    status: std::process::ExitStatus,
+    stderr: String,
+}
+
+fn interrupt_at(config: &Path, prompt: usize, signal: &str) -> Interrupted {
+    let mut child = Command::new(BIN)
+        .args(["drill", "--interactive", "-c", config.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let (mut transcript, mut buf, mut prompts) = (String::new(), Vec::new(), 0);
+    while prompts < prompt {
+        buf.clear();
+        assert!(
+            err.read_until(b' ', &mut buf).unwrap() > 0,
+            "the drill ended early:\n{transcript}"
+        );
+        transcript.push_str(&String::from_utf8_lossy(&buf));
+        if transcript.ends_with("press Enter to run it… ") {
+            prompts += 1;
+            if prompts < prompt {
+                stdin.write_all(b"\n").unwrap();
+                stdin.flush().unwrap();
+            }
+        }
+    }
+    let run = transcript
+        .split_once("lockwatch drill ")
+        .and_then(|(_, rest)| rest.split(':').next())
+        .unwrap()
+        .to_string();
+    let worker = worker_of(config).unwrap_or_else(|| panic!("no worker A:\n{transcript}"));
+    let worker_stopped = state(worker) == Some('T');
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    drop(stdin);
+    Interrupted {
+        run,
+        worker,
+        worker_stopped,
+        status,
+        stderr: transcript + &rest,
+    }
+}
+
+/// A redis-server with the bystanders and a drill config (ttl 1 s) in `dir`.
+fn drill_setup(dir: &Path) -> (lockwatch::access::child::RedisChild, std::path::PathBuf) {
+    let r = common::redis(&[]);
+    set_bystanders(&r);
+    let config = write_config(dir, &r.url(), "", "1s");
+    (r, config)
+}
+
+#[test]
+fn sigterm_sighup_and_sigquit_at_several_points_roll_back() {
+    let cases = [
+        ("TERM", 1),
+        ("TERM", 4),
+        ("HUP", 2),
+        ("HUP", 5),
+        ("QUIT", 3),
+        ("QUIT", 5),
+    ];
+    let runs: Vec<_> = cases
+        .into_iter()
+        .map(|(signal, prompt)| {
+            std::thread::spawn(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let (r, config) = drill_setup(dir.path());
+                let i = interrupt_at(&config, prompt, signal);
+                let what = format!("SIG{signal} at prompt {prompt}");
+                assert_eq!(i.status.code(), Some(1), "{what}: {}", i.stderr);
+                assert_eq!(i.worker_stopped, prompt >= 4, "{what}: worker A's state");
+                for said in [format!("SIG{signal} received"), "interrupted: rolling back".into()] {
+                    assert!(i.stderr.contains(&said), "{what}: no `{said}` in:\n{}", i.stderr);
+                }
+                assert!(i.stderr.contains("rollback: worker A"), "{what}: {}", i.stderr);
+                assert_ends(i.worker, Duration::from_secs(2), &what);
+                assert_eq!(run_keys(&r, &i.run), vec![], "{what}: keys of run {} left", i.run);
+                assert_bystanders(&r);
+            })
+        })
+        .collect();
+    for run in runs {
+        run.join().unwrap();
+    }
+}
+
+#[test]
+fn after_sigkill_the_worker_dies_and_every_key_expires_or_is_cleaned_up() {
+    let cases = [(4, false), (5, true)];
+    let runs: Vec<_> = cases
+        .into_iter()
+        .map(|(prompt, clean)| {
+            std::thread::spawn(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let (r, config) = drill_setup(dir.path());
+                let i = interrupt_at(&config, prompt, "KILL");
+                let what = format!("SIGKILL at prompt {prompt}");
+                assert!(i.worker_stopped, "{what}: worker A was not frozen");
+                // The worker dies with the drill, frozen as it was.
+                assert_ends(i.worker, Duration::from_secs(2), &what);
+                // Every key the run created expires: within the lease, 4 × ttl + 5 s.
+                let lease = 9_000;
+                let left = run_keys(&r, &i.run);
+                assert!(!left.is_empty(), "{what}: the run created nothing?");
+                assert!(
+                    left.iter().all(|(_, pttl)| (1..=lease).contains(pttl)),
+                    "{what}: {left:?}"
+                );
+                if clean {
+                    let out = drill(&config, &["--cleanup"]);
+                    let said = text(&out.stdout);
+                    assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
+                    assert!(
+                        said.contains(&format!("removed {} keys of run {}", left.len(), i.run)),
+                        "{said}"
+                    );
+                    for (k, _) in &left {
+                        assert!(said.contains(&format!("  {k}\n")), "{k} not named:\n{said}");
+                    }
+                    assert_eq!(run_keys(&r, &i.run), vec![], "{what}");
+                    let again = text(&drill(&config, &["--cleanup"]).stdout);
+                    assert!(
+                        again.starts_with("nothing left by a drill on target staging"),
+                        "{again}"
+                    );
+                } else {
+                    let deadline = Instant::now() + Duration::from_millis(lease as u64 + 1_000);
+                    while !run_keys(&r, &i.run).is_empty() {
+                        assert!(Instant::now() < deadline, "{what}: {:?}", run_keys(&r, &i.run));
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                }
+                assert_bystanders(&r);
+            })
+        })
+        .collect();
+    for run in runs {
+        run.join().unwrap();
+    }
 }

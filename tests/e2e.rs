@@ -309,16 +309,24 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
     }
     assert_eq!(evaluated, 48, "{rules}");
 
-    // Every panel query of both dashboards returns data.
+    // Every panel query of both dashboards returns data (recording rules may need a few
+    // more evaluations on a loaded machine: asked again for up to 60 s).
     let queries = common::dashboard_queries();
-    let mut empty = Vec::new();
-    for q in &queries {
-        let expr = common::fill_variables(&q.expr, "payout");
-        let v = get_json(&format!("{}/api/v1/query", prom.url), &[("query", &expr)]).await;
-        if v["data"]["result"].as_array().is_none_or(Vec::is_empty) {
-            empty.push(format!("{} / {}: {expr}", q.dashboard, q.panel));
+    let asked = Instant::now();
+    let empty = loop {
+        let mut empty = Vec::new();
+        for q in &queries {
+            let expr = common::fill_variables(&q.expr, "payout");
+            let v = get_json(&format!("{}/api/v1/query", prom.url), &[("query", &expr)]).await;
+            if v["data"]["result"].as_array().is_none_or(Vec::is_empty) {
+                empty.push(format!("{} / {}: {expr}", q.dashboard, q.panel));
+            }
         }
-    }
+        if empty.is_empty() || asked.elapsed() > Duration::from_secs(60) {
+            break empty;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
     assert!(empty.is_empty(), "queries without data:\n{}", empty.join("\n"));
     eprintln!("{} panel queries answered, {evaluated} rules healthy", queries.len());
 

@@ -1,6 +1,8 @@
 //! The event intake end to end: `[[logs]]` files through rotation, truncation and
-//! re-creation; restarts (graceful and SIGKILL) with saved offsets; bad input; stdin; and
-//! `POST /api/v1/events`. Counts are exact wherever the contract promises exactness.
+//! re-creation; multi-line records (tracebacks, stack traces) through rotation and a restart
+//! that cuts one in half; restarts (graceful and SIGKILL) with saved offsets; bad input;
+//! stdin; and `POST /api/v1/events`. Counts are exact wherever the contract promises
+//! exactness.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -473,6 +475,20 @@ fn restart_config(dir: &Path, redis_url: &str, port: u16) -> std::path::PathBuf 
     path
 }
 
+/// A redis-server, a directory, a port and a config with saved offsets, for restart tests.
+fn restartable() -> (
+    lockwatch::access::child::RedisChild,
+    tempfile::TempDir,
+    u16,
+    std::path::PathBuf,
+) {
+    let r = common::redis(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let port = lockwatch::access::child::free_port().unwrap();
+    let config = restart_config(dir.path(), &r.url(), port);
+    (r, dir, port, config)
+}
+
 async fn settle(p: &Proc, want: u64) {
     let started = Instant::now();
     while p.lines().await < want {
@@ -483,10 +499,7 @@ async fn settle(p: &Proc, want: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_restart_neither_loses_nor_repeats_a_line() {
-    let r = common::redis(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let port = lockwatch::access::child::free_port().unwrap();
-    let config = restart_config(dir.path(), &r.url(), port);
+    let (_r, dir, port, config) = restartable();
     let w = Writer::start(dir.path().join("app.log"), 2000);
     let mut first = spawn_serve(&config, &dir.path().join("run1.log"), port, Stdio::null());
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -519,10 +532,7 @@ async fn graceful_restart_neither_loses_nor_repeats_a_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_sigkill_replay_stays_within_the_save_period() {
-    let r = common::redis(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let port = lockwatch::access::child::free_port().unwrap();
-    let config = restart_config(dir.path(), &r.url(), port);
+    let (_r, dir, port, config) = restartable();
     let rate = 2000;
     let w = Writer::start(dir.path().join("app.log"), rate);
     let mut first = spawn_serve(&config, &dir.path().join("run1.log"), port, Stdio::null());
@@ -577,4 +587,91 @@ async fn stdin_source_is_counted() {
     assert_eq!(lines_of(&m, "app"), (2.0, 1.0, 0.0));
     assert_eq!(not_owned(&m, "workflow"), 2.0);
     p.signal("-TERM");
+}
+
+/// A not-owned release in `workflow` logged with its Python traceback: 5 lines.
+fn traceback(i: usize) -> String {
+    format!(
+        "2026-11-21 10:00:00,000 ERROR worker lock release failed for wf:lock:{i}\n\
+         Traceback (most recent call last):\n  File \"worker.py\", line 9, in run\n    lock.release()\n\
+         redis.exceptions.LockNotOwnedError: Cannot release a lock that's no longer owned\n"
+    )
+}
+
+/// A not-owned renewal in `workflow` logged by logback with its stack trace: 4 lines.
+fn stack_trace(i: usize) -> String {
+    format!(
+        "2026-11-21 10:00:00.000 ERROR 7 --- [main] c.e.Job : lock extend failed for wf:lock:{i}\n\
+         java.lang.IllegalStateException: Lock was released in the store due to expiration.\n\
+         \tat o.s.i.r.u.RedisLockRegistry$RedisLock.renew(RedisLockRegistry.java:276)\n\
+         \tat c.e.Job.run(Job.java:12)\n"
+    )
+}
+
+fn workflow_events(m: &Metrics) -> (f64, f64) {
+    let v = |op| {
+        m.val(
+            "lockwatch_lock_events_total",
+            &[("namespace", "workflow"), ("op", op), ("outcome", "not_owned")],
+        )
+    };
+    (v("release"), v("renew"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_line_records_are_counted_once_through_rotation_and_restart() {
+    let (_r, dir, port, config) = restartable();
+    let log = dir.path().join("app.log");
+    append(&log, &(ordinary(0) + &traceback(1) + &ordinary(2) + &stack_trace(3)));
+    let mut first = spawn_serve(&config, &dir.path().join("run1.log"), port, Stdio::null());
+    // The stack trace at the end is counted once the file has been quiet for a second.
+    settle(&first, 11).await;
+
+    // A traceback written in two pieces is one record.
+    let tb = traceback(4);
+    let (head, tail) = tb.split_at(tb.find("  File").unwrap());
+    append(&log, head);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    append(&log, &(tail.to_string() + &ordinary(5)));
+    settle(&first, 17).await;
+
+    // Rename rotation, the writer still writing records to the renamed file.
+    let mut old = OpenOptions::new().append(true).open(&log).unwrap();
+    old.write_all(traceback(6).as_bytes()).unwrap();
+    std::fs::rename(&log, dir.path().join("app.log.1")).unwrap();
+    old.write_all(stack_trace(7).as_bytes()).unwrap();
+    append(&log, &(ordinary(8) + &traceback(9)));
+    old.write_all(ordinary(10).as_bytes()).unwrap();
+    drop(old);
+    settle(&first, 33).await;
+
+    // copytruncate: the copy is not read, the file starts again at 0.
+    std::fs::copy(&log, dir.path().join("app.log.2")).unwrap();
+    OpenOptions::new().write(true).open(&log).unwrap().set_len(0).unwrap();
+    append(&log, &(stack_trace(11) + &ordinary(12)));
+    settle(&first, 38).await;
+    let m = first.metrics().await;
+    assert_eq!(workflow_events(&m), (4.0, 3.0), "events counted twice or lost");
+    assert_eq!(lines_of(&m, "app"), (32.0, 6.0, 0.0));
+
+    // Half a record when lockwatch stops: not counted, and the offset stays before it.
+    let st = stack_trace(13);
+    let (head, tail) = st.split_at(st.find("\tat").unwrap());
+    append(&log, head);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    first.signal("-TERM");
+    assert_eq!(first.stopped_totals(), (38, 32));
+    append(&log, &(tail.to_string() + &traceback(14) + &ordinary(15)));
+
+    let mut second = spawn_serve(&config, &dir.path().join("run2.log"), port, Stdio::null());
+    settle(&second, 10).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let m = second.metrics().await;
+    assert_eq!(lines_of(&m, "app"), (9.0, 1.0, 0.0), "lines lost or counted twice");
+    assert_eq!(
+        workflow_events(&m),
+        (1.0, 1.0),
+        "the record cut by the stop is one event"
+    );
+    second.signal("-TERM");
 }

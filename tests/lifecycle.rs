@@ -436,11 +436,7 @@ async fn configure_adds_the_flags_and_keeps_those_set() {
 async fn auto_subscribes_where_config_is_denied() {
     let r = redis(&NOTIFY);
     let mut admin = conn(&r);
-    let _: () = redis::cmd("ACL")
-        .arg(&["SETUSER", "managed", "on", ">pw", "~*", "&*", "+@all", "-config"])
-        .query(&mut admin)
-        .unwrap();
-    let url = format!("redis://managed:pw@127.0.0.1:{}/0", r.port());
+    let url = common::user_without_config(&r);
     let s = Served::start(config(&r, &cfg("").replace("{url}", &url))).await;
     subscribed(&s).await;
     assert!(set_nx_px(&mut admin, "t:lock:m", "A", 1000));

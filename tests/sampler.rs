@@ -301,7 +301,10 @@ async fn redis_down_at_start_is_a_failed_pass_not_a_crash() {
     let (mut sampler, metrics, _locks) = sampler_of(&cfg);
     let report = sampler.pass().await;
     assert!(
-        report.error.as_deref().is_some_and(|e| e.contains("namespace wf")),
+        report
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains(&format!("node 127.0.0.1:{port}: Connection refused"))),
         "{report:?}"
     );
     let m = exposition(&metrics);

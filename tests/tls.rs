@@ -277,7 +277,8 @@ async fn serve_reports_the_tls_cause_in_up_and_the_status_page() {
     let (status, _, page) = served.get("/").await;
     assert_eq!(status, 200);
     let expected = format!(
-        "namespace wf: TLS: the server&#39;s certificate is not signed by a CA in tls_ca_file ({}): UnknownIssuer",
+        "node 127.0.0.1:{}: TLS: the server&#39;s certificate is not signed by a CA in tls_ca_file ({}): UnknownIssuer",
+        r.tls_port,
         pki.path("other-ca.pem")
     );
     assert!(page.contains(&expected), "expected `{expected}` in:\n{page}");
@@ -399,4 +400,61 @@ async fn a_tls_cluster_with_a_private_ca() {
         line.contains("target main") && line.contains("not signed by a CA in tls_ca_file"),
         "{line}"
     );
+}
+
+/// A Sentinel group speaking TLS: lockwatch asks the sentinels over `rediss://` and reads
+/// the primary they name over TLS, with the private CA; a planned failover is followed and
+/// loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_sentinel_group_is_followed_through_a_failover() {
+    let pki = Pki::new();
+    let g = common::topo::SentinelGroup::start_tls(&pki);
+    let mut c = common::conn(&g.primary);
+    for i in 0..25 {
+        let _: () = redis::Commands::set_ex(&mut c, format!("wf:lock:{i}"), format!("o{i}"), 300).unwrap();
+    }
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut c).unwrap();
+    let sentinels: Vec<String> = g.sentinel_tls_urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let text_ = format!(
+        "[[target]]\nname = \"main\"\nmode = \"sentinel\"\nsentinels = [{}]\nmaster_name = \"{}\"\n\
+         url = \"rediss://127.0.0.1/0\"\nsample_interval = \"1s\"\ntls_ca_file = \"ca.pem\"\n\n\
+         [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n",
+        sentinels.join(", "),
+        common::topo::MASTER
+    );
+    let path = write_config(&pki, "sentinel.toml", &text_);
+    let out = check_connect(&path);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let cfg = Config::load(std::path::Path::new(&path), &Overrides::default()).unwrap();
+    let served = Served::start(cfg).await;
+    let t = [("target", "main")];
+    let held = [("target", "main"), ("namespace", "wf")];
+    served
+        .wait_for(
+            Duration::from_secs(20),
+            "the primary over TLS, named by TLS sentinels",
+            |m| {
+                m.val("lockwatch_locks_held", &held) == 25.0
+                    && m.val("lockwatch_up", &t) == 1.0
+                    && m.val("lockwatch_tracking_mode", &[("target", "main"), ("mode", "events")]) == 1.0
+                    && m.val("lockwatch_nodes", &[("target", "main"), ("role", "replica")]) == 1.0
+            },
+        )
+        .await;
+    let (_, replica_tls) = g.tls_ports.unwrap();
+    let out = common::topo::cli_at(g.sentinels[0].port, &["sentinel", "failover", common::topo::MASTER]);
+    assert!(out.contains("OK"), "{out}");
+    let new = format!("127.0.0.1:{replica_tls}");
+    served
+        .wait_for(Duration::from_secs(30), "the planned failover followed", |m| {
+            m.val("lockwatch_failovers_total", &t) == 1.0
+                && m.val("lockwatch_up", &t) == 1.0
+                && m.val("lockwatch_node_up", &[("target", "main"), ("node", &new)]) == 1.0
+                && m.val("lockwatch_notifications_connected", &t) == 1.0
+        })
+        .await;
+    let m = served.metrics().await;
+    assert_eq!(m.val("lockwatch_locks_lost_in_failover_total", &held), 0.0);
+    assert_eq!(m.val("lockwatch_locks_held", &held), 25.0);
+    served.stop().await;
 }

@@ -1,7 +1,10 @@
 //! Events mode against a real redis-server: the same exact gauge values as scan mode,
 //! missed notifications repaired and counted exactly (and no transition invented),
-//! notifications switched off and on at runtime, and a stalled holder (a real process,
-//! SIGSTOPped) flagged at its mark with a 30 s sample interval.
+//! notifications switched off and on at runtime, a restart without the flags (and
+//! `configure` putting them back), a silent subscription found where `CONFIG` is denied —
+//! each "subscribed but not receiving" within two checks and back when the flags are —,
+//! repeated pub/sub kills each recovered within a second, and a stalled holder (a real
+//! process, SIGSTOPped) flagged at its mark with a 30 s sample interval.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -311,12 +314,19 @@ async fn notifications_switched_off_at_runtime_fall_back_to_scan_and_return() {
         .arg(&["SET", "notify-keyspace-events", ""])
         .query(&mut admin)
         .unwrap();
+    // Within two flag checks (5 s each): subscribed, but not receiving, and scan mode.
     let took = s
-        .wait_for(Duration::from_secs(12), "scan mode", |m| mode(m, "scan") == Some(1.0))
+        .wait_for(Duration::from_secs(12), "not receiving, scan mode", |m| {
+            mode(m, "scan") == Some(1.0) && not_receiving(m)
+        })
         .await;
-    assert!(took < Duration::from_secs(11), "{took:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
     let (_, _, page) = s.get("/").await;
     assert!(page.contains(r#"data-mode="scan""#), "the status page says scan");
+    assert!(
+        page.contains("subscribed but not receiving</span>: notify-keyspace-events lacks flags"),
+        "{page}"
+    );
     // Locks are still found, by SCAN.
     set_px(&mut admin, "wf:lock:9", "x", 20_000);
     expect(
@@ -334,11 +344,163 @@ async fn notifications_switched_off_at_runtime_fall_back_to_scan_and_return() {
         .query(&mut admin)
         .unwrap();
     s.wait_for(Duration::from_secs(12), "events mode again", |m| {
-        mode(m, "events") == Some(1.0)
+        mode(m, "events") == Some(1.0) && receiving(m)
     })
     .await;
     let (_, _, page) = s.get("/").await;
     assert!(page.contains(r#"data-mode="events""#), "the status page says events");
+    assert!(page.contains("subscribed, receiving"), "{page}");
+    s.stop().await;
+}
+
+fn gauge(m: &Metrics, name: &str) -> Option<f64> {
+    m.get(name, &[("target", "main")])
+}
+
+/// Subscribed, but `lockwatch_notifications_connected` says nothing arrives.
+fn not_receiving(m: &Metrics) -> bool {
+    gauge(m, "lockwatch_notifications_subscribed") == Some(1.0)
+        && gauge(m, "lockwatch_notifications_connected") == Some(0.0)
+}
+
+fn receiving(m: &Metrics) -> bool {
+    gauge(m, "lockwatch_notifications_subscribed") == Some(1.0)
+        && gauge(m, "lockwatch_notifications_connected") == Some(1.0)
+}
+
+fn set_flags(c: &mut redis::Connection, flags: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "notify-keyspace-events", flags])
+        .query(c)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_without_the_flags_is_not_receiving_until_they_are_back_or_configured() {
+    // The flags set at runtime only: a restart forgets them.
+    let (mut auto, mut configured) = (redis(&[]), redis(&[]));
+    set_flags(&mut conn(&auto), "KEA");
+    set_flags(&mut conn(&configured), "KEA");
+    let a = Served::start(cfg(&auto.url(), r#"sample_interval = "1s""#)).await;
+    let c = Served::start(cfg(
+        &configured.url(),
+        "sample_interval = \"1s\"\nnotifications = \"configure\"",
+    ))
+    .await;
+    for s in [&a, &c] {
+        s.wait_for(Duration::from_secs(10), "receiving", receiving).await;
+    }
+    auto.restart().unwrap();
+    configured.restart().unwrap();
+    let took = a
+        .wait_for(
+            Duration::from_secs(12),
+            "not receiving after the restart",
+            not_receiving,
+        )
+        .await;
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    in_mode(&a, "scan").await;
+    // `configure` puts the flags back on the restarted server and receives.
+    c.wait_for(Duration::from_secs(10), "receiving after the restart", receiving)
+        .await;
+    let flags: Vec<String> = redis::cmd("CONFIG")
+        .arg(&["GET", "notify-keyspace-events"])
+        .query(&mut conn(&configured))
+        .unwrap();
+    assert!(flags[1].contains('K') && flags[1].contains('x'), "{flags:?}");
+    set_px(&mut conn(&configured), "wf:lock:1", "o", 20_000);
+    expect(
+        &c,
+        "a lock taken after the restart, from its notification",
+        &[(
+            "lockwatch_lock_transitions_total",
+            vec![("target", "main"), ("namespace", "wf"), ("kind", "acquired")],
+            1.0,
+        )],
+    )
+    .await;
+    // The flags back by hand: receiving again.
+    set_flags(&mut conn(&auto), "KEA");
+    a.wait_for(Duration::from_secs(12), "receiving again", receiving).await;
+    in_mode(&a, "events").await;
+    a.stop().await;
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_subscription_is_found_where_config_is_denied() {
+    let r = redis(&[]);
+    let mut admin = conn(&r);
+    // A managed Redis: CONFIG refused, and the flags (unknown to lockwatch) off.
+    let url = common::user_without_config(&r);
+    let s = Served::start(cfg(&url, "sample_interval = \"1s\"\nreconcile_interval = \"1s\"")).await;
+    // Subscribed anyway, presumed receiving: events mode.
+    s.wait_for(Duration::from_secs(10), "receiving (presumed)", |m| {
+        receiving(m) && mode(m, "events") == Some(1.0)
+    })
+    .await;
+    // Locks come and no notification announces them: the reconciling SCAN repairs them,
+    // and with not one notification in a check interval, the subscription is silent.
+    let taken = Instant::now();
+    for i in 0..3 {
+        set_px(&mut admin, &format!("wf:lock:{i}"), "o", 60_000);
+    }
+    let took = s
+        .wait_for(Duration::from_secs(15), "not receiving (silent)", |m| {
+            not_receiving(m) && mode(m, "scan") == Some(1.0)
+        })
+        .await;
+    eprintln!("silent found {:?} after the locks were taken", taken.elapsed());
+    assert!(took < Duration::from_secs(12), "{took:?}");
+    let (_, _, page) = s.get("/").await;
+    assert!(page.contains("subscribed but not receiving</span>: silent: "), "{page}");
+    expect(
+        &s,
+        "the locks, found by SCAN",
+        &[(
+            "lockwatch_locks_held",
+            vec![("target", "main"), ("namespace", "wf")],
+            3.0,
+        )],
+    )
+    .await;
+    // The flags turned on: the next lock change is announced, and that is enough.
+    set_flags(&mut admin, "KEA");
+    set_px(&mut admin, "wf:lock:9", "o", 60_000);
+    s.wait_for(Duration::from_secs(10), "receiving again", |m| {
+        receiving(m) && mode(m, "events") == Some(1.0)
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_of_repeated_pubsub_kills_recovers_within_a_second() {
+    let r = redis(&NOTIFY);
+    let mut admin = conn(&r);
+    let s = Served::start(cfg(&r.url(), "")).await;
+    s.wait_for(Duration::from_secs(10), "receiving", receiving).await;
+    for round in 1..=6 {
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "pubsub"])
+            .query(&mut admin)
+            .unwrap();
+        assert_eq!(killed, 1, "round {round}");
+        let since = Instant::now();
+        loop {
+            let n: i64 = redis::cmd("PUBSUB").arg("NUMPAT").query(&mut admin).unwrap();
+            if n >= 1 && receiving(&s.metrics().await) {
+                break;
+            }
+            assert!(
+                since.elapsed() < Duration::from_secs(1),
+                "round {round}: not resubscribed within 1 s"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        eprintln!("round {round}: back in {:?}", since.elapsed());
+    }
     s.stop().await;
 }
 

@@ -3,7 +3,8 @@
 //! the Debian `prometheus` scrapes `/metrics` over TLS with a client certificate and basic
 //! auth, and is refused with a wrong password (401) or without a certificate (handshake);
 //! the same checks from a TLS client of our own, each client auth type, the TLS version
-//! floor, basic auth over plain HTTP next to the push token, and the one-sentence errors
+//! floor, basic auth over plain HTTP next to the push token, scrapes answered while
+//! unfinished handshakes are held past `max_connections`, and the one-sentence errors
 //! (exit 2) of a bad web config.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -257,6 +258,49 @@ async fn https_answers_401_without_the_password_and_refuses_a_handshake_without_
         .await
         .unwrap();
     assert_eq!(status, 200);
+    s.stop().await;
+}
+
+/// Over TLS as over HTTP: connections that never finish their handshake, more of them
+/// than `max_connections`, give way to a scraper, which is answered within a second; a
+/// silent one is closed after `header_timeout`, handshake included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_scrapes_are_answered_while_handshakes_are_held_past_the_limit() {
+    let pki = Pki::new();
+    let r = common::redis(&[]);
+    let web = tls_web_config("RequireAndVerifyClientCert", "");
+    let s = serve_with(&pki, &r, &web, "max_connections = 64\nheader_timeout = \"2s\"").await;
+    let scraper = Client {
+        cert: Some("client"),
+        auth: Some((USER, PASSWORD)),
+        tls12_only: false,
+    };
+    // The first scrape pays the bcrypt comparison; the verdict is cached for the rest.
+    let (status, _, _) = https_get(s.addr, &pki, &scraper, "/metrics").await.unwrap();
+    assert_eq!(status, 200);
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        held.push(tokio::net::TcpStream::connect(s.addr).await.unwrap());
+    }
+    for _ in 0..3 {
+        let asked = std::time::Instant::now();
+        let (status, _, body) =
+            tokio::time::timeout(Duration::from_secs(1), https_get(s.addr, &pki, &scraper, "/metrics"))
+                .await
+                .expect("no answer over TLS within 1 s")
+                .unwrap();
+        assert_eq!(status, 200, "{body}");
+        eprintln!("answered over TLS in {:?}", asked.elapsed());
+        assert!(
+            body.contains("lockwatch_http_connections_closed_total{reason=\"evicted\"}"),
+            "{body}"
+        );
+    }
+    // The newest of the held connections is closed when its header time is up.
+    let mut last = held.pop().unwrap();
+    let mut buf = [0u8; 16];
+    let ended = tokio::time::timeout(Duration::from_secs(3), last.read(&mut buf)).await;
+    assert!(matches!(ended, Ok(Ok(0)) | Ok(Err(_))), "{ended:?}");
     s.stop().await;
 }
 

@@ -104,22 +104,39 @@ impl Link {
 
     /// A one-off connection with [`TIMEOUT`] on connecting and on every reply.
     pub async fn once(&self) -> redis::RedisResult<MultiplexedConnection> {
-        self.once_with(TIMEOUT).await
+        once_with(&self.client, TIMEOUT).await
     }
 
     /// A one-off connection with [`TIMEOUT`] on connecting and `replies` on every reply (the
     /// drill's worker A, whose requests may be held in the network on purpose).
-    pub async fn once_with(&self, replies: Duration) -> redis::RedisResult<MultiplexedConnection> {
-        let cfg = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(replies));
-        self.client.get_multiplexed_async_connection_with_config(&cfg).await
+    pub async fn once_replying_within(&self, replies: Duration) -> redis::RedisResult<MultiplexedConnection> {
+        once_with(&self.client, replies).await
     }
 
     /// A pub/sub connection.
     pub async fn pubsub(&self) -> redis::RedisResult<PubSub> {
         self.client.get_async_pubsub().await
     }
+}
+
+/// Whether a managed connection works now: `PING`. A manager answers the first command
+/// after an outage with what broke (the dead socket, or its last failed reconnect) and only
+/// then reconnects: after such an error the `PING` is sent once more, on the new connection.
+pub async fn alive(conn: &mut ConnectionManager) -> redis::RedisResult<()> {
+    let ping = redis::cmd("PING");
+    match ping.query_async::<()>(conn).await {
+        Err(e) if e.is_connection_dropped() => ping.query_async(conn).await,
+        done => done,
+    }
+}
+
+/// A one-off connection of `client` with [`TIMEOUT`] on connecting and `replies` on every
+/// reply.
+pub(crate) async fn once_with(client: &redis::Client, replies: Duration) -> redis::RedisResult<MultiplexedConnection> {
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(replies));
+    client.get_multiplexed_async_connection_with_config(&cfg).await
 }
 
 /// A one-off connection to `t` with [`TIMEOUT`] on connecting and every reply: to its

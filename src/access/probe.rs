@@ -15,14 +15,15 @@ use crate::glob::Glob;
 
 /// A key's Redis type (`none` when absent) and PTTL, read atomically.
 pub(crate) async fn type_and_pttl(conn: &mut impl ConnectionLike, key: &str) -> RedisResult<(String, i64)> {
-    redis::pipe()
-        .atomic()
-        .cmd("TYPE")
-        .arg(key)
-        .cmd("PTTL")
-        .arg(key)
-        .query_async(conn)
-        .await
+    let replies = super::read::multi_exec(
+        conn,
+        vec![
+            redis::cmd("TYPE").arg(key).to_owned(),
+            redis::cmd("PTTL").arg(key).to_owned(),
+        ],
+    )
+    .await?;
+    Ok(redis::from_redis_value(Value::Array(replies))?)
 }
 
 /// The owner of a lock key of `redis_type`, read the way `kind` says; `Err` explains in

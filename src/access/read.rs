@@ -5,6 +5,8 @@
 //! non-string key reads as nil from `MGET`, and its PTTL tells it exists). Redisson
 //! namespaces need `HGETALL` per key. A page is read in one MULTI/EXEC, so a lock released
 //! and re-taken between the value and the PTTL cannot look like a key of another type.
+//! The transaction is sent as a plain pipeline (`multi_exec`): a user without `+multi`
+//! gets the server's refusal as an error, where redis-rs's atomic pipeline would panic.
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -51,22 +53,22 @@ pub(crate) async fn read_locks(
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let mut pipe = redis::pipe();
-    pipe.atomic().ignore_errors();
+    let mut cmds = Vec::with_capacity(keys.len() * 2 + 1);
     match kind {
         ValueKind::Redisson => {
             for k in keys {
-                pipe.cmd("HGETALL").arg(k).cmd("PTTL").arg(k);
+                cmds.push(redis::cmd("HGETALL").arg(k).to_owned());
+                cmds.push(redis::cmd("PTTL").arg(k).to_owned());
             }
         }
         _ => {
-            pipe.cmd("MGET").arg(keys);
+            cmds.push(redis::cmd("MGET").arg(keys).to_owned());
             for k in keys {
-                pipe.cmd("PTTL").arg(k);
+                cmds.push(redis::cmd("PTTL").arg(k).to_owned());
             }
         }
     }
-    let replies: Vec<Value> = pipe.query_async(conn).await?;
+    let replies = multi_exec(conn, cmds).await?;
     let mut replies = replies.into_iter();
     let mut out = Vec::with_capacity(keys.len());
     match kind {
@@ -90,6 +92,37 @@ pub(crate) async fn read_locks(
         return Err(unexpected("pipeline", None));
     }
     Ok(out)
+}
+
+/// `cmds` in one MULTI/EXEC, sent as a plain pipeline (`MULTI`, the commands, `EXEC`):
+/// the replies EXEC gave, each command's error as a `Value::ServerError`. A refused MULTI
+/// (no `+multi`), a command refused while queued (no permission) or a refused EXEC is that
+/// refusal as an error. redis-rs's own atomic pipeline is not used: a refused MULTI makes
+/// its reply bookkeeping underflow (a panic in debug builds).
+pub(crate) async fn multi_exec(conn: &mut impl ConnectionLike, cmds: Vec<redis::Cmd>) -> RedisResult<Vec<Value>> {
+    let n = cmds.len();
+    let mut pipe = redis::pipe();
+    pipe.cmd("MULTI");
+    for c in cmds {
+        pipe.add_command(c);
+    }
+    pipe.cmd("EXEC").ignore_errors();
+    let replies: Vec<Value> = pipe.query_async(conn).await?;
+    if replies.len() != n + 2 {
+        return Err(unexpected("MULTI/EXEC", None));
+    }
+    let mut replies = replies.into_iter();
+    // MULTI, then each command's QUEUED: the first refusal is the answer.
+    for reply in replies.by_ref().take(n + 1) {
+        if let Value::ServerError(e) = reply {
+            return Err(e.into());
+        }
+    }
+    match replies.next() {
+        Some(Value::Array(results)) => Ok(results),
+        Some(Value::ServerError(e)) => Err(e.into()),
+        other => Err(unexpected("EXEC", other)),
+    }
 }
 
 /// What a fencing counter key held.

@@ -17,13 +17,19 @@ pub const SAFE_RELEASE: &str =
 pub const SAFE_RENEW: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 /// Compare-and-set on a resource: a write carries its fencing token and is refused when
-/// the resource has seen a higher one.
+/// the resource has seen a higher one. An accepted write also sets the resource's expiry
+/// to ARGV[3] ms when given (the drill's keys all expire).
 pub const FENCED_WRITE: &str = r#"
 local seen = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
 if tonumber(ARGV[1]) < seen then return 0 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+if ARGV[3] then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 return 1
 "#;
+/// `INCR` of a fencing counter that also sets its expiry (ARGV[1] ms), in one step: a
+/// counter that must not outlive its user (the drill's) is never left without one.
+pub const NEXT_FENCE_EXPIRING: &str =
+    "local n = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return n";
 
 /// The release and renew scripts in use (by default the safe ones).
 #[derive(Debug, Clone)]
@@ -78,21 +84,22 @@ impl LockScripts {
     }
 
     /// Write `value` to the hash `resource` under fencing token `fence`; false when the
-    /// resource has seen a higher token.
+    /// resource has seen a higher token. An accepted write sets the resource to expire
+    /// after `expire` when given.
     pub async fn fenced_write(
         &self,
         conn: &mut impl ConnectionLike,
         resource: &str,
         fence: i64,
         value: &str,
+        expire: Option<Duration>,
     ) -> RedisResult<bool> {
-        let v: Value = self
-            .write
-            .key(resource)
-            .arg(fence)
-            .arg(value)
-            .invoke_async(conn)
-            .await?;
+        let mut call = self.write.key(resource);
+        call.arg(fence).arg(value);
+        if let Some(d) = expire {
+            call.arg(millis(d));
+        }
+        let v: Value = call.invoke_async(conn).await?;
         Ok(truthy(&v))
     }
 }
@@ -113,6 +120,17 @@ pub async fn acquire<C: ConnectionLike>(c: &mut C, key: &str, token: &str, ttl: 
 /// `INCR` of a fencing counter: the next token.
 pub async fn next_fence(conn: &mut impl ConnectionLike, fence_key: &str) -> RedisResult<i64> {
     redis::cmd("INCR").arg(fence_key).query_async(conn).await
+}
+
+/// The next token of a fencing counter that expires `expire` after this increment
+/// ([`NEXT_FENCE_EXPIRING`]).
+pub async fn next_fence_expiring(
+    conn: &mut impl ConnectionLike,
+    fence_key: &str,
+    expire: Duration,
+) -> RedisResult<i64> {
+    static SCRIPT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| Script::new(NEXT_FENCE_EXPIRING));
+    SCRIPT.key(fence_key).arg(millis(expire)).invoke_async(conn).await
 }
 
 fn millis(d: Duration) -> u64 {

@@ -6,7 +6,6 @@ use redis::Value;
 use redis::aio::{MultiplexedConnection, PubSub};
 
 use super::NodeAddr;
-use super::connect::TIMEOUT;
 use crate::config::TargetConfig;
 
 /// The channel on which sentinels announce a new primary.
@@ -53,11 +52,9 @@ impl Sentinel {
             .collect()
     }
 
+    /// A one-off connection to this sentinel, with the same timeouts as `Link::once`.
     pub async fn connect(&self) -> redis::RedisResult<MultiplexedConnection> {
-        let cfg = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT));
-        self.client.get_multiplexed_async_connection_with_config(&cfg).await
+        super::connect::once_with(&self.client, super::connect::TIMEOUT).await
     }
 
     pub async fn pubsub(&self) -> redis::RedisResult<PubSub> {

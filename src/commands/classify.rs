@@ -1,5 +1,6 @@
-//! `lockwatch classify`: read log lines from a file or stdin and print, per line, the lock
-//! event it maps to or why it was ignored; with `--summary`, only the counts.
+//! `lockwatch classify`: read log lines from a file or stdin and print, per record (a line,
+//! or a line with its traceback), the lock event it maps to or why it was ignored; with
+//! `--summary`, only the counts.
 
 use std::io::Read;
 
@@ -20,20 +21,21 @@ pub(super) fn run(args: ClassifyArgs) -> Result<Status, CommandError> {
         Box::new(std::fs::File::open(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?)
     };
     if args.summary {
-        let tally = intake::print::tally(&classifier, input, format).map_err(anyhow::Error::from)?;
+        let tally = intake::print::tally(&classifier, input, format, args.multiline).map_err(anyhow::Error::from)?;
         intake::print::summary(&classifier, &tally, &mut out).map_err(anyhow::Error::from)?;
         let [matched, ignored, malformed] = tally.lines;
+        let events: u64 = tally.events().map(|(.., n)| n).sum();
         eprintln!(
-            "{} lines: {matched} lock events, {ignored} ignored, {malformed} malformed",
+            "{} lines: {events} lock events ({matched} lines), {ignored} lines ignored, {malformed} malformed",
             tally.total()
         );
         return Ok(Status::Fine);
     }
-    let totals = intake::print::run(&classifier, std::io::BufReader::new(input), format, &mut out)
-        .map_err(anyhow::Error::from)?;
+    let totals =
+        intake::print::run(&classifier, input, format, args.multiline, &mut out).map_err(anyhow::Error::from)?;
     eprintln!(
-        "{} lines: {} lock events, {} ignored, {} malformed",
-        totals.lines, totals.events, totals.ignored, totals.malformed
+        "{} lines, {} records: {} lock events, {} ignored, {} malformed",
+        totals.lines, totals.records, totals.events, totals.ignored, totals.malformed
     );
     Ok(Status::Fine)
 }

@@ -1,10 +1,14 @@
 //! `lockwatch drill`: ask before running against a target (unless `--yes` or
-//! `--interactive`), run the drill, print the report in the asked format and write the
-//! record; exit 1 on any deviation. Also the hidden `drill-worker` (worker A).
+//! `--interactive`), run the drill — rolled back on SIGINT, SIGTERM, SIGHUP and SIGQUIT
+//! alike —, print the report in the asked format and write the record; exit 1 on any
+//! deviation or interruption. `--cleanup` removes what interrupted runs left. Also the
+//! hidden `drill-worker` (worker A).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
 
 use super::{CommandError, Status};
 use crate::cli::{DrillArgs, DrillFormat, DrillWorkerArgs};
@@ -12,6 +16,9 @@ use crate::drill::{self, DrillError};
 
 pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
     let config = super::load(&args.config, None)?;
+    if args.cleanup {
+        return cleanup(&config, &args).await;
+    }
     let sustain = match &args.sustain {
         None => None,
         Some(s) => Some(crate::duration::parse(s).map_err(|e| CommandError::Usage(format!("--sustain `{s}`: {e}")))?),
@@ -31,7 +38,33 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
             return Err(CommandError::Usage("not run: the drill was not confirmed".into()));
         }
     }
-    let opts = drill::Options {
+    let opts = options(&args, sustain);
+    let mut narrator = drill::narrator::console(args.interactive, std::io::stderr().is_terminal());
+    // Any of the usual signals stops the scenario; the drill still rolls back and reports.
+    let cancel = CancellationToken::new();
+    cancel_on_signals(&cancel)?;
+    let report = drill::run(&config, &opts, narrator.as_mut(), cancel)
+        .await
+        .map_err(command_error)?;
+    let rendered = match args.format {
+        DrillFormat::Text => report.text(),
+        DrillFormat::Json => serde_json::to_string_pretty(&report).context("cannot render the report")? + "\n",
+        DrillFormat::Markdown => report.markdown(),
+    };
+    // A closed stdout (the terminal hung up) must not turn a rolled-back run into a panic.
+    let _ = std::io::stdout().write_all(rendered.as_bytes());
+    if let Some(path) = &args.report {
+        std::fs::write(path, report.markdown()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if report.passed() {
+        Status::Fine
+    } else {
+        Status::Unhealthy
+    })
+}
+
+fn options(args: &DrillArgs, sustain: Option<std::time::Duration>) -> drill::Options {
+    drill::Options {
         config_path: args.config.config.clone(),
         namespace: args.namespace.clone(),
         scenario: args.scenario,
@@ -44,43 +77,67 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
         rate: args.rate.unwrap_or(6),
         allow_production: args.allow_production,
         worker_program: None,
-    };
-    let mut narrator = drill::narrator::console(args.interactive, std::io::stderr().is_terminal());
-    // Ctrl-C stops the scenario; the drill still rolls back and reports.
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let on_ctrl_c = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_ctrl_c.cancel();
-        }
-    });
-    let report = drill::run(&config, &opts, narrator.as_mut(), cancel)
-        .await
-        .map_err(|e| match e {
-            DrillError::Usage(m) => CommandError::Usage(m),
-            other => CommandError::Failed(other.into()),
-        })?;
-    let rendered = match args.format {
-        DrillFormat::Text => report.text(),
-        DrillFormat::Json => serde_json::to_string_pretty(&report).context("cannot render the report")? + "\n",
-        DrillFormat::Markdown => report.markdown(),
-    };
-    print!("{rendered}");
-    if let Some(path) = &args.report {
-        std::fs::write(path, report.markdown()).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(if report.passed() {
-        Status::Fine
-    } else {
-        Status::Unhealthy
-    })
+}
+
+fn command_error(e: DrillError) -> CommandError {
+    match e {
+        DrillError::Usage(m) => CommandError::Usage(m),
+        other => CommandError::Failed(other.into()),
+    }
+}
+
+/// Cancel `token` on SIGINT, SIGTERM, SIGHUP or SIGQUIT, saying which: each ends the run the
+/// same way, with its rollback. Later signals are taken and ignored, so the rollback ends.
+fn cancel_on_signals(token: &CancellationToken) -> anyhow::Result<()> {
+    let kinds = [
+        (SignalKind::interrupt(), "SIGINT"),
+        (SignalKind::terminate(), "SIGTERM"),
+        (SignalKind::hangup(), "SIGHUP"),
+        (SignalKind::quit(), "SIGQUIT"),
+    ];
+    for (kind, name) in kinds {
+        let mut signals = signal(kind).with_context(|| format!("cannot handle {name}"))?;
+        let token = token.clone();
+        tokio::spawn(async move {
+            while signals.recv().await.is_some() {
+                if !token.is_cancelled() {
+                    let _ = writeln!(std::io::stderr(), "\n{name} received");
+                    token.cancel();
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// `--cleanup`: the keys of interrupted runs removed, and said.
+async fn cleanup(config: &crate::config::Config, args: &DrillArgs) -> Result<Status, CommandError> {
+    let opts = options(args, None);
+    let done = drill::cleanup(config, &opts, args.run.as_deref())
+        .await
+        .map_err(command_error)?;
+    let rendered = match args.format {
+        DrillFormat::Json => serde_json::to_string_pretty(&done).context("cannot render the cleanup")? + "\n",
+        DrillFormat::Text | DrillFormat::Markdown => done.text(),
+    };
+    let _ = std::io::stdout().write_all(rendered.as_bytes());
+    Ok(Status::Fine)
 }
 
 /// Worker A of a drill, started by `lockwatch drill` as a child process.
 pub(super) async fn worker(args: DrillWorkerArgs) -> Result<Status, CommandError> {
     let config = super::load(&args.config, None)?;
-    drill::worker_main(&config, &args.target, args.namespace, args.exporter, args.key, args.via)
-        .await
-        .map_err(anyhow::Error::from)?;
+    drill::worker_main(
+        &config,
+        &args.target,
+        args.namespace,
+        args.exporter,
+        args.key,
+        args.via,
+        args.parent,
+    )
+    .await
+    .map_err(anyhow::Error::from)?;
     Ok(Status::Fine)
 }

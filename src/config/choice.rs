@@ -1,4 +1,4 @@
-//! Settings with a closed set of words (`notifications`, `format`, `start_at`): each is an
+//! Settings with a closed set of words (`notifications`, `format`, `start_at`, `multiline`): each is an
 //! enum deriving clap's `ValueEnum`, so its words are written once and both the config file
 //! (through `Cx::choice`) and the command line (through clap) accept exactly those words.
 
@@ -56,7 +56,7 @@ impl Cx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{LogFormat, Notifications, StartAt};
+    use super::super::{LogFormat, Multiline, Notifications, StartAt};
     use super::*;
 
     /// `as_str` and the word clap and the config accept are the same, for every variant.
@@ -71,6 +71,8 @@ mod tests {
         round_trips(Notifications::as_str);
         round_trips(LogFormat::as_str);
         round_trips(StartAt::as_str);
+        round_trips(Multiline::as_str);
+        assert_eq!(words::<Multiline>(), "auto, off");
         assert_eq!(words::<Notifications>(), "auto, require, off, configure");
         assert_eq!(words::<LogFormat>(), "auto, json, logfmt, text");
         assert_eq!(words::<StartAt>(), "end, beginning");

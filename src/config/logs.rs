@@ -1,5 +1,6 @@
 //! `[[logs]]`: the application log files (or stdin) the event intake tails — source name,
-//! path glob, line format and where to start in a file with no saved offset. Tailing and
+//! path glob, line format, whether multi-line records are joined, and where to start in a
+//! file with no saved offset. Tailing and
 //! classifying are `intake`'s job; `LogFormat` is also `classify --input-format`'s type.
 
 use std::path::Path;
@@ -32,6 +33,18 @@ choice_enum!(
     }
 );
 
+choice_enum!(
+    /// Whether the lines of a record (a traceback, a stack trace) are joined (`multiline`).
+    Multiline {
+        /// Continuation lines (indented, `Traceback`, `Caused by:`, a Go panic's) join the
+        /// line that starts their record.
+        #[default]
+        Auto => "auto",
+        /// Every line is a record of its own.
+        Off => "off",
+    }
+);
+
 #[derive(Debug, Clone)]
 pub struct LogConfig {
     pub name: String,
@@ -39,6 +52,7 @@ pub struct LogConfig {
     pub path: String,
     pub format: LogFormat,
     pub start_at: StartAt,
+    pub multiline: Multiline,
 }
 
 impl Cx<'_> {
@@ -78,11 +92,13 @@ impl Cx<'_> {
             };
             let format = self.choice(l.format.as_ref(), &k("format"))?;
             let start_at = self.choice(l.start_at.as_ref(), &k("start_at"))?;
+            let multiline = self.choice(l.multiline.as_ref(), &k("multiline"))?;
             out.push(LogConfig {
                 name,
                 path,
                 format,
                 start_at,
+                multiline,
             });
         }
         Ok(out)

@@ -19,11 +19,11 @@ mod web_cert;
 mod web_tls;
 
 pub use alerts::{AlertsConfig, Thresholds};
-pub use logs::{LogConfig, LogFormat, StartAt};
+pub use logs::{LogConfig, LogFormat, Multiline, StartAt};
 pub use namespace::{NamespaceConfig, ValueKind};
 pub use rules::RuleConfig;
 pub use secret::Secret;
-pub use server::ServerConfig;
+pub use server::{HttpLimits, ServerConfig};
 pub use target::{Notifications, TargetConfig};
 pub use tls::{ClientIdentity, PemFile, TargetTls};
 pub use topology::{Mode, SentinelSettings, Topology};

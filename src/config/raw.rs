@@ -31,6 +31,10 @@ pub struct RawServer {
     pub push_token_file: Option<S<String>>,
     pub show_owners: Option<bool>,
     pub web_config_file: Option<S<String>>,
+    pub max_connections: Option<S<i64>>,
+    pub header_timeout: Option<S<String>>,
+    pub body_timeout: Option<S<String>>,
+    pub idle_timeout: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,6 +85,7 @@ pub struct RawLogs {
     pub path: S<String>,
     pub format: Option<S<String>>,
     pub start_at: Option<S<String>>,
+    pub multiline: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,9 +1,10 @@
 //! The `[server]` table: the listen address (with the exporters' `:port` shorthand and the
-//! `--listen` override), the push token and the web config file (`web`). Serving HTTP is
-//! `serve`'s and `http`'s job.
+//! `--listen` override), the push token, the web config file (`web`) and the limits every
+//! HTTP connection is held to (`HttpLimits`). Serving HTTP is `serve`'s and `http`'s job.
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use super::raw::RawServer;
 use super::secret::read_secret;
@@ -22,7 +23,40 @@ pub struct ServerConfig {
     pub show_owners: bool,
     /// TLS, basic auth and headers from `web_config_file` / `--web.config.file`.
     pub web: Option<WebConfig>,
+    pub limits: HttpLimits,
 }
+
+/// What one HTTP client may hold of the exporter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Connections open at once (TLS handshakes included); past it, the connection idle
+    /// the longest is closed for the newcomer.
+    pub max_connections: usize,
+    /// From accepting a connection (TLS handshake included), or from the first byte of a
+    /// next request, until the request's head is complete.
+    pub header_timeout: Duration,
+    /// From a request's head until its body has arrived whole (the push).
+    pub body_timeout: Duration,
+    /// A kept-alive connection with no request in progress.
+    pub idle_timeout: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: 256,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+/// `max_connections` may not go below this: requests in progress (pushes, listings, basic
+/// auth checks) are bounded by fewer, so an idle connection is always there to give way.
+pub const MIN_CONNECTIONS: usize = 64;
+/// Nor above this.
+pub const MAX_CONNECTIONS: usize = 65_536;
 
 impl Cx<'_> {
     pub(super) fn server(&self, raw: RawServer, base: &Path, ov: &Overrides) -> Result<ServerConfig, ConfigError> {
@@ -38,6 +72,7 @@ impl Cx<'_> {
                 format!("`{listen_text}` is not an address: write host:port, e.g. \"0.0.0.0:9747\" or \":9747\""),
             )
         })?;
+        let limits = self.limits(&raw)?;
         let push_token = match raw.push_token_file {
             Some(f) => {
                 let token = read_secret(&base.join(f.get_ref()))
@@ -59,6 +94,34 @@ impl Cx<'_> {
             push_token,
             show_owners: raw.show_owners.unwrap_or(false),
             web,
+            limits,
+        })
+    }
+
+    fn limits(&self, raw: &RawServer) -> Result<HttpLimits, ConfigError> {
+        let d = HttpLimits::default();
+        let duration = |v: &Option<_>, key: &str, default: Duration| match v {
+            Some(v) => self.duration(v, key),
+            None => Ok(default),
+        };
+        let max_connections = match &raw.max_connections {
+            None => d.max_connections,
+            Some(v) => usize::try_from(*v.get_ref())
+                .ok()
+                .filter(|n| (MIN_CONNECTIONS..=MAX_CONNECTIONS).contains(n))
+                .ok_or_else(|| {
+                    self.err(
+                        Some(&v.span()),
+                        "server.max_connections",
+                        format!("{} is out of range {MIN_CONNECTIONS}..={MAX_CONNECTIONS}", v.get_ref()),
+                    )
+                })?,
+        };
+        Ok(HttpLimits {
+            max_connections,
+            header_timeout: duration(&raw.header_timeout, "server.header_timeout", d.header_timeout)?,
+            body_timeout: duration(&raw.body_timeout, "server.body_timeout", d.body_timeout)?,
+            idle_timeout: duration(&raw.idle_timeout, "server.idle_timeout", d.idle_timeout)?,
         })
     }
 }

@@ -328,17 +328,24 @@ fn bad_choices_name_key_line_and_the_allowed_words() {
         logs("start_at = \"Beginning\"\n"),
         "t.toml line 7: logs[0].start_at: `Beginning` is not one of end, beginning"
     );
+    assert_eq!(
+        logs("multiline = \"on\"\n"),
+        "t.toml line 7: logs[0].multiline: `on` is not one of auto, off"
+    );
 }
 
 #[test]
 fn choices_are_read_from_the_file() {
     let cfg = load(&format!(
-        "{TARGET}notifications = \"configure\"\n[[logs]]\nname = \"a\"\npath = \"-\"\nformat = \"logfmt\"\nstart_at = \"beginning\"\n"
+        "{TARGET}notifications = \"configure\"\n[[logs]]\nname = \"a\"\npath = \"-\"\nformat = \"logfmt\"\nstart_at = \"beginning\"\nmultiline = \"off\"\n"
     ))
     .unwrap();
     assert_eq!(cfg.targets[0].notifications, Notifications::Configure);
     assert_eq!(cfg.logs[0].format, LogFormat::Logfmt);
     assert_eq!(cfg.logs[0].start_at, StartAt::Beginning);
+    assert_eq!(cfg.logs[0].multiline, Multiline::Off);
+    let cfg = load(&format!("{TARGET}[[logs]]\nname = \"a\"\npath = \"-\"\n")).unwrap();
+    assert_eq!(cfg.logs[0].multiline, Multiline::Auto);
 }
 
 const TLS_TARGET: &str = "[[target]]\nname = \"main\"\nurl = \"rediss://127.0.0.1:6380/0\"\n";
@@ -489,6 +496,36 @@ fn reconcile_keys_have_defaults_and_bounds() {
         err(&format!("{TARGET}reconcile_interval = \"0s\"\n{ns}"))
             .starts_with("t.toml line 4: target[0].reconcile_interval: must be greater than zero"),
         "zero interval"
+    );
+}
+
+#[test]
+fn http_limits_have_defaults_and_bounds() {
+    let c = load(TARGET).unwrap();
+    assert_eq!(c.server.limits, HttpLimits::default());
+    assert_eq!(c.server.limits.max_connections, 256);
+    let c = load(&format!(
+        "[server]\nmax_connections = 64\nheader_timeout = \"2s\"\nbody_timeout = \"5s\"\nidle_timeout = \"1m\"\n{TARGET}"
+    ))
+    .unwrap();
+    let want = HttpLimits {
+        max_connections: 64,
+        header_timeout: Duration::from_secs(2),
+        body_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(60),
+    };
+    assert_eq!(c.server.limits, want);
+    assert_eq!(
+        err(&format!("[server]\nmax_connections = 10\n{TARGET}")),
+        "t.toml line 2: server.max_connections: 10 is out of range 64..=65536"
+    );
+    assert!(
+        err(&format!("[server]\nidle_timeout = \"0s\"\n{TARGET}"))
+            .starts_with("t.toml line 2: server.idle_timeout: must be greater than zero"),
+    );
+    assert!(
+        err(&format!("[server]\nheader_timeout = \"soon\"\n{TARGET}"))
+            .starts_with("t.toml line 2: server.header_timeout:")
     );
 }
 

@@ -12,7 +12,7 @@ use super::report::Step;
 use super::scenario::{Action, StepSpec};
 use super::session::Session;
 use super::worker::{Request, WorkerError};
-use crate::access::scripts::{self, next_fence};
+use crate::access::scripts::{self, next_fence_expiring};
 
 /// How long past the TTL the drill waits for Redis to expire the key. B acquires as soon
 /// as the key is gone, so the takeover falls inside the namespace's TTL window.
@@ -74,6 +74,7 @@ pub(crate) async fn run(
     let keys = s.plan.keys(n);
     s.created
         .extend([keys.lock.clone(), keys.fence.clone(), keys.resource.clone()]);
+    s.lease.hold([keys.fence.clone(), keys.resource.clone()]);
     let mut c = Cycle {
         keys,
         narrate,
@@ -133,6 +134,8 @@ async fn perform(
 ) -> Result<Outcome, WorkerError> {
     let ttl = s.plan.ns.ttl;
     let ttl_ms = s.plan.ttl_ms();
+    let lease = s.lease.duration;
+    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
     let lock = c.keys.lock.clone();
     Ok(match action {
         Action::AAcquires => {
@@ -141,6 +144,7 @@ async fn perform(
                 fence_key: c.keys.fence.clone(),
                 owner: format!("A-{}", s.plan.run_id),
                 ttl_ms,
+                lease_ms,
             };
             let a = s.worker()?.call(&req).await?;
             c.token_a = a.token.unwrap_or_default();
@@ -170,7 +174,7 @@ async fn perform(
             expired(pttl, "while A was frozen")
         }
         Action::BAcquires => {
-            c.fence_b = next_fence(&mut s.conn, &c.keys.fence).await?;
+            c.fence_b = next_fence_expiring(&mut s.conn, &c.keys.fence, lease).await?;
             c.token_b = format!("B-{}:{}", s.plan.run_id, c.fence_b);
             let b_ttl = Duration::from_millis(ttl_ms.saturating_mul(4));
             let got = scripts::acquire(&mut s.conn, &lock, &c.token_b, b_ttl).await?;
@@ -187,7 +191,7 @@ async fn perform(
         Action::BWrites => {
             c.b_value = format!("written by B with token {}", c.fence_b);
             let wrote =
-                s.b.fenced_write(&mut s.conn, &c.keys.resource, c.fence_b, &c.b_value)
+                s.b.fenced_write(&mut s.conn, &c.keys.resource, c.fence_b, &c.b_value, Some(lease))
                     .await?;
             Outcome::new(
                 wrote,
@@ -214,7 +218,7 @@ async fn perform(
             };
             stale(s, &req, "release").await?
         }
-        Action::AWritesStale => stale(s, &stale_write(c), "write").await?,
+        Action::AWritesStale => stale(s, &stale_write(c, lease_ms), "write").await?,
         Action::BIsIntact => b_is_intact(s, c).await?,
         Action::ARenewalHeldPastTtl => late::renewal_held_past_ttl(s, narrator, c, false).await?,
         Action::APausedWithRenewalHeld => late::renewal_held_past_ttl(s, narrator, c, true).await?,
@@ -227,16 +231,17 @@ async fn perform(
             };
             late::stale_late(s, &req, "release").await?
         }
-        Action::AWritesStaleLate => late::stale_late(s, &stale_write(c), "write").await?,
+        Action::AWritesStaleLate => late::stale_late(s, &stale_write(c, lease_ms), "write").await?,
     })
 }
 
 /// A's write to the resource with its old fencing token.
-fn stale_write(c: &Cycle) -> Request {
+fn stale_write(c: &Cycle, lease_ms: u64) -> Request {
     Request::Write {
         resource: c.keys.resource.clone(),
         fence: c.fence_a,
         value: format!("written by A with token {}", c.fence_a),
+        lease_ms,
     }
 }
 

@@ -8,9 +8,11 @@
 pub mod narrator;
 pub mod report;
 
+mod cleanup;
 mod cycle;
 mod delays;
 mod late;
+mod lease;
 mod plan;
 mod preflight;
 mod probes;
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use self::cleanup::{Cleanup, cleanup};
 pub use self::narrator::Narrator;
 use self::narrator::Said;
 pub use self::plan::Keys;
@@ -139,7 +142,8 @@ pub async fn run(
 }
 
 /// `lockwatch drill-worker`: the child side, until stdin closes. `via` (`host:port`): reach
-/// Redis through the drill's network proxy there.
+/// Redis through the drill's network proxy there. It dies with the drill (`parent`),
+/// whatever ends it (SIGKILL included).
 pub async fn worker_main(
     config: &Config,
     target: &str,
@@ -147,7 +151,9 @@ pub async fn worker_main(
     exporter: Option<String>,
     key: Option<String>,
     via: Option<String>,
+    parent: Option<i32>,
 ) -> std::io::Result<()> {
+    worker::die_with_parent(parent)?;
     let t = config
         .targets
         .iter()

@@ -97,7 +97,7 @@ pub(crate) async fn connect_via(
     let link = connect::link_for_key(t, key.unwrap_or_default().as_bytes()).await?;
     let link = link.at(&node).map_err(|e| e.source)?;
     let ttl = config.namespace(namespace).map_or(Duration::ZERO, |n| n.ttl);
-    link.once_with(connect::TIMEOUT + 2 * ttl + Duration::from_secs(5))
+    link.once_replying_within(connect::TIMEOUT + 2 * ttl + Duration::from_secs(5))
         .await
 }
 

@@ -14,6 +14,7 @@ pub(crate) async fn rollback(s: &mut Session<'_>, narrator: &mut dyn Narrator) {
             .rollback
             .push(format!("network proxy {addr} closed (anything it held dropped)"));
     }
+    s.lease.stop();
     if let Some(w) = s.worker.take() {
         let pid = w.pid;
         let ended = w.end().await;

@@ -9,6 +9,7 @@ use redis::aio::MultiplexedConnection;
 
 use super::Options;
 use super::cycle;
+use super::lease::{self, Lease};
 use super::narrator::{Narrator, Progress, Said};
 use super::plan::Plan;
 use super::probes::{self, Probes};
@@ -34,6 +35,8 @@ pub(crate) struct Session<'a> {
     pub(crate) started: Instant,
     /// Every key the run created, for the rollback.
     pub(crate) created: Vec<String>,
+    /// Keeps the run's fencing counters and resources alive while it runs, no longer.
+    pub(crate) lease: Lease,
     pub(crate) probes: Probes,
 }
 
@@ -48,10 +51,12 @@ impl<'a> Session<'a> {
             lock_key: plan.keys(1).lock,
             ..Report::default()
         };
+        let lease = Lease::start(conn.clone(), lease::lease(plan.ns.ttl));
         Session {
             plan,
             opts,
             conn,
+            lease,
             b: LockScripts::default(),
             worker: None,
             proxy: None,

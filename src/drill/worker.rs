@@ -14,18 +14,20 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::access::scripts::{LockScripts, acquire, next_fence};
+use crate::access::scripts::{LockScripts, acquire, next_fence_expiring};
 
 /// What the drill asks a worker to do.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum Request {
-    /// `INCR fence` for a token, then `SET key token NX PX ttl`.
+    /// `INCR fence` for a token (the counter set to expire after `lease_ms`), then
+    /// `SET key token NX PX ttl`.
     Acquire {
         key: String,
         fence_key: String,
         owner: String,
         ttl_ms: u64,
+        lease_ms: u64,
     },
     Renew {
         key: String,
@@ -36,11 +38,12 @@ pub(crate) enum Request {
         key: String,
         token: String,
     },
-    /// A compare-token write to the fenced resource.
+    /// A compare-token write to the fenced resource (which, written, expires after `lease_ms`).
     Write {
         resource: String,
         fence: i64,
         value: String,
+        lease_ms: u64,
     },
 }
 
@@ -77,8 +80,9 @@ pub(crate) async fn perform(
             fence_key,
             owner,
             ttl_ms,
+            lease_ms,
         } => {
-            let fence = next_fence(c, fence_key).await?;
+            let fence = next_fence_expiring(c, fence_key, Duration::from_millis(*lease_ms)).await?;
             let token = format!("{owner}:{fence}");
             let set = acquire(c, key, &token, Duration::from_millis(*ttl_ms)).await?;
             return Ok(Reply {
@@ -90,7 +94,15 @@ pub(crate) async fn perform(
         }
         Request::Renew { key, token, ttl_ms } => scripts.renew(c, key, token, Duration::from_millis(*ttl_ms)).await?,
         Request::Release { key, token } => scripts.release(c, key, token).await?,
-        Request::Write { resource, fence, value } => scripts.fenced_write(c, resource, *fence, value).await?,
+        Request::Write {
+            resource,
+            fence,
+            value,
+            lease_ms,
+        } => {
+            let lease = Some(Duration::from_millis(*lease_ms));
+            scripts.fenced_write(c, resource, *fence, value, lease).await?
+        }
     };
     Ok(Reply { ok, ..Reply::default() })
 }
@@ -176,6 +188,20 @@ pub(crate) async fn serve(
     Ok(())
 }
 
+/// Make the kernel kill this process (SIGKILL: also when stopped) when the drill that
+/// started it ends, however it ends; and exit now if `parent` is already gone (it died
+/// before the request could be made, and this process was handed to another parent).
+pub(crate) fn die_with_parent(parent: Option<i32>) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    match parent {
+        Some(p) if nix::unistd::getppid().as_raw() != p => {
+            Err(std::io::Error::other("the drill that started worker A has ended"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The parent's handle on worker A.
 pub(crate) struct Worker {
     child: Child,
@@ -206,6 +232,8 @@ impl Worker {
         let mut child = tokio::process::Command::new(program)
             .arg("drill-worker")
             .args(args)
+            .arg("--parent")
+            .arg(std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

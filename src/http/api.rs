@@ -8,13 +8,15 @@
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::{AppState, HttpError};
+use super::{AppState, HttpError, gate};
 use crate::locks::view;
 
 const DEFAULT_LIMIT: usize = 1000;
-const MAX_LIMIT: usize = 100_000;
+/// The most locks one answer lists: its memory is bounded by this, not by the tables.
+pub(crate) const MAX_LIMIT: usize = 10_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,11 +26,12 @@ pub(crate) struct LocksQuery {
     limit: Option<usize>,
 }
 
-/// Held locks, those closest to expiry first (stalled holders lead the list).
+/// Held locks, those closest to expiry first (stalled holders lead the list): the first
+/// `limit` chosen on the blocking pool (a walk of the tables), at most `gate::RUNNING` at once.
 pub(crate) async fn locks(
     State(s): State<AppState>,
     query: Result<Query<LocksQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<view::LockList>, HttpError> {
+) -> Result<Response, HttpError> {
     let Query(q) = query.map_err(|e| HttpError(StatusCode::BAD_REQUEST, format!("bad query: {}", e.body_text())))?;
     if let Some(ns) = &q.namespace
         && s.config.namespace(ns).is_none()
@@ -44,16 +47,33 @@ pub(crate) async fn locks(
     {
         return Err(HttpError(StatusCode::BAD_REQUEST, format!("unknown target `{t}`")));
     }
-    let limit = q.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
-    Ok(Json(view::held_locks(
-        &s.targets,
-        view::Filter {
-            target: q.target.as_deref(),
-            namespace: q.namespace.as_deref(),
-            show_owners: s.config.server.show_owners,
-            limit,
-        },
-    )))
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit > MAX_LIMIT {
+        return Err(HttpError(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "limit {limit} is over the maximum of {MAX_LIMIT}: narrow by namespace or target, or ask for fewer"
+            ),
+        ));
+    }
+    let Ok(_pass) = s.views.enter().await else {
+        return Ok(gate::Busy.into_response());
+    };
+    let (targets, show_owners) = (s.targets.clone(), s.config.server.show_owners);
+    let list = tokio::task::spawn_blocking(move || {
+        view::held_locks(
+            &targets,
+            view::Filter {
+                target: q.target.as_deref(),
+                namespace: q.namespace.as_deref(),
+                show_owners,
+                limit,
+            },
+        )
+    })
+    .await
+    .map_err(|e| HttpError(StatusCode::INTERNAL_SERVER_ERROR, format!("listing failed: {e}")))?;
+    Ok(Json(list).into_response())
 }
 
 #[derive(Deserialize)]
@@ -88,8 +108,11 @@ pub(crate) struct TransitionView {
 pub(crate) async fn history(
     State(s): State<AppState>,
     query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<HistoryResponse>, HttpError> {
+) -> Result<Response, HttpError> {
     let Query(q) = query.map_err(|e| HttpError(StatusCode::BAD_REQUEST, format!("bad query: {}", e.body_text())))?;
+    let Ok(_pass) = s.views.enter().await else {
+        return Ok(gate::Busy.into_response());
+    };
     let key = q.key.filter(|k| !k.is_empty()).ok_or_else(|| {
         HttpError(
             StatusCode::BAD_REQUEST,
@@ -140,5 +163,6 @@ pub(crate) async fn history(
         namespace: ns.name.clone(),
         transitions,
         unwatched_targets,
-    }))
+    })
+    .into_response())
 }

@@ -2,8 +2,11 @@
 //! `/healthz` (and `POST /api/v1/events` when a push token guards it instead).
 //!
 //! bcrypt is slow on purpose, so, as the exporter-toolkit does, each verdict is cached by
-//! user and password (bounded), and only one bcrypt comparison runs at a time, on the
-//! blocking pool: a scraper that sends the same credentials costs one comparison in all.
+//! user and password (bounded; refusals are forgotten first, so guessing cannot push a
+//! scraper's verdict out), and only one bcrypt comparison runs at a time, on the blocking
+//! pool: a scraper that sends the same credentials costs one comparison in all. At most
+//! `MAX_WAITING` requests wait for a comparison; past that the answer is a 503 at once, so
+//! guessed passwords cannot keep every connection waiting.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -20,6 +23,16 @@ use crate::config::{Secret, WebConfig};
 const CACHE_LIMIT: usize = 100;
 /// Longest `Authorization` value looked at: far above any real user and password.
 const MAX_AUTHORIZATION: usize = 4096;
+/// Requests waiting for (or in) a bcrypt comparison at once.
+const MAX_WAITING: usize = 8;
+
+/// What the credentials of a request earn.
+enum Verdict {
+    Allowed,
+    Refused,
+    /// Too many comparisons waiting: not judged.
+    Busy,
+}
 
 /// What the middleware checks and adds.
 pub(crate) struct WebAuth {
@@ -32,6 +45,8 @@ pub(crate) struct WebAuth {
     cache: Mutex<HashMap<(String, String), bool>>,
     /// One bcrypt comparison at a time.
     bcrypt: tokio::sync::Mutex<()>,
+    /// Room for [`MAX_WAITING`] requests waiting for one.
+    waiting: tokio::sync::Semaphore,
 }
 
 impl WebAuth {
@@ -47,6 +62,7 @@ impl WebAuth {
             push_token,
             cache: Mutex::new(HashMap::new()),
             bcrypt: tokio::sync::Mutex::new(()),
+            waiting: tokio::sync::Semaphore::new(MAX_WAITING),
         }
     }
 
@@ -55,19 +71,23 @@ impl WebAuth {
     }
 
     /// Whether the request's basic auth names a user and that user's password.
-    async fn allows(&self, headers: &HeaderMap) -> bool {
+    async fn allows(&self, headers: &HeaderMap) -> Verdict {
+        let verdict = |ok| if ok { Verdict::Allowed } else { Verdict::Refused };
         let Some((user, password)) = basic_credentials(headers) else {
-            return false;
+            return Verdict::Refused;
         };
         let key = (user, password);
         if let Some(ok) = self.cache.lock().ok().and_then(|c| c.get(&key).copied()) {
-            return ok;
+            return verdict(ok);
         }
+        let Ok(_waiting) = self.waiting.try_acquire() else {
+            return Verdict::Busy;
+        };
         // An unknown user is compared against a known user's hash, so the answer takes as
         // long as for a known one and does not tell which names exist.
         let known = self.users.get(&key.0);
         let Some(hash) = known.or_else(|| self.users.values().next()) else {
-            return false;
+            return Verdict::Refused;
         };
         let (hash, password) = (hash.expose().to_string(), key.1.clone());
         let matched = {
@@ -79,14 +99,19 @@ impl WebAuth {
         let ok = matched && known.is_some();
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() >= CACHE_LIMIT {
-                let drop: Vec<_> = cache.keys().take(CACHE_LIMIT / 10).cloned().collect();
+                // Refusals first: a flood of guesses must not evict a scraper's verdict.
+                let mut drop: Vec<_> = cache.iter().filter(|(_, ok)| !**ok).map(|(k, _)| k.clone()).collect();
+                drop.truncate(CACHE_LIMIT / 10);
+                if drop.is_empty() {
+                    drop = cache.keys().take(CACHE_LIMIT / 10).cloned().collect();
+                }
                 for k in drop {
                     cache.remove(&k);
                 }
             }
             cache.insert(key, ok);
         }
-        ok
+        verdict(ok)
     }
 }
 
@@ -108,11 +133,19 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
 
 /// The middleware: the configured headers on every answer, 401 without valid credentials.
 pub(crate) async fn check(State(auth): State<Arc<WebAuth>>, request: Request, next: Next) -> Response {
-    let allowed = auth.open(request.uri().path()) || auth.allows(request.headers()).await;
-    let mut response = if allowed {
-        next.run(request).await
-    } else {
-        (
+    let verdict = match auth.open(request.uri().path()) {
+        true => Verdict::Allowed,
+        false => auth.allows(request.headers()).await,
+    };
+    let mut response = match verdict {
+        Verdict::Allowed => next.run(request).await,
+        Verdict::Busy => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            "503: too many basic auth checks at once; retry in a second\n",
+        )
+            .into_response(),
+        Verdict::Refused => (
             StatusCode::UNAUTHORIZED,
             [
                 (header::WWW_AUTHENTICATE, "Basic realm=\"lockwatch\""),
@@ -120,7 +153,7 @@ pub(crate) async fn check(State(auth): State<Arc<WebAuth>>, request: Request, ne
             ],
             "401 Unauthorized: this path needs basic auth (the web config's basic_auth_users)\n",
         )
-            .into_response()
+            .into_response(),
     };
     for (name, value) in &auth.headers {
         response.headers_mut().insert(name.clone(), value.clone());

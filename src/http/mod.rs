@@ -3,13 +3,15 @@
 //!
 //! Handlers only read what the collectors published; none of them talks to Redis, so any
 //! scrape rate costs Redis nothing. `router` is built from shared state so tests can call
-//! it without a socket.
+//! it without a socket; `server` serves it with every connection bounded.
 
 mod api;
 mod auth;
+mod gate;
 pub(crate) mod push;
+mod server;
+mod slots;
 mod status_page;
-mod tls;
 
 use std::sync::Arc;
 
@@ -40,6 +42,8 @@ pub(crate) struct AppState {
     pub(crate) intake: IntakeMetrics,
     /// `POST /api/v1/events`.
     pub(crate) push: Arc<push::PushIntake>,
+    /// Bounds the answers that walk the lock tables (API, status page).
+    pub(crate) views: gate::Gate,
 }
 
 /// An error a handler answers with: a status and one sentence naming the problem.
@@ -81,19 +85,13 @@ pub(crate) fn router(state: AppState) -> Router {
 }
 
 /// Serve the router on `listener` until `shutdown`: HTTPS when the web config has
-/// `tls_server_config`, else plain HTTP. In-flight requests finish on shutdown.
+/// `tls_server_config`, else plain HTTP, every connection held to `[server]`'s limits
+/// (`server`). Requests in progress finish on shutdown.
 pub(crate) async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
     let tls = state.config.server.web.as_ref().and_then(|w| w.tls.clone());
-    let app = router(state);
-    let stop = shutdown.cancelled_owned();
-    match tls {
-        Some(tls) => {
-            axum::serve(tls::TlsListener::new(listener, tls), app)
-                .with_graceful_shutdown(stop)
-                .await
-        }
-        None => axum::serve(listener, app).with_graceful_shutdown(stop).await,
-    }
+    let limits = state.config.server.limits;
+    let metrics = server::ServerMetrics::register(&state.registry).map_err(std::io::Error::other)?;
+    server::serve(listener, router(state), tls, limits, metrics, shutdown).await
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, HttpError> {

@@ -2,8 +2,9 @@
 //! log lines (`text/plain`), counted under `source="push"`.
 //!
 //! Checks, in order: the bearer token when `push_token_file` is set (401), the content
-//! type (415), the size (413, read no further than `MAX_BODY`), then the body (400 naming
-//! the first bad line; nothing of a rejected batch is counted).
+//! type (415), room among the pushes in progress (503 past `MAX_PUSHES`), the size (413,
+//! read no further than `MAX_BODY`) and the time (408 past `body_timeout`), then the body
+//! (400 naming the first bad line; nothing of a rejected batch is counted).
 
 use std::sync::Arc;
 
@@ -14,17 +15,34 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use super::{AppState, HttpError};
 use crate::config::Secret;
 use crate::intake::push::{self as parse, MAX_BODY};
 use crate::intake::{Classifier, Counters};
 
+/// Pushes whose bodies are read at once; more are refused (503) rather than held open.
+pub(crate) const MAX_PUSHES: usize = 32;
+
 /// What the push endpoint needs.
 pub(crate) struct PushIntake {
-    pub(crate) classifier: Arc<Classifier>,
-    pub(crate) counters: Counters,
-    pub(crate) token: Option<Secret>,
+    classifier: Arc<Classifier>,
+    counters: Counters,
+    token: Option<Secret>,
+    /// Room for [`MAX_PUSHES`] bodies being read.
+    reading: Semaphore,
+}
+
+impl PushIntake {
+    pub(crate) fn new(classifier: Arc<Classifier>, counters: Counters, token: Option<Secret>) -> Self {
+        PushIntake {
+            classifier,
+            counters,
+            token,
+            reading: Semaphore::new(MAX_PUSHES),
+        }
+    }
 }
 
 enum Kind {
@@ -45,7 +63,24 @@ pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: 
             .into_response());
     }
     let kind = content_kind(&headers)?;
-    let body = read_limited(&headers, body).await?;
+    let Ok(_reading) = push.reading.try_acquire() else {
+        return Err(HttpError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_PUSHES} pushes are being read already; retry in a moment"),
+        ));
+    };
+    let limit = s.config.server.limits.body_timeout;
+    let body = tokio::time::timeout(limit, read_limited(&headers, body))
+        .await
+        .map_err(|_| {
+            HttpError(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within server.body_timeout ({}); nothing was counted",
+                    crate::duration::format(limit)
+                ),
+            )
+        })??;
     let reply = match kind {
         Kind::Events => {
             let mut batch = parse::events(&body, &push.classifier).map_err(|e| {
@@ -68,12 +103,15 @@ pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: 
     Ok(Json(reply).into_response())
 }
 
+/// `Authorization: Bearer <token>`, the scheme in any case (RFC 9110: schemes are
+/// case-insensitive), the token compared exactly.
 fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, t)| t);
     constant_time_eq(given.trim().as_bytes(), token.expose().as_bytes())
 }
 
@@ -138,6 +176,23 @@ async fn read_limited(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, HttpEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        let token = Secret::new("s3cret");
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            authorized(&h, &token)
+        };
+        for ok in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret "] {
+            assert!(with(ok), "{ok}");
+        }
+        for refused in ["Bearer S3cret", "Basic s3cret", "Bearers3cret", "s3cret", "Bearer"] {
+            assert!(!with(refused), "{refused}");
+        }
+        assert!(!authorized(&HeaderMap::new(), &token));
+    }
 
     #[test]
     fn token_comparison() {

@@ -6,9 +6,10 @@ use std::fmt::Write;
 use std::time::SystemTime;
 
 use axum::extract::State;
-use axum::response::Html;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
 
-use super::AppState;
+use super::{AppState, HttpError, gate};
 
 use crate::duration;
 use crate::vocab::{LineResult, PUSH_SOURCE, UNKNOWN_NAMESPACE};
@@ -36,7 +37,19 @@ fn ago(t: Option<SystemTime>) -> String {
     }
 }
 
-pub(crate) async fn page(State(s): State<AppState>) -> Html<String> {
+/// The page, built on the blocking pool (each namespace's census walks its table in
+/// events mode), at most `gate::RUNNING` at once.
+pub(crate) async fn page(State(s): State<AppState>) -> Response {
+    let Ok(_pass) = s.views.enter().await else {
+        return gate::Busy.into_response();
+    };
+    match tokio::task::spawn_blocking(move || render(&s)).await {
+        Ok(h) => Html(h).into_response(),
+        Err(e) => HttpError(StatusCode::INTERNAL_SERVER_ERROR, format!("status page failed: {e}")).into_response(),
+    }
+}
+
+fn render(s: &AppState) -> String {
     let mut h = String::with_capacity(8 * 1024);
     let _ = write!(
         h,
@@ -78,8 +91,15 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
             took = st.last_duration.as_millis(),
             watch = match s.lifecycles.iter().find(|l| l.target == t.name) {
                 None => "off in config".to_string(),
-                Some(l) if l.connected() =>
-                    format!(r#"<span class="ok">subscribed</span>; {}"#, esc(&l.notifications())),
+                Some(l) if l.connected() => format!(
+                    r#"<span class="ok">subscribed, receiving</span>; {}"#,
+                    esc(&l.notifications())
+                ),
+                Some(l) if l.subscribed() => format!(
+                    r#"<span class="down">subscribed but not receiving</span>: {}; {}"#,
+                    esc(&l.blind().unwrap_or_default()),
+                    esc(&l.notifications())
+                ),
                 Some(l) => format!(
                     r#"<span class="down">not subscribed</span>; {}"#,
                     esc(&l.notifications())
@@ -120,9 +140,9 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
         }
         h.push_str("</table>\n");
     }
-    events_section(&mut h, &s);
+    events_section(&mut h, s);
     h.push_str("</body></html>\n");
-    Html(h)
+    h
 }
 
 /// Lock failures reported by logs and pushes, per namespace, and what each log source read.

@@ -1,15 +1,19 @@
-//! Classifying one log line into a lock event `{namespace, op, outcome}`, or saying why not.
+//! Classifying one log record (a line, or a line with its traceback) into a lock event
+//! `{namespace, op, outcome}`, or saying why not.
 //!
-//! Order: configured `[[rule]]`s (regexes on the raw line) first; then a prefilter (one
-//! case-insensitive Aho-Corasick pass for lock words) so a line with none costs about a
-//! memory scan; then the line's fields are read and the built-in rules look for a lock
-//! noun, an outcome and an operation. Namespace: an explicit field, else a lock key (a
-//! field, or a word of the text) matched against the patterns, else `log_phrases`, else
-//! unknown. Label values only ever come from the config.
+//! Order: configured `[[rule]]`s (regexes on the raw record) first; then a prefilter (one
+//! case-insensitive Aho-Corasick pass for lock words) so a record with none costs about a
+//! memory scan; then the first line's fields are read (the lines after it join the error
+//! text) and the built-in rules (`phrases`) look for a lock noun, an outcome and an
+//! operation, as whole words. Namespace: an explicit field, else a lock key (a field, or a
+//! word of the text) matched against the patterns, else `log_phrases`, else unknown. Label
+//! values only ever come from the config.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 use super::fields::{self, Fields};
+use super::phrases::{self, Phrasebook, Said};
+use super::records::Piece;
 use crate::config::{Config, LogFormat};
 use crate::glob::Glob;
 use crate::vocab::{Op, Outcome};
@@ -29,7 +33,8 @@ pub enum Verdict {
     Malformed(&'static str),
 }
 
-/// Words that make a line worth reading: any lock failure mentions one of them.
+/// Words that make a record worth reading: each of the phrasebook's nouns holds one. Kept
+/// to a few words that seldom start ordinary text, so the prefilter stays a fast scan.
 const LOCK_WORDS: &[&str] = &[
     "lock",
     "lease",
@@ -39,92 +44,6 @@ const LOCK_WORDS: &[&str] = &[
     "no longer owned",
     "token mismatch",
     "fenc",
-];
-
-/// Signals, strongest first; the first outcome with a matching phrase wins.
-const OUTCOMES: &[(Outcome, &[&str])] = &[
-    (
-        Outcome::StaleFence,
-        &[
-            "stale fenc",
-            "stale token",
-            "fencing token rejected",
-            "fence token rejected",
-            "older fencing token",
-            "lower fencing token",
-        ],
-    ),
-    (
-        Outcome::NotOwned,
-        &[
-            "not owned",
-            "no longer owned",
-            "locknotowned",
-            "token mismatch",
-            "owner mismatch",
-            "not locked by current thread",
-            "lock was lost",
-            "lock lost",
-            "stolen",
-            "not held",
-            "already expired",
-            "not the owner",
-            "does not own",
-            "doesn't own",
-        ],
-    ),
-    (Outcome::Timeout, &["deadline exceeded", "timed out", "timeout"]),
-    (
-        Outcome::Busy,
-        &[
-            "busy",
-            "could not acquire",
-            "couldn't acquire",
-            "unable to acquire",
-            "failed to acquire",
-            "not obtained",
-            "already locked",
-            "held by another",
-            "holds it",
-            "is locked by",
-            "already taken",
-        ],
-    ),
-    (
-        Outcome::Error,
-        &[
-            "fail",
-            "error",
-            "exception",
-            "can't",
-            "cannot",
-            "could not",
-            "unable",
-            "refused",
-            "denied",
-            "abort",
-        ],
-    ),
-];
-
-const OPS: &[(Op, &[&str])] = &[
-    (Op::Release, &["releas", "unlock"]),
-    (
-        Op::Renew,
-        &[
-            "renew",
-            "extend",
-            "refresh",
-            "expiration",
-            "keepalive",
-            "keep-alive",
-            "watchdog",
-            "touch",
-            "prolong",
-        ],
-    ),
-    (Op::Acquire, &["acquir", "obtain", "trylock", "try_lock", "try lock"]),
-    (Op::Write, &["write", "fenced", "commit"]),
 ];
 
 struct Namespace {
@@ -145,6 +64,7 @@ pub struct Classifier {
     rules: Vec<Rule>,
     rule_set: regex::bytes::RegexSet,
     prefilter: AhoCorasick,
+    phrases: Phrasebook,
     namespaces: Vec<Namespace>,
 }
 
@@ -185,6 +105,7 @@ impl Classifier {
             rules,
             rule_set,
             prefilter,
+            phrases: Phrasebook::new()?,
             namespaces: config
                 .namespaces
                 .iter()
@@ -219,74 +140,89 @@ impl Classifier {
             .unwrap_or(crate::vocab::UNKNOWN_NAMESPACE)
     }
 
-    /// Classify one line (without its newline) read as `format`.
-    pub fn classify(&self, line: &[u8], format: LogFormat) -> Verdict {
-        if memchr::memchr(0, line).is_some() {
+    /// Classify one piece of input: a record, or a line too long to keep.
+    pub fn classify_piece(&self, piece: &Piece<'_>, format: LogFormat) -> Verdict {
+        match piece {
+            Piece::Record { orphan: true, .. } => {
+                Verdict::Ignored("continuation lines whose first line was read before (counted with it)")
+            }
+            Piece::Record { bytes, .. } => self.classify(bytes, format),
+            Piece::TooLong(_) => Verdict::Malformed("line too long"),
+        }
+    }
+
+    /// Classify one record read as `format`: a line (without its newline), or lines joined
+    /// by newlines whose first line starts the record.
+    pub fn classify(&self, record: &[u8], format: LogFormat) -> Verdict {
+        if memchr::memchr(0, record).is_some() {
             return Verdict::Malformed("binary data (NUL bytes)");
         }
-        let Ok(text) = std::str::from_utf8(line) else {
+        let Ok(text) = std::str::from_utf8(record) else {
             return Verdict::Malformed("invalid UTF-8");
         };
         let rule = if self.rules.is_empty() {
             None
         } else {
-            self.rule_set.matches(line).iter().next()
+            self.rule_set.matches(record).iter().next()
         };
-        if rule.is_none() && !self.prefilter.is_match(line) {
+        let first_and_rest = || match memchr::memchr(b'\n', record) {
+            Some(nl) => (text[..nl].strip_suffix('\r').unwrap_or(&text[..nl]), &text[nl + 1..]),
+            None => (text, ""),
+        };
+        if rule.is_none() && !self.prefilter.is_match(record) {
             return match format {
-                LogFormat::Json if !fields::looks_like_json(text) => Verdict::Malformed("not a JSON object"),
+                LogFormat::Json if !fields::looks_like_json(first_and_rest().0) => {
+                    Verdict::Malformed("not a JSON object")
+                }
                 _ => Verdict::Ignored("no lock word"),
             };
         }
-        let f = match fields::read(text, format) {
-            Ok(f) => f,
+        let (first, rest) = first_and_rest();
+        let (f, rest) = match fields::read_record(first, rest, text, format) {
+            Ok(v) => v,
             Err(m) => return Verdict::Malformed(m.as_str()),
         };
+        let t = Text::of(&f, rest);
         if let Some(i) = rule {
             let r = &self.rules[i];
             return Verdict::Event {
-                namespace: r.namespace.or_else(|| self.namespace_of(&f, &lower(&f))),
+                namespace: r.namespace.or_else(|| self.namespace_of(&f, &t)),
                 op: r.op,
                 outcome: r.outcome,
                 by: format!("rule[{i}]"),
             };
         }
-        self.builtin(&f)
+        self.builtin(&f, &t)
     }
 
-    fn builtin(&self, f: &Fields<'_>) -> Verdict {
-        let t = lower(f);
-        if !has_lock_noun(&t) {
+    fn builtin(&self, f: &Fields<'_>, t: &Text) -> Verdict {
+        let found = self.phrases.find(&t.lowered);
+        if !found.noun {
             return Verdict::Ignored("lock words only as an adjective (locked, unlocked): not about a lock");
         }
-        let Some((outcome, signal)) = OUTCOMES
-            .iter()
-            .find_map(|(o, words)| words.iter().find(|w| t.contains(*w)).map(|w| (*o, *w)))
-        else {
+        let Some((said, signal)) = found.said else {
             return Verdict::Ignored("about a lock, but no failure in it");
         };
-        // `t` begins with the message, lowercased (ASCII lowercasing keeps byte offsets).
-        let op = first_op(&t[..f.message.len()])
-            .or_else(|| first_op(&t))
-            .or(match outcome {
-                Outcome::NotOwned => Some(Op::Release),
-                Outcome::Busy => Some(Op::Acquire),
-                Outcome::StaleFence => Some(Op::Write),
-                _ => None,
-            });
-        let Some(op) = op else {
+        let named = phrases::first_op(&t.text[..t.message_len])
+            .or_else(|| phrases::first_op(&t.text))
+            .map(|(_, op)| op);
+        let Some((op, outcome)) = said.resolve(named) else {
             return Verdict::Ignored("a lock failure that names no operation (acquire, release, renew, write)");
         };
+        let signal = match said {
+            Said::Quorum | Said::Held => format!("built-in: \"{signal}\" (another holder: {})", outcome.as_str()),
+            _ => format!("built-in: \"{signal}\""),
+        };
         Verdict::Event {
-            namespace: self.namespace_of(f, &t),
+            namespace: self.namespace_of(f, t),
             op,
             outcome,
-            by: format!("built-in: \"{signal}\""),
+            by: signal,
         }
     }
 
     /// Explicit field, else a lock key (field or word) by pattern, else a phrase, else unknown.
-    fn namespace_of(&self, f: &Fields<'_>, lowered: &str) -> Option<usize> {
+    fn namespace_of(&self, f: &Fields<'_>, t: &Text) -> Option<usize> {
         if let Some(ns) = &f.namespace {
             // Only configured names become labels; anything else is `unknown`.
             return self.namespace_index(ns);
@@ -295,11 +231,7 @@ impl Classifier {
         if let Some(i) = f.key.as_deref().and_then(by_key) {
             return Some(i);
         }
-        let words = f
-            .message
-            .split(is_separator)
-            .chain(f.error.as_deref().unwrap_or("").split(is_separator));
-        for w in words {
+        for w in t.text.split(is_separator) {
             let w = w.trim_matches(|c: char| matches!(c, ':' | '.' | ',' | ';' | '\'' | '"'));
             if w.len() > 2
                 && w.contains(':')
@@ -314,7 +246,7 @@ impl Classifier {
             .filter_map(|(i, n)| {
                 n.phrases
                     .iter()
-                    .filter_map(|p| lowered.find(p.as_str()))
+                    .filter_map(|p| t.lowered.find(p.as_str()))
                     .min()
                     .map(|at| (at, i))
             })
@@ -327,84 +259,35 @@ fn is_separator(c: char) -> bool {
     c.is_whitespace() || matches!(c, '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | '=' | '"' | '`')
 }
 
-/// Message and error, lowercased, as the built-in rules read them.
-fn lower(f: &Fields<'_>) -> String {
-    let mut t = String::with_capacity(f.message.len() + f.error.as_ref().map_or(0, |e| e.len() + 3));
-    t.push_str(&f.message);
-    if let Some(e) = &f.error {
-        t.push_str(" | ");
-        t.push_str(e);
-    }
-    t.make_ascii_lowercase();
-    t
+/// A record's text as the built-in rules read it: the message, then the error and the
+/// lines after the first; and the same lowercased (`phrases::normalize`).
+struct Text {
+    text: String,
+    lowered: String,
+    message_len: usize,
 }
 
-/// `lock` / `unlock` as a word (not `locked`, `unlocked`, `blocking`), or a library's name
-/// for a lock failure.
-fn has_lock_noun(t: &str) -> bool {
-    const NAMED: &[&str] = &[
-        "locknotowned",
-        "illegalmonitorstate",
-        "lease",
-        "mutex",
-        "token mismatch",
-        "fencing token",
-    ];
-    if NAMED.iter().any(|w| t.contains(w)) {
-        return true;
-    }
-    let b = t.as_bytes();
-    let mut from = 0;
-    while let Some(at) = memchr::memmem::find(&b[from..], b"lock") {
-        let start = from + at;
-        let end = start + 4;
-        let before = start.checked_sub(1).map(|i| b[i]);
-        let before_ok = match before {
-            None => true,
-            Some(c) if !c.is_ascii_alphanumeric() => true,
-            // `unlock`, itself a word
-            Some(b'n') => start >= 2 && b[start - 2] == b'u' && (start < 3 || !b[start - 3].is_ascii_alphanumeric()),
-            _ => false,
-        };
-        let after_ok = b.get(end).is_none_or(|c| !c.is_ascii_alphabetic());
-        if before_ok && after_ok {
-            return true;
+impl Text {
+    fn of(f: &Fields<'_>, rest: &str) -> Self {
+        let mut text =
+            String::with_capacity(f.message.len() + f.error.as_ref().map_or(0, |e| e.len() + 3) + rest.len() + 1);
+        text.push_str(&f.message);
+        if let Some(e) = &f.error {
+            text.push_str(" | ");
+            text.push_str(e);
         }
-        from = end;
+        if !rest.is_empty() {
+            text.push('\n');
+            text.push_str(rest);
+        }
+        Text {
+            lowered: phrases::normalize(&text),
+            message_len: f.message.len(),
+            text,
+        }
     }
-    false
-}
-
-/// The operation named earliest in `t`.
-fn first_op(t: &str) -> Option<Op> {
-    OPS.iter()
-        .filter_map(|(op, words)| words.iter().filter_map(|w| t.find(w)).min().map(|at| (at, *op)))
-        .min_by_key(|(at, _)| *at)
-        .map(|(_, op)| op)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lock_as_a_noun_only() {
-        assert!(has_lock_noun("run lock renewal failed"));
-        assert!(has_lock_noun("attempt to unlock lock"));
-        assert!(has_lock_noun("lock: busy"));
-        assert!(has_lock_noun("redis.exceptions.locknotownederror"));
-        assert!(!has_lock_noun("user account locked after failed logins"));
-        assert!(!has_lock_noun("cache unlocked for rebuild"));
-        assert!(!has_lock_noun("non-blocking io"));
-        assert!(!has_lock_noun("clock skew"));
-    }
-
-    #[test]
-    fn earliest_operation_wins() {
-        assert_eq!(first_op("lock acquire: approval lock busy"), Some(Op::Acquire));
-        assert_eq!(first_op("payout unlock failed"), Some(Op::Release));
-        assert_eq!(first_op("run lock renewal failed"), Some(Op::Renew));
-        assert_eq!(first_op("can't update lock x expiration"), Some(Op::Renew));
-        assert_eq!(first_op("payout batch aborted"), None);
-    }
-}
+#[path = "classify_tests.rs"]
+mod tests;

@@ -6,8 +6,10 @@
 
 use prometheus::IntCounter;
 
-use super::Verdict;
 use super::metrics::IntakeMetrics;
+use super::records::Piece;
+use super::{Classifier, Verdict};
+use crate::config::LogFormat;
 use crate::vocab::{LineResult, Op, Outcome, UNKNOWN_NAMESPACE};
 
 const PER_NAMESPACE: usize = Op::ALL.len() * Outcome::ALL.len();
@@ -91,13 +93,29 @@ impl Tally {
 
     /// Count one classified line.
     pub fn line(&mut self, verdict: &Verdict) {
-        match verdict {
+        self.record(verdict, 1);
+    }
+
+    /// Count one classified record of `lines` lines: at most one event, and each of its
+    /// lines with the record's result.
+    pub fn record(&mut self, verdict: &Verdict, lines: u64) {
+        let result = match verdict {
             Verdict::Event {
                 namespace, op, outcome, ..
-            } => self.event(*namespace, *op, *outcome),
-            Verdict::Ignored(_) => self.lines[LineResult::Ignored as usize] += 1,
-            Verdict::Malformed(_) => self.lines[LineResult::Malformed as usize] += 1,
-        }
+            } => {
+                let ns = namespace.filter(|i| *i < self.namespaces);
+                self.events[slot(self.namespaces, ns, *op, *outcome)] += 1;
+                LineResult::Matched
+            }
+            Verdict::Ignored(_) => LineResult::Ignored,
+            Verdict::Malformed(_) => LineResult::Malformed,
+        };
+        self.lines[result as usize] += lines;
+    }
+
+    /// Classify one piece of input read as `format` and count it.
+    pub fn piece(&mut self, classifier: &Classifier, piece: &Piece<'_>, format: LogFormat) {
+        self.record(&classifier.classify_piece(piece, format), u64::from(piece.lines()));
     }
 
     /// Count one lock event (a matched line).
@@ -157,16 +175,25 @@ mod tests {
         t.event(Some(7), Op::Write, Outcome::StaleFence); // out of range: unknown
         t.too_long();
         t.line(&Verdict::Ignored("x"));
+        let traceback = Verdict::Event {
+            namespace: Some(0),
+            op: Op::Release,
+            outcome: Outcome::NotOwned,
+            by: String::new(),
+        };
+        t.record(&traceback, 9);
         let got: Vec<_> = t.events().collect();
         assert_eq!(
             got,
             vec![
+                (Some(0), Op::Release, Outcome::NotOwned, 1),
                 (Some(1), Op::Renew, Outcome::Error, 1),
                 (None, Op::Release, Outcome::NotOwned, 1),
                 (None, Op::Write, Outcome::StaleFence, 1),
             ]
         );
-        assert_eq!(t.lines, [3, 1, 1]);
-        assert_eq!(t.total(), 5);
+        // One event for the 9-line record; its lines all count as matched.
+        assert_eq!(t.lines, [12, 1, 1]);
+        assert_eq!(t.total(), 14);
     }
 }

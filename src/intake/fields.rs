@@ -1,4 +1,5 @@
-//! Reading one log line's fields: a JSON object (slog, zap, logback, Python JSON loggers),
+//! Reading one log line's fields: a JSON object (slog, zap, logback, Python JSON loggers,
+//! Serilog's compact `@mt` / `@x`),
 //! logfmt (quoted values and escapes), or plain text — detected per line or forced.
 //!
 //! Only the fields classification needs are kept: message, error, lock key and namespace,
@@ -9,8 +10,19 @@ use std::borrow::Cow;
 use crate::config::LogFormat;
 
 /// Field names, in order of preference.
-const MESSAGE: &[&str] = &["msg", "message", "event"];
-const ERROR: &[&str] = &["error", "err", "exception", "exc_info", "stack_trace", "error.message"];
+const MESSAGE: &[&str] = &["msg", "message", "event", "@m", "@mt"];
+/// Error fields: every one present is read (winston's `stack` beside `message`, pino's `err`).
+const ERROR: &[&str] = &[
+    "error",
+    "err",
+    "exception",
+    "exc_info",
+    "stack_trace",
+    "stacktrace",
+    "stack",
+    "error.message",
+    "@x",
+];
 const KEY: &[&str] = &["key", "lock_key", "lock", "resource", "lock.key"];
 const NAMESPACE: &[&str] = &["namespace", "lock_namespace"];
 
@@ -59,6 +71,26 @@ pub(crate) fn read(line: &str, format: LogFormat) -> Result<Fields<'_>, Malforme
     }
 }
 
+/// Read a record: its first line as `read` does, the lines after it (`rest`) returned for
+/// the error text — unless the first line opens a JSON object that only the whole record
+/// (`whole`) closes, as pretty-printed JSON does.
+pub(crate) fn read_record<'a>(
+    first: &'a str,
+    rest: &'a str,
+    whole: &'a str,
+    format: LogFormat,
+) -> Result<(Fields<'a>, &'a str), Malformed> {
+    let opens = first.trim_start().starts_with('{') && !first.trim_end().ends_with('}');
+    if !rest.is_empty()
+        && opens
+        && matches!(format, LogFormat::Auto | LogFormat::Json)
+        && let Some(f) = json(whole.trim())
+    {
+        return Ok((f, ""));
+    }
+    Ok((read(first, format)?, rest))
+}
+
 /// Cheap structural check for lines that need no full parse: `{…}`.
 pub(crate) fn looks_like_json(line: &str) -> bool {
     let t = line.trim();
@@ -75,23 +107,22 @@ fn text(line: &str) -> Fields<'_> {
 
 fn json(line: &str) -> Option<Fields<'_>> {
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).ok()?;
-    let get = |names: &[&str]| -> Option<Cow<'static, str>> {
-        names.iter().find_map(|n| {
-            let v = match n.split_once('.') {
-                Some((outer, inner)) => map.get(outer)?.get(inner)?,
-                None => map.get(*n)?,
-            };
-            match v {
-                serde_json::Value::String(s) => Some(Cow::Owned(s.clone())),
-                serde_json::Value::Null => None,
-                other => Some(Cow::Owned(other.to_string())),
-            }
-        })
+    let value = |n: &str| -> Option<Cow<'static, str>> {
+        let v = match n.split_once('.') {
+            Some((outer, inner)) => map.get(outer)?.get(inner)?,
+            None => map.get(n)?,
+        };
+        match v {
+            serde_json::Value::String(s) => Some(Cow::Owned(s.clone())),
+            serde_json::Value::Null => None,
+            other => Some(Cow::Owned(other.to_string())),
+        }
     };
+    let get = |names: &[&str]| names.iter().find_map(|n| value(n));
     Some(Fields {
         format: Some(LogFormat::Json),
         message: get(MESSAGE).unwrap_or_default(),
-        error: get(ERROR),
+        error: joined(ERROR.iter().filter_map(|n| value(n))),
         key: get(KEY),
         namespace: get(NAMESPACE),
     })
@@ -178,6 +209,20 @@ pub(crate) fn logfmt_pairs(line: &str) -> Option<Vec<(&str, Cow<'_, str>)>> {
     (!pairs.is_empty()).then_some(pairs)
 }
 
+/// The error fields present, joined by ` | ` (one is returned as it is).
+fn joined<'a>(mut values: impl Iterator<Item = Cow<'a, str>>) -> Option<Cow<'a, str>> {
+    let first = values.next()?;
+    let Some(second) = values.next() else {
+        return Some(first);
+    };
+    let mut all = format!("{first} | {second}");
+    for v in values {
+        all.push_str(" | ");
+        all.push_str(&v);
+    }
+    Some(Cow::Owned(all))
+}
+
 fn utf8_len(first: u8) -> usize {
     match first {
         0..=0x7f => 1,
@@ -197,7 +242,11 @@ fn logfmt(line: &str) -> Option<Fields<'_>> {
     Some(Fields {
         format: Some(LogFormat::Logfmt),
         message: get(MESSAGE).unwrap_or_default(),
-        error: get(ERROR),
+        error: joined(
+            ERROR
+                .iter()
+                .filter_map(|n| pairs.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())),
+        ),
         key: get(KEY),
         namespace: get(NAMESPACE),
     })

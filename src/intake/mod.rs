@@ -1,8 +1,10 @@
 //! The event intake: lock events from application log lines (files and stdin) and from
 //! pushes to `POST /api/v1/events`.
 //!
-//! `fields` reads a line (JSON, logfmt or text); `classify` turns it into a lock event
-//! `{namespace, op, outcome}` or says why not; `count` adds verdicts up into the intake's own metrics (`metrics`).
+//! `lines` and `records` cut input into records (a line, or a line with its traceback);
+//! `fields` reads a record's first line (JSON, logfmt or text); `classify` turns a record
+//! into a lock event `{namespace, op, outcome}` with the words of `phrases`, or says why
+//! not; `count` adds verdicts up into the intake's own metrics (`metrics`).
 //! `tail` follows `[[logs]]` files, `stdin` reads a pipe, `push` reads pushed event objects.
 
 pub mod classify;
@@ -10,8 +12,10 @@ pub(crate) mod count;
 pub(crate) mod fields;
 pub mod lines;
 pub(crate) mod metrics;
+pub(crate) mod phrases;
 pub(crate) mod print;
 pub(crate) mod push;
+pub mod records;
 pub(crate) mod stdin;
 pub(crate) mod tail;
 

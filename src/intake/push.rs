@@ -1,13 +1,14 @@
 //! Pushed lock events: reading the body of `POST /api/v1/events`. Event objects (NDJSON)
 //! are all checked before any is counted, so a rejected batch can be fixed and resent
-//! whole without counting anything twice; `text/plain` lines are classified like a file's.
+//! whole without counting anything twice; `text/plain` lines are classified like a file's,
+//! records (a line with its traceback) joined.
 
 use serde_json::Value;
 
 use super::count::Tally;
-use super::lines::{Line, Splitter};
-use super::{Classifier, MAX_LINE, Verdict};
-use crate::config::LogFormat;
+use super::records::{End, RecordSplitter};
+use super::{Classifier, MAX_LINE};
+use crate::config::{LogFormat, Multiline};
 use crate::vocab::UNKNOWN_NAMESPACE;
 use crate::vocab::{Op, Outcome};
 
@@ -95,12 +96,12 @@ fn json_problem(e: &serde_json::Error) -> String {
     }
 }
 
-/// Classify raw log lines, as a tailed file's would be.
+/// Classify raw log lines, as a tailed file's would be: records (a traceback with its
+/// line) are joined, and the body's end ends the last one.
 pub(crate) fn text(body: &[u8], classifier: &Classifier) -> Tally {
     let mut tally = Tally::new(classifier.namespace_count());
-    Splitter::default().feed(body, MAX_LINE, true, |line| match line {
-        Line::Text(b) => tally.line(&classifier.classify(b, LogFormat::Auto)),
-        Line::TooLong(_) => tally.line(&Verdict::Malformed("line too long")),
+    RecordSplitter::new(Multiline::Auto).feed(body, MAX_LINE, End::Eof, |piece| {
+        tally.piece(classifier, &piece, LogFormat::Auto)
     });
     tally
 }

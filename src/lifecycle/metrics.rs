@@ -36,8 +36,10 @@ pub(crate) struct WatcherMetrics {
     lock_renewal_interval_seconds: HistogramVec,
     /// Labels target, namespace, at.
     lock_near_misses_total: IntCounterVec,
-    /// Label target.
+    /// Label target: subscribed and verified.
     notifications_connected: IntGaugeVec,
+    /// Label target: the pub/sub subscription is up, receiving or not.
+    notifications_subscribed: IntGaugeVec,
     /// Label target: keyspace notifications received on lock keys.
     notifications_received_total: IntCounterVec,
     /// Label target: lock keys the watcher holds state for (holds and takeover tombstones).
@@ -60,6 +62,7 @@ pub(crate) struct NsMetrics {
 pub(crate) struct TargetMetrics {
     pub(crate) namespaces: Vec<NsMetrics>,
     pub(crate) connected: IntGauge,
+    pub(crate) subscribed: IntGauge,
     pub(crate) received: IntCounter,
     pub(crate) tracked: IntGauge,
 }
@@ -105,7 +108,12 @@ impl WatcherMetrics {
             )?,
             notifications_connected: r.int_gauges(
                 metric::NOTIFICATIONS_CONNECTED,
-                "1 while subscribed to the target's keyspace notifications.",
+                "1 while subscribed to the target's keyspace notifications and they are verified to arrive: the flags complete where CONFIG GET answers, and no repairs without a single notification.",
+                t,
+            )?,
+            notifications_subscribed: r.int_gauges(
+                metric::NOTIFICATIONS_SUBSCRIBED,
+                "1 while the pub/sub subscription to the target's keyspace notifications is up, whether or not notifications arrive (subscribed 1 and connected 0: subscribed but not receiving).",
                 t,
             )?,
             notifications_received_total: r.counters(
@@ -121,7 +129,9 @@ impl WatcherMetrics {
         };
         for target in config.targets.iter().filter(|t| t.notifications != Notifications::Off) {
             // Resolving the handles creates every series at 0.
-            m.for_target(&target.name, &config.namespaces).connected.set(0);
+            let h = m.for_target(&target.name, &config.namespaces);
+            h.connected.set(0);
+            h.subscribed.set(0);
         }
         Ok(m)
     }
@@ -148,6 +158,7 @@ impl WatcherMetrics {
                 })
                 .collect(),
             connected: self.notifications_connected.with_label_values(&[t]),
+            subscribed: self.notifications_subscribed.with_label_values(&[t]),
             received: self.notifications_received_total.with_label_values(&[t]),
             tracked: self.lifecycle_tracked_locks.with_label_values(&[t]),
         }

@@ -8,6 +8,7 @@
 
 mod headroom;
 pub(crate) mod history;
+mod liveness;
 pub(crate) mod metrics;
 mod migration;
 mod recorder;
@@ -86,7 +87,12 @@ enum SessionError {
 /// What the HTTP side may read about a target's watcher.
 pub(crate) struct LifecycleState {
     pub(crate) target: String,
+    /// Subscribed and verified: notifications arrive.
     connected: AtomicBool,
+    /// The subscription is up (receiving or not).
+    subscribed: AtomicBool,
+    /// Subscribed but not receiving: why, in words.
+    blind: Mutex<Option<String>>,
     history: Mutex<History>,
     notifications: Mutex<String>,
     /// Expiry takeovers counted, per namespace name.
@@ -98,6 +104,8 @@ impl LifecycleState {
         LifecycleState {
             target: target.to_string(),
             connected: AtomicBool::new(false),
+            subscribed: AtomicBool::new(false),
+            blind: Mutex::new(None),
             history: Mutex::new(History::new(HISTORY_CAP)),
             notifications: Mutex::new("not checked yet".to_string()),
             takeovers,
@@ -107,8 +115,17 @@ impl LifecycleState {
     pub(crate) fn takeovers(&self, ns: &str) -> u64 {
         self.takeovers.iter().find(|(n, _)| n == ns).map_or(0, |(_, c)| c.get())
     }
+    /// Subscribed, and notifications verified to arrive.
     pub(crate) fn connected(&self) -> bool {
         self.connected.load(Ordering::Relaxed)
+    }
+    /// Subscribed, receiving or not.
+    pub(crate) fn subscribed(&self) -> bool {
+        self.subscribed.load(Ordering::Relaxed)
+    }
+    /// Why a subscription receives nothing, when it does not.
+    pub(crate) fn blind(&self) -> Option<String> {
+        self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
     pub(crate) fn history(&self) -> MutexGuard<'_, History> {
         self.history.lock().unwrap_or_else(|p| p.into_inner())
@@ -211,9 +228,13 @@ impl Watcher {
         let mut backoff = MIN_BACKOFF;
         let mut last_error = String::new();
         loop {
-            let began = Instant::now();
-            let result = self.session(&mut tracker, &shutdown).await;
-            self.set_connected(false);
+            let mut subscribed = false;
+            let result = self.session(&mut tracker, &shutdown, &mut subscribed).await;
+            self.set_state(false, None);
+            // A subscription that was made says the server is fine: the next try is quick.
+            if subscribed {
+                backoff = MIN_BACKOFF;
+            }
             match result {
                 Ok(()) => return,
                 Err(SessionError::PrimariesChanged) => {
@@ -232,9 +253,6 @@ impl Watcher {
                     last_error = e;
                 }
             }
-            if began.elapsed() > Duration::from_secs(30) {
-                backoff = MIN_BACKOFF;
-            }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(backoff) => {}
@@ -243,9 +261,15 @@ impl Watcher {
         }
     }
 
-    fn set_connected(&self, up: bool) {
-        self.metrics.connected.set(i64::from(up));
-        self.state.connected.store(up, Ordering::Relaxed);
+    /// Subscribed or not, and when subscribed, whether blind (and why): the two gauges and
+    /// what the status page says.
+    fn set_state(&self, subscribed: bool, blind: Option<String>) {
+        let connected = subscribed && blind.is_none();
+        self.metrics.subscribed.set(i64::from(subscribed));
+        self.metrics.connected.set(i64::from(connected));
+        self.state.subscribed.store(subscribed, Ordering::Relaxed);
+        self.state.connected.store(connected, Ordering::Relaxed);
+        *self.state.blind.lock().unwrap_or_else(|p| p.into_inner()) = blind;
     }
 
     fn now_ms(&self) -> i64 {

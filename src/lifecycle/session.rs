@@ -11,6 +11,7 @@ use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::liveness::{Blind, Liveness};
 use super::migration::{Admit, Deferrals, Verified};
 use super::recorder::{Recorder, wall_ms};
 use super::tracker::Tracker;
@@ -34,6 +35,7 @@ impl Watcher {
         &mut self,
         tracker: &mut Tracker,
         shutdown: &CancellationToken,
+        subscribed: &mut bool,
     ) -> Result<(), SessionError> {
         let limit = self.target.sample_budget.max(Duration::from_secs(2));
         let layout = self.nodes.current();
@@ -81,12 +83,11 @@ impl Watcher {
         // sampler's passes from now on stand in for owners not seen in a `set`.
         tracker.reset();
         let marks: Vec<u32> = self.locks.namespaces.iter().map(|n| n.table().pass_number()).collect();
-        self.set_connected(true);
+        *subscribed = true;
         tracing::info!(target_name = %self.target.name, patterns = self.channels.len(), primaries = primaries.len(),
             "subscribed to keyspace notifications");
-        if complete {
-            self.locks.subscribed();
-        }
+        let mut live = Liveness::new(complete, self.metrics.received.get(), self.locks.repaired());
+        self.follow_liveness(None, &live);
         let _unsubscribe = Unsubscribe(self.locks.clone());
         let mut flags_check = tokio::time::interval(FLAGS_CHECK_EVERY);
         flags_check.reset();
@@ -123,7 +124,10 @@ impl Watcher {
                     self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
                 }
                 _ = flags_check.tick() => {
-                    complete = self.recheck_flags(complete, limit, &mut flag_conns).await;
+                    let flags = self.recheck_flags(live.flags_complete(), limit, &mut flag_conns).await;
+                    let before = live.blind();
+                    live.check(flags, self.metrics.received.get(), self.locks.repaired());
+                    self.follow_liveness(Some(before), &live);
                 }
                 _ = nodes.changed() => {
                     if nodes.current().primary_addrs() != primaries.iter().map(String::as_str).collect::<Vec<_>>() {
@@ -157,6 +161,11 @@ impl Watcher {
                     }
                     drop(history);
                     self.metrics.received.inc_by(n);
+                    if matches!(live.blind(), Some(Blind::Silent(_))) {
+                        let before = live.blind();
+                        live.received();
+                        self.follow_liveness(Some(before), &live);
+                    }
                     for v in verify {
                         self.spawn_verify(&reader, v, &vtx);
                     }
@@ -256,44 +265,70 @@ impl Watcher {
         }
     }
 
-    /// Check `notify-keyspace-events` again on every primary: flags switched off at runtime
-    /// (or a restart without them) put the target in scan mode, flags back return it to
-    /// events mode (`configure` puts them back itself). Returns whether the flags are complete.
+    /// Check `notify-keyspace-events` again on every primary (`configure` puts missing
+    /// flags back itself): whether they are complete, `None` when no primary answered (the
+    /// PING of the subscription tells about the connections). `complete`: as last found.
     async fn recheck_flags(
         &mut self,
         complete: bool,
         limit: Duration,
         conns: &mut [(String, ConnectionManager)],
-    ) -> bool {
+    ) -> Option<bool> {
         let policy = match self.target.notifications {
             Notifications::Configure => Notifications::Configure,
             _ => Notifications::Auto,
         };
-        let mut now = true;
+        let mut now = None;
         for (addr, conn) in conns.iter_mut() {
             let applied = match tokio::time::timeout(limit, notify::apply(policy, &self.needed, conn)).await {
                 Ok(Ok(a)) => a,
-                _ => continue, // the PING of the subscription tells about the connection
+                _ => continue,
             };
             let ok = !matches!(applied, Applied::Missing { .. });
             if ok != complete || matches!(applied, Applied::Configured { .. }) {
                 self.report_applied(addr, self.nodes.current().primaries.len(), &applied);
             }
-            now &= ok;
-        }
-        match (complete, now) {
-            (true, false) => {
-                tracing::warn!(target_name = %self.target.name,
-                    "notify-keyspace-events no longer has what lockwatch needs: scan mode until it does");
-                self.locks.unsubscribed();
-            }
-            (false, true) => {
-                tracing::info!(target_name = %self.target.name,
-                    "notify-keyspace-events has what lockwatch needs again: events mode");
-                self.locks.subscribed();
-            }
-            _ => {}
+            now = Some(now.unwrap_or(true) && ok);
         }
         now
+    }
+
+    /// Act on the liveness verdict when it changed from `before` (`None`: the subscription
+    /// just began): the gauges, the lock tables' mode (events only while notifications
+    /// arrive), the status page's words and the log.
+    fn follow_liveness(&self, before: Option<Option<Blind>>, live: &Liveness) {
+        let now = live.blind();
+        if before.as_ref() == Some(&now) {
+            return;
+        }
+        let t = &self.target.name;
+        let words = match &now {
+            None => {
+                if before.is_some() {
+                    tracing::info!(target_name = %t, "keyspace notifications arrive again: events mode, lockwatch_notifications_connected 1");
+                }
+                self.locks.subscribed();
+                self.set_state(true, None);
+                return;
+            }
+            Some(Blind::Flags) => {
+                tracing::warn!(target_name = %t, setting = %self.state.notifications(),
+                    "subscribed, but notify-keyspace-events lacks flags lockwatch needs: not receiving (lockwatch_notifications_connected 0), scan mode until the flags are back");
+                format!(
+                    "notify-keyspace-events lacks flags lockwatch needs ({})",
+                    self.state.notifications()
+                )
+            }
+            Some(Blind::Silent(n)) => {
+                tracing::warn!(target_name = %t, repairs = n,
+                    "subscribed, but no keyspace notification arrived while the lock tables repaired changes they should have announced: not receiving (lockwatch_notifications_connected 0), scan mode until one arrives");
+                format!(
+                    "silent: {n} lock changes found by reads and the reconciling SCAN that no notification announced, and not one notification in {} s",
+                    super::FLAGS_CHECK_EVERY.as_secs()
+                )
+            }
+        };
+        self.locks.unsubscribed();
+        self.set_state(true, Some(words));
     }
 }

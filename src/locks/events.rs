@@ -208,6 +208,7 @@ impl NamespaceTable {
         };
         if self.confirmed(key, kind, seq, now_ms) {
             self.pending.repairs[kind.index()] += 1;
+            self.repaired += 1;
             match found {
                 Found::Lock { owner, pttl_ms } => self.apply(ns, key, owner, pttl_ms, now_ms),
                 Found::Gone => self.forget(key),
@@ -232,6 +233,7 @@ impl NamespaceTable {
                 if !counting || self.confirmed(key, Repair::Missing, 0, now_ms) {
                     if counting {
                         self.pending.repairs[Repair::Missing.index()] += 1;
+                        self.repaired += 1;
                     }
                     self.apply(ns, key, owner, pttl_ms, now_ms);
                     self.pass_seen(key);

@@ -110,6 +110,11 @@ impl TargetLocks {
         self.subscription.store(0, Ordering::Relaxed);
     }
 
+    /// Repairs confirmed so far in all namespaces: lock changes the events missed.
+    pub fn repaired(&self) -> u64 {
+        self.namespaces.iter().map(|n| n.table().repaired()).sum()
+    }
+
     /// The number of the subscription in force, `None` in scan mode.
     pub fn subscription(&self) -> Option<u64> {
         Some(self.subscription.load(Ordering::Relaxed)).filter(|n| *n != 0)

@@ -152,6 +152,8 @@ pub struct NamespaceTable {
     pub(super) odd: KeyMap<Unreadable>,
     /// Events mode: discrepancies a read found, waiting for a second read to confirm them.
     pub(super) suspects: KeyMap<super::events::Suspect>,
+    /// Repairs confirmed since the table was made (never taken): changes the events missed.
+    pub(super) repaired: u64,
 }
 
 impl NamespaceTable {
@@ -174,7 +176,14 @@ impl NamespaceTable {
             last: Census::default(),
             odd: HashMap::default(),
             suspects: HashMap::default(),
+            repaired: 0,
         }
+    }
+
+    /// Repairs confirmed so far, all kinds: what the events missed and reads or the
+    /// reconciling walk found (the watcher compares it with what it received).
+    pub fn repaired(&self) -> u64 {
+        self.repaired
     }
 
     /// Start a pass; a walk at its start begins a new cycle. Returns where to walk from.

@@ -1,6 +1,13 @@
 //! Views of the lock tables for the HTTP side: the held locks of a target and namespace
 //! with their verdicts (overdue, age, fence), closest to expiry first. Callers ask; they
 //! never walk the tables or judge a lock themselves.
+//!
+//! A listing is a bounded top-N selection: the walk keeps the `limit` best so far in a
+//! heap and builds a view only for a lock that gets in, so a 10-row answer over a million
+//! locks costs O(n log limit) time and O(limit) memory, never a copy of every lock.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
 use serde::Serialize;
 
@@ -41,9 +48,10 @@ pub(crate) struct LockList {
 }
 
 /// Held locks of `targets` matching `f`, those closest to expiry first (stalled holders
-/// lead the list); locks without expiry last.
+/// lead the list), locks without expiry last; ties by key. Each namespace's table is locked
+/// only while it is walked.
 pub(crate) fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>) -> LockList {
-    let mut out = Vec::new();
+    let mut best = Best::new(f.limit);
     for target in targets.iter().filter(|t| f.target.is_none_or(|name| t.name == name)) {
         let now_ms = target.now_ms();
         for ns_locks in target
@@ -55,7 +63,12 @@ pub(crate) fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>)
             let fence_of = ns.fence_map();
             let table = ns_locks.table();
             for (key, e) in table.locks().filter(|(_, e)| e.known()) {
-                out.push(LockView {
+                let pttl_ms = e.pttl_at(now_ms);
+                let rank = Rank {
+                    expiry: if pttl_ms < 0 { i64::MAX } else { pttl_ms },
+                    key,
+                };
+                best.offer(rank, || LockView {
                     target: target.name.clone(),
                     namespace: ns.name.clone(),
                     key: String::from_utf8_lossy(key).into_owned(),
@@ -64,20 +77,157 @@ pub(crate) fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>)
                         _ => "<redacted>".to_string(),
                     },
                     owner_hash: format!("{:016x}", e.owner),
-                    pttl_ms: e.pttl_at(now_ms),
+                    pttl_ms,
                     age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
                     fence: fence_of.key_for(key).and_then(|k| table.fence(&k)),
-                    overdue: ttl::renewal_overdue(e.pttl_at(now_ms), ns.overdue_below()),
+                    overdue: ttl::renewal_overdue(pttl_ms, ns.overdue_below()),
                 });
             }
         }
     }
-    out.sort_by_key(|l| if l.pttl_ms < 0 { i64::MAX } else { l.pttl_ms });
-    let total = out.len();
-    out.truncate(f.limit);
-    LockList {
-        total,
-        truncated: total > f.limit,
-        locks: out,
+    best.into_list()
+}
+
+/// Where a lock stands in a listing: less time left first (no expiry as `i64::MAX`), then
+/// by key.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Rank<'k> {
+    expiry: i64,
+    key: &'k [u8],
+}
+
+/// A chosen lock: its rank (the key owned, as it outlives the table's lock) and its view.
+struct Chosen {
+    expiry: i64,
+    key: Box<[u8]>,
+    view: LockView,
+}
+
+impl Chosen {
+    fn rank(&self) -> Rank<'_> {
+        Rank {
+            expiry: self.expiry,
+            key: &self.key,
+        }
+    }
+}
+
+impl PartialEq for Chosen {
+    fn eq(&self, other: &Self) -> bool {
+        self.rank() == other.rank()
+    }
+}
+
+impl Eq for Chosen {}
+
+impl PartialOrd for Chosen {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Chosen {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.rank().cmp(&other.rank())
+    }
+}
+
+/// The `limit` best locks offered so far (a max-heap: the worst of them on top, replaced
+/// by a better one), and how many were offered.
+struct Best {
+    limit: usize,
+    heap: BinaryHeap<Chosen>,
+    offered: usize,
+}
+
+impl Best {
+    fn new(limit: usize) -> Self {
+        Best {
+            limit,
+            heap: BinaryHeap::with_capacity(limit.saturating_add(1)),
+            offered: 0,
+        }
+    }
+
+    /// Count a lock; keep it (building its view) only when it ranks among the best.
+    fn offer(&mut self, rank: Rank<'_>, view: impl FnOnce() -> LockView) {
+        self.offered += 1;
+        let better = match self.heap.peek() {
+            _ if self.heap.len() < self.limit => true,
+            Some(worst) => rank < worst.rank(),
+            None => false,
+        };
+        if better {
+            self.heap.push(Chosen {
+                expiry: rank.expiry,
+                key: rank.key.into(),
+                view: view(),
+            });
+            if self.heap.len() > self.limit {
+                self.heap.pop();
+            }
+        }
+    }
+
+    fn into_list(self) -> LockList {
+        LockList {
+            total: self.offered,
+            truncated: self.offered > self.limit,
+            locks: self.heap.into_sorted_vec().into_iter().map(|c| c.view).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(key: &str) -> LockView {
+        LockView {
+            target: "t".into(),
+            namespace: "n".into(),
+            key: key.into(),
+            owner: String::new(),
+            owner_hash: String::new(),
+            pttl_ms: 0,
+            age_s: 0.0,
+            fence: None,
+            overdue: false,
+        }
+    }
+
+    /// The selection equals a full sort cut at `limit`, for every limit, ties included.
+    #[test]
+    fn the_best_are_those_a_full_sort_would_list_first() {
+        // A scrambled order, with repeated expiries and no-expiry locks.
+        let locks: Vec<(i64, String)> = (0..200u64)
+            .map(|i| {
+                let spread = (i * 7919) % 200;
+                let expiry = if spread % 17 == 0 {
+                    i64::MAX
+                } else {
+                    (spread / 3) as i64
+                };
+                (expiry, format!("k{spread:03}"))
+            })
+            .collect();
+        let mut sorted = locks.clone();
+        sorted.sort();
+        for limit in [0, 1, 2, 10, 66, 199, 200, 500] {
+            let mut best = Best::new(limit);
+            for (expiry, key) in &locks {
+                let rank = Rank {
+                    expiry: *expiry,
+                    key: key.as_bytes(),
+                };
+                best.offer(rank, || view(key));
+            }
+            assert!(best.heap.len() <= limit);
+            let list = best.into_list();
+            assert_eq!((list.total, list.truncated), (200, limit < 200));
+            let keys: Vec<&str> = list.locks.iter().map(|l| l.key.as_str()).collect();
+            let want: Vec<&str> = sorted.iter().take(limit).map(|(_, k)| k.as_str()).collect();
+            assert_eq!(keys, want, "limit {limit}");
+        }
     }
 }

@@ -397,8 +397,8 @@ pub(super) fn alerts(config: &Config) -> String {
             "LockwatchNotificationsDisconnected",
             "lockwatch_notifications_connected == 0".into(),
             "5m",
-            "lockwatch is not subscribed to keyspace notifications of target {{ $labels.target }}",
-            "lockwatch has not been subscribed to the keyspace notifications of target {{ $labels.target }} for 5 minutes: lock transitions, expiry takeovers and the successes under the failure ratios are not counted.".into(),
+            "lockwatch receives no keyspace notifications of target {{ $labels.target }}",
+            "lockwatch has received no keyspace notifications of target {{ $labels.target }} for 5 minutes: either it is not subscribed, or it is subscribed but nothing arrives (lockwatch_notifications_subscribed 1: notify-keyspace-events lacks flags, e.g. switched off or a restart without them, or, where CONFIG is denied, lock changes found by SCAN that no notification announced). Lock transitions, expiry takeovers and the successes under the failure ratios are not counted; the lock gauges come from SCAN passes.".into(),
         ),
         (
             "LockwatchNotificationsUnreliable",

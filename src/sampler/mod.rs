@@ -192,6 +192,15 @@ impl Sampler {
                     ..Walk::default()
                 };
             }
+            if let Err((node, e)) = self.check_conns().await {
+                return Walk {
+                    error: Some(format!(
+                        "node {node}: {}",
+                        crate::access::tls::explain(&self.target, &e)
+                    )),
+                    ..Walk::default()
+                };
+            }
             match mode {
                 TrackingMode::Scan => self.walk(deadline).await,
                 TrackingMode::Events => self.events_pass(deadline).await,
@@ -200,11 +209,18 @@ impl Sampler {
         .await;
         let (keys_scanned, truncated, error) = match outcome {
             Ok(w) => (w.keys_scanned, w.truncated, w.error),
-            Err(_) => (
-                0,
-                true,
-                Some(format!("pass did not finish within {}", crate::duration::format(hard))),
-            ),
+            Err(_) => {
+                // A routed cluster connection wedged (a slot map refresh that never ends
+                // while slots move) would wedge every later pass: the next one builds anew.
+                if matches!(self.reader, Some(Reader::Routed(_))) {
+                    self.reader = None;
+                }
+                (
+                    0,
+                    true,
+                    Some(format!("pass did not finish within {}", crate::duration::format(hard))),
+                )
+            }
         };
         if error.is_none() {
             self.last_ok_mode = Some(mode);

@@ -84,6 +84,21 @@ impl Sampler {
         Ok(())
     }
 
+    /// Every connection a pass may use, checked to work (`alive`): a pass succeeds only on
+    /// working connections, and one remade after an outage fails no later pass. `Err`
+    /// names the node that does not answer.
+    pub(super) async fn check_conns(&mut self) -> Result<(), (String, redis::RedisError)> {
+        let checks = self.primaries.iter_mut().flat_map(|c| {
+            let addr = c.addr.as_str();
+            [&mut c.conn, &mut c.scan].map(|conn| async move {
+                crate::access::connect::alive(conn)
+                    .await
+                    .map_err(|e| (addr.to_string(), e))
+            })
+        });
+        futures_util::future::try_join_all(checks).await.map(|_| ())
+    }
+
     /// The reader, once `follow_nodes` has succeeded.
     pub(super) fn reader(&self) -> redis::RedisResult<Reader> {
         self.reader.clone().ok_or_else(|| not_ready(&self.nodes.current()))

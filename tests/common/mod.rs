@@ -28,6 +28,15 @@ pub fn conn(r: &RedisChild) -> redis::Connection {
     redis::Client::open(r.url()).unwrap().get_connection().unwrap()
 }
 
+/// The URL of a user who may do anything but `CONFIG` (as on a managed Redis), created on `r`.
+pub fn user_without_config(r: &RedisChild) -> String {
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "managed", "on", ">pw", "~*", "&*", "+@all", "-config"])
+        .query(&mut conn(r))
+        .unwrap();
+    format!("redis://managed:pw@127.0.0.1:{}/0", r.port())
+}
+
 /// A validated config from TOML text, `{url}` replaced by the server's URL.
 pub fn config(r: &RedisChild, toml: &str) -> Config {
     let text = toml.replace("{url}", &r.url());
@@ -43,6 +52,13 @@ pub struct Served {
 
 impl Served {
     pub async fn start(config: Config) -> Served {
+        // `LOCKWATCH_TEST_LOG=debug cargo test …` shows the in-process exporter's log.
+        if let Ok(filter) = std::env::var("LOCKWATCH_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let token = CancellationToken::new();

@@ -203,6 +203,8 @@ fn port_of(addr: &str) -> u16 {
 /// One sentinel process.
 pub struct SentinelChild {
     pub port: u16,
+    /// Its TLS port (used only in a TLS group).
+    pub tls_port: u16,
     child: Child,
     _dir: tempfile::TempDir,
 }
@@ -220,31 +222,77 @@ pub struct SentinelGroup {
     pub primary: RedisChild,
     pub replica: RedisChild,
     pub sentinels: Vec<SentinelChild>,
+    /// A TLS group: the TLS ports of the primary and the replica.
+    pub tls_ports: Option<(u16, u16)>,
 }
 
 pub const MASTER: &str = "mymaster";
 
 impl SentinelGroup {
     pub fn start() -> SentinelGroup {
+        SentinelGroup::start_with(None)
+    }
+
+    /// The same group speaking TLS (clients, replication, sentinels to the servers) with
+    /// `pki`'s `node` certificate; every process keeps a plain port for the harness.
+    pub fn start_tls(pki: &super::pki::Pki) -> SentinelGroup {
+        SentinelGroup::start_with(Some(pki))
+    }
+
+    fn start_with(pki: Option<&super::pki::Pki>) -> SentinelGroup {
         let bin = super::require_binary("redis-sentinel", "redis-sentinel");
-        let primary = super::redis(NOTIFY);
-        let p = primary.port().to_string();
-        let mut args = vec!["--replicaof", "127.0.0.1", p.as_str()];
-        args.extend_from_slice(NOTIFY);
-        let replica = super::redis(&args);
+        let files = pki.map(|p| (p.path("node.pem"), p.path("node.key"), p.path("ca.pem")));
+        let tls_args = |port: &str| -> Vec<String> {
+            match &files {
+                None => Vec::new(),
+                Some((pem, key, ca)) => [
+                    "--tls-port",
+                    port,
+                    "--tls-cert-file",
+                    pem,
+                    "--tls-key-file",
+                    key,
+                    "--tls-ca-cert-file",
+                    ca,
+                    "--tls-auth-clients",
+                    "no",
+                    "--tls-replication",
+                    "yes",
+                ]
+                .map(String::from)
+                .to_vec(),
+            }
+        };
+        let (primary_tls, replica_tls) = (free_port().unwrap(), free_port().unwrap());
+        let mut args: Vec<String> = NOTIFY.iter().map(|s| s.to_string()).collect();
+        args.extend(tls_args(&primary_tls.to_string()));
+        let primary = super::redis(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        // The address the replica and the sentinels use: the TLS port when there is one.
+        let primary_port = if files.is_some() { primary_tls } else { primary.port() };
+        let p = primary_port.to_string();
+        let mut args: Vec<String> = ["--replicaof", "127.0.0.1", p.as_str()].map(String::from).to_vec();
+        args.extend(NOTIFY.iter().map(|s| s.to_string()));
+        args.extend(tls_args(&replica_tls.to_string()));
+        let replica = super::redis(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            let port = free_port().unwrap();
+            let (port, tls_port) = (free_port().unwrap(), free_port().unwrap());
             let dir = tempfile::tempdir().unwrap();
             let conf = dir.path().join("sentinel.conf");
+            let tls = match &files {
+                None => String::new(),
+                Some((pem, key, ca)) => format!(
+                    "tls-port {tls_port}\ntls-cert-file {pem}\ntls-key-file {key}\ntls-ca-cert-file {ca}\n\
+                     tls-auth-clients no\ntls-replication yes\n"
+                ),
+            };
             std::fs::write(
                 &conf,
                 format!(
-                    "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {} 2\n\
+                    "port {port}\nbind 127.0.0.1\ndir {}\n{tls}sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n\
                      sentinel down-after-milliseconds {MASTER} 1000\nsentinel failover-timeout {MASTER} 4000\n\
                      sentinel parallel-syncs {MASTER} 1\n",
                     dir.path().display(),
-                    primary.port()
                 ),
             )
             .unwrap();
@@ -255,15 +303,29 @@ impl SentinelGroup {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            sentinels.push(SentinelChild { port, child, _dir: dir });
+            sentinels.push(SentinelChild {
+                port,
+                tls_port,
+                child,
+                _dir: dir,
+            });
         }
         let g = SentinelGroup {
             primary,
             replica,
             sentinels,
+            tls_ports: files.map(|_| (primary_tls, replica_tls)),
         };
         g.wait_synced(Duration::from_secs(20));
         g
+    }
+
+    /// The sentinels' `rediss://` URLs (a TLS group).
+    pub fn sentinel_tls_urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("rediss://127.0.0.1:{}", s.tls_port))
+            .collect()
     }
 
     pub fn sentinel_urls(&self) -> Vec<String> {
@@ -281,13 +343,18 @@ impl SentinelGroup {
             let known = self
                 .sentinels
                 .iter()
-                .all(|s| cli_at(s.port, &["sentinel", "replicas", MASTER]).contains(&self.replica.port().to_string()));
+                .all(|s| cli_at(s.port, &["sentinel", "replicas", MASTER]).contains(&self.replica_port().to_string()));
             if synced && known {
                 return;
             }
             assert!(started.elapsed() < limit, "sentinel group not ready after {limit:?}");
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The replica's port as the sentinels know it (its TLS port in a TLS group).
+    pub fn replica_port(&self) -> u16 {
+        self.tls_ports.map_or(self.replica.port(), |(_, r)| r)
     }
 
     /// The port the first sentinel answering names as primary.

@@ -1,8 +1,9 @@
 //! One file being tailed: its identity (device and inode, plus a fingerprint of its first
 //! bytes), the offset up to which its lines were counted, and reading what was appended.
 //!
-//! The offset always sits just after a newline (or inside an over-long line being skipped),
-//! so saving it can never split a line between two runs.
+//! The offset always sits at a record boundary — just after the newline that ends a record —
+//! or inside an over-long line being skipped, so saving it can never split a line or a
+//! record between two runs.
 
 use std::fs::{File, Metadata};
 use std::io;
@@ -11,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use crate::intake::MAX_LINE;
-use crate::intake::lines::{Line, Splitter};
+use crate::intake::lines::Splitter;
+use crate::intake::records::{End, Piece, RecordSplitter};
 
 /// Bytes at the start of a file that identify it beside its inode.
 pub(crate) const FINGERPRINT_MAX: u32 = 1024;
@@ -85,22 +87,25 @@ pub(crate) struct Tracked {
     pub(crate) fingerprint: Fingerprint,
     /// Bytes up to here are counted.
     pub(crate) offset: u64,
-    pub(crate) splitter: Splitter,
+    pub(crate) records: RecordSplitter,
     /// Set when the file stopped being at a path the glob matches (renamed away or deleted):
     /// it is read to its end, then closed once it has not grown for a while.
     pub(crate) rotated: Option<Instant>,
     last_growth: Instant,
     seen: (u64, Option<SystemTime>),
+    /// The size at which the records held back were last flushed for quiet.
+    flushed_at: u64,
 }
 
 impl Tracked {
-    /// Open `path` at `offset` (`None`: after its last complete line, for `start_at = end`).
-    pub(crate) fn open(path: &Path, offset: Option<u64>, splitter: Splitter) -> io::Result<Self> {
+    /// Open `path` at `offset` (`None`: after its last complete line, for `start_at = end`),
+    /// reading records as `records` says.
+    pub(crate) fn open(path: &Path, offset: Option<u64>, records: RecordSplitter) -> io::Result<Self> {
         let file = File::open(path)?;
         let meta = file.metadata()?;
         let size = meta.len();
         let (offset, splitter) = match offset {
-            Some(o) if o <= size => (o, splitter),
+            Some(o) if o <= size => (o, records.splitter),
             Some(_) => (0, Splitter::default()),
             None => end_of_last_line(&file, size)?,
         };
@@ -109,10 +114,11 @@ impl Tracked {
             path: path.to_path_buf(),
             id: FileId::of(&meta),
             offset,
-            splitter,
+            records: RecordSplitter { splitter, ..records },
             rotated: None,
             last_growth: Instant::now(),
             seen: (u64::MAX, None),
+            flushed_at: u64::MAX,
             file,
         })
     }
@@ -123,22 +129,34 @@ impl Tracked {
         self.rotated.is_some() && self.last_growth.elapsed() >= wait && self.seen.0 != u64::MAX
     }
 
+    /// Whether records are held back (their next line has not arrived) and the file has
+    /// not grown for `quiet` since they were last looked at: then they are read with
+    /// `End::Quiet`, so the last record is never held forever.
+    pub(crate) fn quiet(&self, quiet: std::time::Duration) -> bool {
+        let size = self.seen.0;
+        size != u64::MAX && self.offset < size && self.flushed_at != size && self.last_growth.elapsed() >= quiet
+    }
+
     /// Read what was appended since the last call, at most about `budget` bytes, into `buf`,
-    /// handing each line to `on_line`. With `eof`, a last line without a newline counts too
-    /// (for a rotated file being closed).
+    /// handing each record to `on`. `End::Quiet` ends the records held back at the last
+    /// complete line; `End::Eof` (a rotated file being closed) counts an unfinished last
+    /// line too.
     pub(crate) fn read(
         &mut self,
         buf: &mut [u8],
         budget: u64,
-        eof: bool,
-        mut on_line: impl FnMut(Line<'_>),
+        end: End,
+        mut on: impl FnMut(Piece<'_>),
     ) -> io::Result<ReadReport> {
         let meta = self.file.metadata()?;
         let size = meta.len();
         let mtime = meta.modified().ok();
         let mut report = ReadReport::default();
-        if (size, mtime) == self.seen && !eof {
+        if (size, mtime) == self.seen && end == End::More {
             return Ok(report);
+        }
+        if end == End::Quiet {
+            self.flushed_at = size;
         }
         if size > self.seen.0 || self.seen.0 == u64::MAX {
             self.last_growth = Instant::now();
@@ -150,7 +168,7 @@ impl Tracked {
         }
         if report.restarted.is_some() {
             self.offset = 0;
-            self.splitter = Splitter::default();
+            self.records.splitter = Splitter::default();
             self.fingerprint = Fingerprint::read(&self.file, size)?;
         }
         while self.offset < size {
@@ -163,12 +181,13 @@ impl Tracked {
             if n == 0 {
                 break;
             }
-            let last = eof && self.offset + n as u64 >= size;
-            let used = self.splitter.feed(&buf[..n], MAX_LINE, last, &mut on_line) as u64;
+            let whole = self.offset + n as u64 >= size;
+            let chunk_end = if whole { end } else { End::More };
+            let used = self.records.feed(&buf[..n], MAX_LINE, chunk_end, &mut on) as u64;
             self.offset += used;
             report.consumed += used;
             if used == 0 {
-                break; // an unfinished last line: wait for its newline
+                break; // an unfinished last line or record: wait for what follows it
             }
         }
         // Only fully read states are remembered, so a budget cut is resumed next time.
@@ -204,13 +223,18 @@ mod tests {
     fn lines(t: &mut Tracked, eof: bool) -> Vec<String> {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 256 * 1024];
-        t.read(&mut buf, u64::MAX, eof, |l| {
-            if let Line::Text(b) = l {
-                out.push(String::from_utf8_lossy(b).into_owned());
+        let end = if eof { End::Eof } else { End::Quiet };
+        t.read(&mut buf, u64::MAX, end, |p| {
+            if let Piece::Record { bytes, .. } = p {
+                out.push(String::from_utf8_lossy(bytes).into_owned());
             }
         })
         .unwrap();
         out
+    }
+
+    fn off() -> RecordSplitter {
+        RecordSplitter::new(crate::config::Multiline::Off)
     }
 
     #[test]
@@ -219,7 +243,7 @@ mod tests {
         let p = dir.path().join("a.log");
         let mut f = File::create(&p).unwrap();
         f.write_all(b"old 1\nold 2\nhalf").unwrap();
-        let mut t = Tracked::open(&p, None, Splitter::default()).unwrap();
+        let mut t = Tracked::open(&p, None, off()).unwrap();
         assert_eq!(t.offset, 12);
         assert_eq!(lines(&mut t, false), Vec::<String>::new());
         f.write_all(b" done\nnew\npart").unwrap();
@@ -233,7 +257,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.log");
         std::fs::write(&p, "one\ntwo\n").unwrap();
-        let mut t = Tracked::open(&p, Some(0), Splitter::default()).unwrap();
+        let mut t = Tracked::open(&p, Some(0), off()).unwrap();
         assert_eq!(lines(&mut t, false), vec!["one", "two"]);
         std::fs::write(&p, "x\n").unwrap(); // shorter: truncated
         assert_eq!(lines(&mut t, false), vec!["x"]);

@@ -2,11 +2,14 @@
 //! file is followed by identity (device + inode + fingerprint), and offsets are saved so a
 //! restart neither loses nor repeats lines.
 //!
-//! Rotation: a file renamed away or deleted is read to its end and closed once it has been
-//! quiet for `ROTATE_WAIT`, while the new file at the path is read from its start;
-//! truncation (copytruncate) or an in-place rewrite starts again at 0. Offsets are saved
-//! every `SAVE_EVERY` and at shutdown, so a crash replays at most the lines read in the
-//! last `SAVE_EVERY`. File reads are blocking and run on tokio's blocking pool.
+//! Lines are joined into records (`multiline`); a record whose next line has not arrived is
+//! held back (unconsumed) and ended once its file has been quiet for `QUIET`. Rotation: a
+//! file renamed away or deleted is read to its end and closed once it has been quiet for
+//! `ROTATE_WAIT`, while the new file at the path is read from its start; truncation
+//! (copytruncate) or an in-place rewrite starts again at 0. Offsets — always at record
+//! boundaries — are saved every `SAVE_EVERY` and at shutdown, so a crash replays at most
+//! the records read in the last `SAVE_EVERY`. File reads are blocking and run on tokio's
+//! blocking pool.
 
 mod file;
 mod offsets;
@@ -20,9 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 use self::file::{FileId, Fingerprint, Tracked};
 pub(crate) use self::offsets::{SavedFile, Store};
+use super::Classifier;
 use super::count::{Counters, Tally};
-use super::lines::{Line, Splitter};
-use super::{Classifier, Verdict};
+use super::lines::Splitter;
+use super::records::{End, RecordSplitter};
 use crate::config::{LogConfig, StartAt};
 use crate::intake::metrics::IntakeMetrics;
 
@@ -30,6 +34,8 @@ use crate::intake::metrics::IntakeMetrics;
 pub(crate) const POLL_EVERY: Duration = Duration::from_millis(250);
 /// How often offsets are saved while running; the bound on replay after a crash.
 pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
+/// How long a file must stay quiet before the record held back at its end is counted.
+pub(crate) const QUIET: Duration = Duration::from_secs(1);
 /// How long a rotated file must stay quiet before it is closed.
 pub(crate) const ROTATE_WAIT: Duration = Duration::from_secs(5);
 /// Files one source follows at most; more are warned about and left unread.
@@ -162,7 +168,11 @@ impl Tailer {
         self.files.sort_by_key(|t| t.rotated.is_none());
         let mut failed = Vec::new();
         for i in 0..self.files.len() {
-            match self.read(i, false) {
+            let mut result = self.read(i, End::More);
+            if result.is_ok() && self.files[i].quiet(QUIET) {
+                result = self.read(i, End::Quiet);
+            }
+            match result {
                 Ok(m) => more |= m,
                 Err(()) => failed.push(i),
             }
@@ -175,7 +185,7 @@ impl Tailer {
         let mut i = 0;
         while i < self.files.len() {
             if self.files[i].finished(ROTATE_WAIT) {
-                let _ = self.read(i, true); // a failure is logged; the file is closed either way
+                let _ = self.read(i, End::Eof); // a failure is logged; the file is closed either way
                 let t = self.files.remove(i);
                 tracing::info!(source = %self.source.name, file = %t.path.display(), "rotated file finished and closed");
                 self.dirty = true;
@@ -198,16 +208,12 @@ impl Tailer {
 
     /// Read file `i`: whether its budget ran out, or `Err` (logged) when it cannot be read
     /// and should be dropped (it is picked up again if it is still there).
-    fn read(&mut self, i: usize, eof: bool) -> Result<bool, ()> {
+    fn read(&mut self, i: usize, end: End) -> Result<bool, ()> {
         let (classifier, format) = (&self.classifier, self.source.format);
         let tally = &mut self.tally;
         let t = &mut self.files[i];
-        let result = t.read(&mut self.buf, READ_BUDGET, eof, |line| {
-            let verdict = match line {
-                Line::Text(b) => classifier.classify(b, format),
-                Line::TooLong(_) => Verdict::Malformed("line too long"),
-            };
-            tally.line(&verdict);
+        let result = t.read(&mut self.buf, READ_BUDGET, end, |piece| {
+            tally.piece(classifier, &piece, format)
         });
         match result {
             Ok(r) => {
@@ -298,14 +304,12 @@ impl Tailer {
         let meta = probe.metadata()?;
         let id = FileId::of(&meta);
         let saved = self.take_saved(id, &probe, meta.len())?;
-        let (offset, splitter) = match saved {
-            Some(s) => (Some(s.offset), Splitter { skipping: s.skipping }),
-            None if self.first_scan && !self.resumed && self.source.start_at == StartAt::End => {
-                (None, Splitter::default())
-            }
-            None => (Some(0), Splitter::default()),
+        let (offset, skipping) = match saved {
+            Some(s) => (Some(s.offset), s.skipping),
+            None if self.first_scan && !self.resumed && self.source.start_at == StartAt::End => (None, false),
+            None => (Some(0), false),
         };
-        let t = Tracked::open(path, offset, splitter)?;
+        let t = Tracked::open(path, offset, self.records(skipping))?;
         tracing::debug!(source = %self.source.name, file = %path.display(), offset = t.offset, "following");
         Ok(t)
     }
@@ -347,7 +351,7 @@ impl Tailer {
                 };
                 let same = std::fs::File::open(&path).and_then(|f| fp.matches(&f, meta.len()));
                 if let Ok(true) = same
-                    && let Ok(mut t) = Tracked::open(&path, Some(s.offset), Splitter { skipping: s.skipping })
+                    && let Ok(mut t) = Tracked::open(&path, Some(s.offset), self.records(s.skipping))
                 {
                     tracing::info!(source = %self.source.name, file = %path.display(), was = %s.path.display(),
                         "finishing a file rotated while lockwatch was stopped");
@@ -356,6 +360,14 @@ impl Tailer {
                 }
                 break;
             }
+        }
+    }
+
+    /// How this source reads records, inside an over-long line or not.
+    fn records(&self, skipping: bool) -> RecordSplitter {
+        RecordSplitter {
+            splitter: Splitter { skipping },
+            multiline: self.source.multiline,
         }
     }
 
@@ -378,7 +390,7 @@ impl Tailer {
                 fingerprint_len: t.fingerprint.len,
                 fingerprint_crc32: t.fingerprint.crc,
                 offset: t.offset,
-                skipping: t.splitter.skipping,
+                skipping: t.records.splitter.skipping,
             })
             .collect();
         match store.save(&self.source.name, files) {

@@ -1,0 +1,119 @@
+#![allow(clippy::unwrap_used)]
+use std::path::Path;
+
+use super::*;
+use crate::config::Overrides;
+
+fn classifier() -> Classifier {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let text = std::fs::read_to_string(dir.join("lockwatch.toml")).unwrap();
+    Classifier::new(&Config::from_toml(&text, "lockwatch.toml", &dir, &Overrides::default()).unwrap()).unwrap()
+}
+
+fn event(c: &Classifier, record: &str) -> Option<(Op, Outcome)> {
+    match c.classify(record.as_bytes(), LogFormat::Auto) {
+        Verdict::Event { op, outcome, .. } => Some((op, outcome)),
+        _ => None,
+    }
+}
+
+#[test]
+fn every_lock_noun_passes_the_prefilter() {
+    let c = classifier();
+    for noun in phrases::NOUNS {
+        assert!(c.prefilter.is_match(noun.as_bytes()), "{noun}");
+    }
+}
+
+#[test]
+fn lock_as_a_noun_only() {
+    let c = classifier();
+    assert_eq!(event(&c, "run lock renewal failed"), Some((Op::Renew, Outcome::Error)));
+    assert_eq!(
+        event(&c, "attempt to unlock lock failed"),
+        Some((Op::Release, Outcome::Error))
+    );
+    assert_eq!(event(&c, "user account locked after failed logins"), None);
+    assert_eq!(event(&c, "cache unlocked for rebuild: error"), None);
+    assert_eq!(event(&c, "non-blocking io failed"), None);
+    assert_eq!(event(&c, "clock skew error"), None);
+}
+
+#[test]
+fn the_operation_named_earliest_wins_and_outcomes_are_whole_words() {
+    let c = classifier();
+    assert_eq!(
+        event(&c, "lock acquire: approval lock busy"),
+        Some((Op::Acquire, Outcome::Busy))
+    );
+    assert_eq!(
+        event(&c, "can't update lock x expiration"),
+        Some((Op::Renew, Outcome::Error))
+    );
+    // `socket_timeout=5` in a client's repr is no timeout.
+    assert_eq!(
+        event(
+            &c,
+            "lock extend failed: ExtendUnlockedLock(masters=Redis<socket_timeout=5>)"
+        ),
+        Some((Op::Renew, Outcome::NotOwned))
+    );
+    assert_eq!(
+        event(&c, "lock release failed (socket_timeout=5)"),
+        Some((Op::Release, Outcome::Error))
+    );
+    // Another holder: busy when acquiring, not owned otherwise.
+    let quorum = "ExecutionError: The operation was unable to achieve a quorum during its retry window.\n    at Redlock._execute (x.js:1)";
+    assert_eq!(event(&c, quorum), Some((Op::Release, Outcome::NotOwned)));
+    assert_eq!(
+        event(&c, &format!("failed to acquire lock {quorum}")),
+        Some((Op::Acquire, Outcome::Busy))
+    );
+}
+
+#[test]
+fn the_lines_after_the_first_are_read_as_the_error() {
+    let c = classifier();
+    let record = "2026-06-28 10:05:31,877 ERROR worker payout batch aborted\nTraceback (most recent call last):\n  File \"w.py\", line 3, in run\n    lock.release()\nredis.exceptions.LockNotOwnedError: Cannot release a lock that's no longer owned";
+    let v = c.classify(record.as_bytes(), LogFormat::Auto);
+    assert!(
+        matches!(
+            &v,
+            Verdict::Event {
+                namespace: Some(3),
+                op: Op::Release,
+                outcome: Outcome::NotOwned,
+                ..
+            }
+        ),
+        "{v:?}"
+    );
+    // A pretty-printed JSON object is read whole.
+    let pretty = "{\n  \"msg\": \"approval lock release failed\",\n  \"error\": \"lock not owned\"\n}";
+    let v = c.classify(pretty.as_bytes(), LogFormat::Auto);
+    assert!(
+        matches!(
+            &v,
+            Verdict::Event {
+                namespace: Some(1),
+                op: Op::Release,
+                outcome: Outcome::NotOwned,
+                ..
+            }
+        ),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn stacks_inside_fields_keep_working() {
+    let c = classifier();
+    // logfmt with the stack in an escaped field, winston JSON with `stack` beside `message`,
+    // pino's `err` object.
+    let logfmt = r#"level=error msg="payout lock release failed" stack_trace="redis.exceptions.LockNotOwnedError: Cannot release a lock that's no longer owned\n  File \"w.py\", line 3""#;
+    assert_eq!(event(&c, logfmt), Some((Op::Release, Outcome::NotOwned)));
+    let winston = r#"{"level":"error","message":"payout lock lost","stack":"Error: Lost mutex for key payout:lock:1\n    at Lock._processRefresh (Lock.js:68:43)"}"#;
+    assert_eq!(event(&c, winston), Some((Op::Renew, Outcome::NotOwned)));
+    let pino = r#"{"level":50,"msg":"lock extend failed","err":{"type":"ExecutionError","message":"Cannot extend an already-expired lock.","stack":"ExecutionError: Cannot extend an already-expired lock.\n    at Redlock.extend (index.js:191:19)"}}"#;
+    assert_eq!(event(&c, pino), Some((Op::Renew, Outcome::NotOwned)));
+}

@@ -1,0 +1,371 @@
+//! Joining lines into log records: a line that starts a record and the lines that continue
+//! it — Python tracebacks, Java and Kotlin stack traces (`at`, `Caused by:`, `... N more`),
+//! Go panics and goroutine dumps, Node error stacks, indented lines in general — are handed
+//! on as one record, so one failure is classified once. Knows nothing of classification.
+//!
+//! A record is a contiguous byte range of the input, so nothing is copied: the records of a
+//! chunk are handed out while it is read, and one not known to be complete yet (its next
+//! line has not arrived) is left unconsumed, to be read again with the following bytes. The
+//! consumed offset therefore always sits at a record boundary.
+
+use crate::config::Multiline;
+use crate::intake::lines::Splitter;
+
+/// A record is cut after this many lines; the lines after it start records of their own.
+pub const MAX_RECORD_LINES: u32 = 1000;
+/// A record is cut before it grows past this many bytes.
+pub const MAX_RECORD_BYTES: usize = 256 * 1024;
+
+/// What the input holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// One record: its lines joined by their newlines (the last one's left out).
+    Record {
+        bytes: &'a [u8],
+        /// Physical lines in the record.
+        lines: u32,
+        /// It begins with a continuation line: the rest of a record whose start was read
+        /// before (cut at a bound, or flushed when the writer paused mid-record).
+        orphan: bool,
+    },
+    /// A line over the line bound, skipped: its length in bytes. A record boundary.
+    TooLong(usize),
+}
+
+impl Piece<'_> {
+    /// Physical lines in the piece.
+    pub fn lines(&self) -> u32 {
+        match self {
+            Piece::Record { lines, .. } => *lines,
+            Piece::TooLong(_) => 1,
+        }
+    }
+}
+
+/// How far the input is known to go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// More may follow: a record whose next line has not arrived is kept back.
+    More,
+    /// The writer paused: records end with the last complete line (an unfinished line waits).
+    Quiet,
+    /// Nothing more will come: an unfinished last line counts too.
+    Eof,
+}
+
+/// Splits chunks of a stream into records. Its only state between chunks is the line
+/// splitter's (inside an over-long line), so it fits in a saved offset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordSplitter {
+    pub splitter: Splitter,
+    pub multiline: Multiline,
+}
+
+impl RecordSplitter {
+    pub fn new(multiline: Multiline) -> Self {
+        RecordSplitter {
+            splitter: Splitter::default(),
+            multiline,
+        }
+    }
+
+    /// Call `on` for each record of `data` (and each line over `max_line`), in order, and
+    /// return how many bytes were consumed: up to the last record handed out.
+    pub fn feed(&mut self, data: &[u8], max_line: usize, end: End, mut on: impl FnMut(Piece<'_>)) -> usize {
+        let mut asm = Assembler::new(self.multiline);
+        let mut pos = 0;
+        if self.splitter.skipping {
+            match memchr::memchr(b'\n', data) {
+                Some(nl) => {
+                    self.splitter.skipping = false;
+                    pos = nl + 1;
+                }
+                None => return data.len(),
+            }
+        }
+        let start = pos;
+        for nl in memchr::memchr_iter(b'\n', &data[start..]).map(|i| start + i) {
+            if nl - pos > max_line {
+                asm.flush(data, &mut on);
+                on(Piece::TooLong(nl - pos));
+            } else {
+                asm.push(data, pos, strip_cr(data, pos, nl), &mut on);
+            }
+            pos = nl + 1;
+        }
+        let rest = data.len() - pos;
+        if rest > max_line {
+            asm.flush(data, &mut on);
+            on(Piece::TooLong(rest));
+            self.splitter.skipping = end != End::Eof;
+            return data.len();
+        }
+        if end == End::Eof && rest > 0 {
+            asm.push(data, pos, strip_cr(data, pos, data.len()), &mut on);
+            asm.flush(data, &mut on);
+            return data.len();
+        }
+        if end != End::More {
+            asm.flush(data, &mut on);
+            return pos;
+        }
+        asm.pending_start().unwrap_or(pos)
+    }
+}
+
+fn strip_cr(data: &[u8], start: usize, end: usize) -> usize {
+    if end > start && data[end - 1] == b'\r' {
+        end - 1
+    } else {
+        end
+    }
+}
+
+/// What a record being built has shown so far, which decides what may continue it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Context {
+    /// A start line, perhaps with indented lines.
+    Plain,
+    /// Java, Kotlin or Node frames (`at …`) seen.
+    Stack,
+    /// Inside a Python traceback's frames; the next unindented line is the exception.
+    PyFrames,
+    /// After a Python exception line: chained tracebacks may follow.
+    PyDone,
+    /// After "During handling of the above exception…" or "The above exception was…".
+    PyChain,
+    /// A Go panic or goroutine dump.
+    Go,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    start: usize,
+    /// End of its last line (before the newline).
+    end: usize,
+    lines: u32,
+    /// Lines that are not blank.
+    content: u32,
+    context: Context,
+}
+
+impl Rec {
+    fn new(start: usize, end: usize, line: &[u8]) -> Self {
+        let context = match line.first() {
+            Some(b'p' | b'f') if line.starts_with(b"panic: ") || line.starts_with(b"fatal error: ") => Context::Go,
+            Some(b'T') if line.starts_with(PY_TRACEBACK) => Context::PyFrames,
+            _ => Context::Plain,
+        };
+        Rec {
+            start,
+            end,
+            lines: 1,
+            content: u32::from(!line.trim_ascii().is_empty()),
+            context,
+        }
+    }
+
+    fn extend(&mut self, end: usize, blank: bool) {
+        self.end = end;
+        self.lines += 1;
+        self.content += u32::from(!blank);
+    }
+}
+
+const PY_TRACEBACK: &[u8] = b"Traceback (most recent call last):";
+
+/// The records of one chunk being put together. `held` is a single-line record kept back
+/// one line longer: a Java or Node exception line that follows it with frames after it
+/// belongs to it (logback writes the message, then the exception, then `at` frames).
+struct Assembler {
+    auto: bool,
+    held: Option<Rec>,
+    cur: Option<Rec>,
+}
+
+impl Assembler {
+    fn new(multiline: Multiline) -> Self {
+        Assembler {
+            auto: multiline == Multiline::Auto,
+            held: None,
+            cur: None,
+        }
+    }
+
+    fn push(&mut self, data: &[u8], start: usize, end: usize, on: &mut impl FnMut(Piece<'_>)) {
+        let line = &data[start..end];
+        if !self.auto {
+            on(record(data, Rec::new(start, end, line), false));
+            return;
+        }
+        let Some(mut cur) = self.cur else {
+            self.cur = Some(Rec::new(start, end, line));
+            return;
+        };
+        let within = cur.lines < MAX_RECORD_LINES && end - cur.start <= MAX_RECORD_BYTES;
+        let blank = line.trim_ascii().is_empty();
+        if within && blank {
+            // Blank lines belong to the record before them (Spring Boot's line before a
+            // stack trace, chained Python tracebacks, a Go panic's goroutines).
+            cur.extend(end, true);
+            self.cur = Some(cur);
+            return;
+        }
+        let continued = if cur.content == 0 {
+            None
+        } else {
+            continues(cur.context, line)
+        };
+        match continued.filter(|_| within) {
+            Some(mut context) => {
+                if let Some(held) = self.held.take() {
+                    let head = &data[cur.start..cur.end];
+                    let first = &head[..memchr::memchr(b'\n', head).unwrap_or(head.len())];
+                    let joins = if cur.content != 1 || !announces_error(&data[held.start..held.end]) {
+                        None
+                    } else if is_frame(line) && is_exception_header(first) {
+                        Some(context)
+                    } else if line.starts_with(b"\t") && is_go_line(first) {
+                        // zap's and Go's stack traces: `pkg.Func(…)` then `\t/path/file.go:N`.
+                        Some(Context::Go)
+                    } else {
+                        None
+                    };
+                    match joins {
+                        Some(c) => {
+                            cur.start = held.start;
+                            cur.lines += held.lines;
+                            cur.content += held.content;
+                            context = c;
+                        }
+                        None => on(record(data, held, self.auto)),
+                    }
+                }
+                cur.extend(end, false);
+                cur.context = context;
+                self.cur = Some(cur);
+            }
+            None => {
+                if let Some(held) = self.held.take() {
+                    on(record(data, held, self.auto));
+                }
+                if cur.content == 1 {
+                    self.held = Some(cur);
+                } else {
+                    on(record(data, cur, self.auto));
+                }
+                self.cur = Some(Rec::new(start, end, line));
+            }
+        }
+    }
+
+    fn flush(&mut self, data: &[u8], on: &mut impl FnMut(Piece<'_>)) {
+        for r in [self.held.take(), self.cur.take()].into_iter().flatten() {
+            on(record(data, r, self.auto));
+        }
+    }
+
+    fn pending_start(&self) -> Option<usize> {
+        self.held.or(self.cur).map(|r| r.start)
+    }
+}
+
+fn record(data: &[u8], r: Rec, auto: bool) -> Piece<'_> {
+    let bytes = &data[r.start..r.end];
+    Piece::Record {
+        bytes,
+        lines: r.lines,
+        orphan: auto && matches!(bytes.first(), Some(b' ' | b'\t' | b'}' | b']' | b')')),
+    }
+}
+
+/// Whether `line` (not blank) continues a record in `context`, and the context after it.
+fn continues(context: Context, line: &[u8]) -> Option<Context> {
+    use Context::*;
+    // Dispatched on the first byte: most lines start a record and cost one comparison.
+    match line.first()? {
+        b' ' | b'\t' => Some(match context {
+            Plain if is_frame(line) => Stack,
+            c => c,
+        }),
+        b'}' | b']' | b')' => Some(context),
+        b'T' if line.starts_with(PY_TRACEBACK) => Some(PyFrames),
+        b'[' | b'#' | b'"' if is_php_trace_line(line) => Some(Stack),
+        _ if context == Plain && line.first() != Some(&b'C') => None,
+        _ => match context {
+            Plain | Stack if line.starts_with(b"Caused by: ") => Some(Stack),
+            PyFrames => Some(PyDone),
+            PyDone
+                if line.starts_with(b"During handling of the above exception")
+                    || line.starts_with(b"The above exception was the direct cause") =>
+            {
+                Some(PyChain)
+            }
+            Go if is_go_line(line) => Some(Go),
+            _ => None,
+        },
+    }
+}
+
+/// Monolog's stack trace lines: `[stacktrace]`, `[previous exception] …`, `#3 /path(12): …`,
+/// and the `"}` that closes the exception's JSON.
+fn is_php_trace_line(line: &[u8]) -> bool {
+    if line.starts_with(b"[stacktrace]") || line.starts_with(b"[previous exception]") || line.starts_with(b"\"}") {
+        return true;
+    }
+    let digits = line.iter().skip(1).take_while(|b| b.is_ascii_digit()).count();
+    line.first() == Some(&b'#') && digits > 0 && line.get(1 + digits) == Some(&b' ')
+}
+
+/// A frame line: `at …` after indentation (Java, Kotlin, Node).
+fn is_frame(line: &[u8]) -> bool {
+    let t = line.trim_ascii_start();
+    t.len() < line.len() && t.starts_with(b"at ")
+}
+
+/// A Go stack's own lines: goroutine headers, function lines (`pkg.(*T).Method(…)` with no
+/// space before the first parenthesis, or zap's bare `pkg.Func`), `created by …`,
+/// `[signal …]`, `exit status N`.
+fn is_go_line(line: &[u8]) -> bool {
+    if line.starts_with(b"goroutine ")
+        || line.starts_with(b"created by ")
+        || line.starts_with(b"[signal ")
+        || line.starts_with(b"exit status ")
+    {
+        return true;
+    }
+    // A function: no space before its arguments, or (zap) a bare symbol.
+    let head = &line[..memchr::memchr(b'(', line).unwrap_or(line.len())];
+    !head.is_empty() && !head.iter().any(u8::is_ascii_whitespace)
+}
+
+/// An exception line: a (dotted) class name ending the way exception classes end, or
+/// holding a package path, then `: message` or nothing (`java.lang.IllegalStateException:
+/// …`, `ExecutionError: …`, `Error: …`).
+fn is_exception_header(line: &[u8]) -> bool {
+    let name = match memchr::memchr(b':', line) {
+        Some(i) => &line[..i],
+        None => line,
+    };
+    !name.is_empty()
+        && name
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'$'))
+        && (name.contains(&b'.')
+            || name.ends_with(b"Error")
+            || name.ends_with(b"Exception")
+            || name.ends_with(b"Throwable"))
+}
+
+/// Whether a log line reads as an error or warning (its level or words), so an exception
+/// printed after it is its own. Asked only when an exception line with frames follows.
+fn announces_error(line: &[u8]) -> bool {
+    const WORDS: &[&[u8]] = &[b"err", b"warn", b"fatal", b"severe", b"crit", b"exception", b"fail"];
+    WORDS
+        .iter()
+        .any(|w| line.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
+}
+
+#[cfg(test)]
+#[path = "records_tests.rs"]
+mod tests;
