@@ -56,6 +56,9 @@ pub enum Command {
     /// Guided staging rehearsal of the stale-holder incident (TTL expiry, stale release,
     /// renew failure, stale fenced write) with a real paused worker.
     Drill(DrillArgs),
+    /// Per namespace: hold durations, renewal intervals, TTL headroom, stalls and takeovers
+    /// seen, and the ttl, renew_every and renew_grace that would have survived them.
+    Advise(AdviseArgs),
     /// Worker A of a drill (started by `lockwatch drill`).
     #[command(hide = true)]
     DrillWorker(DrillWorkerArgs),
@@ -188,6 +191,10 @@ pub struct DrillArgs {
     /// The configured namespace whose pattern, fence_pattern and ttl the drill uses.
     #[arg(long, env = "LOCKWATCH_DRILL_NAMESPACE", default_value = "drill")]
     pub namespace: String,
+    /// What to rehearse: worker A frozen past the TTL (stale-holder), its renewal held in
+    /// the network past the TTL (network-delay), or both at once (pause-and-delay).
+    #[arg(long, env = "LOCKWATCH_DRILL_SCENARIO", value_enum, default_value_t = crate::drill::Scenario::StaleHolder)]
+    pub scenario: crate::drill::Scenario,
     /// Which target, when the config has several.
     #[arg(long, env = "LOCKWATCH_TARGET")]
     pub target: Option<String>,
@@ -215,7 +222,7 @@ pub struct DrillArgs {
     /// The application's renew script (KEYS[1] lock, ARGV[1] token, ARGV[2] ttl ms; 1 = renewed).
     #[arg(long)]
     pub renew_script: Option<PathBuf>,
-    /// Repeat stale-holder cycles this long (e.g. 15m), to rehearse the sustained-ratio alert.
+    /// Repeat the scenario's cycles this long (e.g. 15m), to rehearse the sustained-ratio alert.
     #[arg(long, requires = "rate")]
     pub sustain: Option<String>,
     /// Cycles per minute in --sustain mode.
@@ -231,6 +238,39 @@ pub struct DrillArgs {
     /// With --cleanup: only the keys of this run (the id the drill printed first).
     #[arg(long, requires = "cleanup")]
     pub run: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Prometheus scraping lockwatch: what happened over --window.
+    #[arg(
+        long,
+        env = "LOCKWATCH_PROMETHEUS",
+        conflicts_with = "exporter",
+        required_unless_present = "exporter"
+    )]
+    pub prometheus: Option<String>,
+    /// A running lockwatch exporter instead: what happened since it started.
+    #[arg(long, env = "LOCKWATCH_EXPORTER")]
+    pub exporter: Option<String>,
+    /// How far back to look in Prometheus (e.g. 7d, 24h).
+    #[arg(long, env = "LOCKWATCH_WINDOW", default_value = "7d")]
+    pub window: String,
+    /// Only this namespace.
+    #[arg(long, env = "LOCKWATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Output: text, the config snippet alone (toml), or json.
+    #[arg(long, env = "LOCKWATCH_FORMAT", value_enum, default_value_t = AdviseFormat::Text)]
+    pub format: AdviseFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdviseFormat {
+    Text,
+    Toml,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -253,6 +293,9 @@ pub struct DrillWorkerArgs {
     /// A key of the run: on a cluster, the worker connects to the node serving its slot.
     #[arg(long)]
     pub key: Option<String>,
+    /// Reach Redis through the drill's network proxy at this `host:port`.
+    #[arg(long)]
+    pub via: Option<String>,
     /// The drill's pid: the worker exits at once when that is not its parent (any more).
     #[arg(long)]
     pub parent: Option<i32>,

@@ -4,6 +4,7 @@
 //! sets up logging and dispatches. See ARCHITECTURE.md for how the parts fit.
 
 pub mod access;
+pub mod advise;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -1,7 +1,8 @@
 //! The words every part of lockwatch shares, and nothing else: what an application did
 //! with a lock (`Op`) and how it ended (`Outcome`), what Redis did to a lock key
-//! (`Transition`, `HoldEnd`), why a key is not a readable lock (`Unreadable`), what a log
-//! line was (`LineResult`), the reserved label values and the metric names.
+//! (`Transition`, `HoldEnd`), when a holder's TTL left was measured (`HeadroomAt`), why a
+//! key is not a readable lock (`Unreadable`), what a log line was (`LineResult`), the
+//! reserved label values and the metric names.
 //!
 //! It depends on nothing else in the crate. Each enum is a closed set of label values.
 
@@ -84,6 +85,15 @@ label_enum!(
     HoldEnd {
         Released => "released",
         Expired => "expired",
+    }
+);
+
+label_enum!(
+    /// When a holder's remaining TTL was measured (`at` of `lockwatch_lock_ttl_headroom_seconds`
+    /// and `lockwatch_lock_near_misses_total`).
+    HeadroomAt {
+        Renewal => "renewal",
+        Release => "release",
     }
 );
 
@@ -176,6 +186,9 @@ pub mod metric {
     pub const LOCK_TRANSITIONS_TOTAL: &str = "lockwatch_lock_transitions_total";
     pub const LOCK_EXPIRY_TAKEOVERS_TOTAL: &str = "lockwatch_lock_expiry_takeovers_total";
     pub const LOCK_HOLD_DURATION_SECONDS: &str = "lockwatch_lock_hold_duration_seconds";
+    pub const LOCK_TTL_HEADROOM_SECONDS: &str = "lockwatch_lock_ttl_headroom_seconds";
+    pub const LOCK_RENEWAL_INTERVAL_SECONDS: &str = "lockwatch_lock_renewal_interval_seconds";
+    pub const LOCK_NEAR_MISSES_TOTAL: &str = "lockwatch_lock_near_misses_total";
     pub const NOTIFICATIONS_CONNECTED: &str = "lockwatch_notifications_connected";
     pub const NOTIFICATIONS_RECEIVED_TOTAL: &str = "lockwatch_notifications_received_total";
     pub const LIFECYCLE_TRACKED_LOCKS: &str = "lockwatch_lifecycle_tracked_locks";

@@ -12,40 +12,13 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Served;
+use common::drill::{run as drill, text, write_config};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
-
-fn write_config(dir: &Path, url: &str, extra_target: &str, ttl: &str) -> std::path::PathBuf {
-    let path = dir.join("lockwatch.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[[target]]\nname = \"staging\"\nurl = \"{url}\"\nsample_interval = \"250ms\"\n{extra_target}\n\
-             [[namespace]]\nname = \"drill\"\npattern = \"drill:lock:*\"\nfence_pattern = \"drill:fence:*\"\nttl = \"{ttl}\"\n"
-        ),
-    )
-    .unwrap();
-    path
-}
-
-fn drill(config: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("drill")
-        .arg("-c")
-        .arg(config)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// Keys the drill may have left behind.
 fn leftovers(r: &lockwatch::access::child::RedisChild) -> Vec<String> {

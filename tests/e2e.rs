@@ -1,9 +1,12 @@
 //! End to end on real servers: redis-server, `lockwatch serve`, a lock workload whose
-//! holders stall past the TTL and log "lock not owned", and the Debian `prometheus`
-//! scraping lockwatch every second with the shipped rules. Every panel query of both
-//! dashboards must return data, no rule may fail to evaluate, and the fast alerts must reach
-//! pending or firing. Then the status page `/` in headless Chromium, with a screenshot kept
-//! in `target/test-artifacts/`.
+//! holders stall past the TTL and log "lock not owned", a batch job whose run time grows
+//! toward its TTL until one run outlives it, and the Debian `prometheus` scraping lockwatch
+//! every second with the shipped rules. Every panel query of both dashboards must return
+//! data, no rule may fail to evaluate, the fast alerts must reach pending or firing, and
+//! `LockHeadroomLow` must go pending before the batch lock's first takeover; `lockwatch
+//! advise` on what Prometheus recorded must recommend a TTL the longest run fits in. Then
+//! the status page `/` in headless Chromium, with a screenshot kept in
+//! `target/test-artifacts/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -124,14 +127,112 @@ async fn workload(url: String, log: PathBuf, stop: CancellationToken) {
     }
 }
 
+/// Run times of the batch job (ms) under its 1 s TTL: well inside it, then ever closer
+/// (under a fifth of the TTL left: near misses), then one run that outlives it.
+fn batch_runs() -> Vec<u64> {
+    let mut runs = vec![300; 12];
+    runs.extend((0..15).map(|i| 850 + 5 * i));
+    runs.push(BATCH_OVERRUN_MS);
+    runs
+}
+const BATCH_OVERRUN_MS: u64 = 1300;
+
+/// The batch job, one run after another on one lock (`SET NX PX 1000`, compare-and-delete).
+/// During the last run, which outlives the TTL, another worker takes the expired lock: the
+/// moment it does is returned.
+async fn drifting_batch(url: String) -> Instant {
+    let client = redis::Client::open(url).unwrap();
+    let c = redis::aio::ConnectionManager::new(client).await.unwrap();
+    let release = redis::Script::new(RELEASE);
+    let key = "batch:lock:nightly";
+    let set_nx = |owner: String| {
+        let mut c = c.clone();
+        async move {
+            let set: Option<String> = redis::cmd("SET")
+                .arg(key)
+                .arg(owner)
+                .arg("NX")
+                .arg("PX")
+                .arg(1000)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            set.is_some()
+        }
+    };
+    let runs = batch_runs();
+    let last = runs.len() - 1;
+    let mut taken_over = None;
+    for (i, run_ms) in runs.into_iter().enumerate() {
+        assert!(set_nx(format!("W-{i}")).await, "run {i}: the batch lock was not free");
+        if i == last {
+            // Another worker keeps trying; it gets the lock the moment it expires.
+            let deadline = Instant::now() + Duration::from_millis(run_ms);
+            while Instant::now() < deadline && taken_over.is_none() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if set_nx("other".into()).await {
+                    taken_over = Some(Instant::now());
+                }
+            }
+            tokio::time::sleep(deadline.saturating_duration_since(Instant::now())).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(run_ms)).await;
+        }
+        let _: i64 = release
+            .key(key)
+            .arg(format!("W-{i}"))
+            .invoke_async(&mut c.clone())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    taken_over.expect("the overrun's lock was never taken over")
+}
+
 fn config_text(log_dir: &Path) -> String {
     format!(
         "[[target]]\nname = \"main\"\nurl = \"{{url}}\"\nsample_interval = \"250ms\"\n\
          [[namespace]]\nname = \"payout\"\npattern = \"payout:lock:*\"\nttl = \"1500ms\"\nrenew_every = \"500ms\"\n\
          max_hold = \"1m\"\nfence_pattern = \"payout:fence:*\"\nlog_phrases = [\"payout lock\"]\n\
+         [[namespace]]\nname = \"batch\"\npattern = \"batch:lock:*\"\nttl = \"1s\"\n\
          [[logs]]\nname = \"app\"\npath = \"{}/*.log\"\nstart_at = \"beginning\"\n",
         log_dir.display()
     )
+}
+
+async fn wait_ready(prom: &Prometheus) {
+    let started = Instant::now();
+    while !reqwest::get(format!("{}/-/ready", prom.url))
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "prometheus did not get ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Ready, and lockwatch scraped once: every count from now on is in Prometheus.
+async fn wait_scraped(prom: &Prometheus) {
+    wait_ready(prom).await;
+    let started = Instant::now();
+    loop {
+        let v = get_json(
+            &format!("{}/api/v1/query", prom.url),
+            &[("query", "up{job=\"lockwatch\"} == 1")],
+        )
+        .await;
+        if v["data"]["result"].as_array().is_some_and(|r| !r.is_empty()) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "lockwatch was never scraped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,30 +240,50 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
     let r = common::redis(&["--notify-keyspace-events", "KEA"]);
     let dir = tempfile::tempdir().unwrap();
     let s = Served::start(common::config(&r, &config_text(dir.path()))).await;
+    let prom = start_prometheus(s.addr);
+    wait_scraped(&prom).await;
     let stop = CancellationToken::new();
     let load = tokio::spawn(workload(r.url(), dir.path().join("app.log"), stop.clone()));
-    let prom = start_prometheus(s.addr);
+    let batch = tokio::spawn(drifting_batch(r.url()));
 
-    // The fast alerts reach pending or firing.
+    // The fast alerts reach pending or firing; the near-miss alert of the batch namespace
+    // before its lock is first taken over.
     let started = Instant::now();
     let mut states = std::collections::BTreeMap::new();
+    let mut headroom_low_at = None;
     while started.elapsed() < Duration::from_secs(120) {
         if let Ok(resp) = reqwest::get(format!("{}/api/v1/alerts", prom.url)).await
             && let Ok(v) = resp.json::<serde_json::Value>().await
         {
             for a in v["data"]["alerts"].as_array().into_iter().flatten() {
-                states.insert(
-                    a["labels"]["alertname"].as_str().unwrap_or("").to_string(),
-                    a["state"].as_str().unwrap_or("").to_string(),
-                );
+                let name = a["labels"]["alertname"].as_str().unwrap_or("");
+                if name == "LockHeadroomLow" && a["labels"]["namespace"] == "batch" && headroom_low_at.is_none() {
+                    headroom_low_at = Some(Instant::now());
+                }
+                states.insert(name.to_string(), a["state"].as_str().unwrap_or("").to_string());
             }
         }
-        if states.contains_key("LockRenewalOverdue") && states.contains_key("LockExpiryTakeovers") {
+        if states.contains_key("LockRenewalOverdue")
+            && states.contains_key("LockExpiryTakeovers")
+            && batch.is_finished()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     eprintln!("alerts after {:?}: {states:?}", started.elapsed());
+    let taken_over_at = batch.await.unwrap();
+    let headroom_low_at = headroom_low_at.expect("LockHeadroomLow never went pending for namespace batch");
+    eprintln!(
+        "LockHeadroomLow pending {:?} in, the batch lock taken over {:?} in",
+        headroom_low_at - started,
+        taken_over_at - started
+    );
+    assert!(
+        headroom_low_at < taken_over_at,
+        "LockHeadroomLow went pending {:?} after the first takeover",
+        headroom_low_at - taken_over_at
+    );
     for a in ["LockRenewalOverdue", "LockExpiryTakeovers"] {
         let st = states.get(a).map(String::as_str);
         assert!(
@@ -186,7 +307,7 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
             evaluated += 1;
         }
     }
-    assert_eq!(evaluated, 42, "{rules}");
+    assert_eq!(evaluated, 48, "{rules}");
 
     // Every panel query of both dashboards returns data (recording rules may need a few
     // more evaluations on a loaded machine: asked again for up to 60 s).
@@ -208,6 +329,42 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
     };
     assert!(empty.is_empty(), "queries without data:\n{}", empty.join("\n"));
     eprintln!("{} panel queries answered, {evaluated} rules healthy", queries.len());
+
+    // What Prometheus recorded of the batch job is enough for advise, and its TTL would
+    // have held the run that outlived the old one.
+    let config = dir.path().join("lockwatch.toml");
+    std::fs::write(&config, config_text(dir.path()).replace("{url}", &r.url())).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+        .args([
+            "advise",
+            "--window",
+            "1h",
+            "--namespace",
+            "batch",
+            "--format",
+            "json",
+            "-c",
+        ])
+        .arg(&config)
+        .args(["--prometheus", &prom.url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::output_text(&out));
+    let advice: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rec = &advice["namespaces"][0]["recommended"];
+    let ttl = rec["ttl"]["value"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no recommendation: {advice}"));
+    let ttl = common::duration(ttl);
+    assert!(
+        ttl > Duration::from_millis(BATCH_OVERRUN_MS),
+        "advised ttl {ttl:?} would not have held the {BATCH_OVERRUN_MS} ms run: {advice}"
+    );
+    assert!(
+        advice["namespaces"][0]["seen"]["takeovers"].as_f64() >= Some(1.0),
+        "{advice}"
+    );
+    assert_eq!(rec["fencing_needed"], true, "{advice}");
 
     stop.cancel();
     load.await.unwrap();
@@ -342,17 +499,7 @@ async fn a_sustained_drill_takes_the_ratio_alert_to_pending() {
     .unwrap();
     let s = Served::start(lockwatch::config::Config::load(&config, &Default::default()).unwrap()).await;
     let prom = start_prometheus(s.addr);
-    let started = Instant::now();
-    while !reqwest::get(format!("{}/-/ready", prom.url))
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "prometheus did not get ready"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&prom).await;
     let (exporter, prometheus) = (format!("http://{}", s.addr), prom.url.clone());
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_lockwatch"))

@@ -104,7 +104,13 @@ impl Link {
 
     /// A one-off connection with [`TIMEOUT`] on connecting and on every reply.
     pub async fn once(&self) -> redis::RedisResult<MultiplexedConnection> {
-        once_with(&self.client).await
+        once_with(&self.client, TIMEOUT).await
+    }
+
+    /// A one-off connection with [`TIMEOUT`] on connecting and `replies` on every reply (the
+    /// drill's worker A, whose requests may be held in the network on purpose).
+    pub async fn once_replying_within(&self, replies: Duration) -> redis::RedisResult<MultiplexedConnection> {
+        once_with(&self.client, replies).await
     }
 
     /// A pub/sub connection.
@@ -124,11 +130,12 @@ pub async fn alive(conn: &mut ConnectionManager) -> redis::RedisResult<()> {
     }
 }
 
-/// A one-off connection of `client` with [`TIMEOUT`] on connecting and on every reply.
-pub(crate) async fn once_with(client: &redis::Client) -> redis::RedisResult<MultiplexedConnection> {
+/// A one-off connection of `client` with [`TIMEOUT`] on connecting and `replies` on every
+/// reply.
+pub(crate) async fn once_with(client: &redis::Client, replies: Duration) -> redis::RedisResult<MultiplexedConnection> {
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(TIMEOUT))
-        .set_response_timeout(Some(TIMEOUT));
+        .set_response_timeout(Some(replies));
     client.get_multiplexed_async_connection_with_config(&cfg).await
 }
 

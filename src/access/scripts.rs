@@ -56,6 +56,15 @@ impl LockScripts {
         }
     }
 
+    /// Put the three scripts in the server's script cache (`SCRIPT LOAD`), so that each later
+    /// use is a single `EVALSHA`.
+    pub async fn load(&self, conn: &mut impl ConnectionLike) -> RedisResult<()> {
+        for script in [&self.release, &self.renew, &self.write] {
+            script.load_async(conn).await?;
+        }
+        Ok(())
+    }
+
     /// Release `key` if `token` holds it; false when it does not (any more).
     pub async fn release(&self, conn: &mut impl ConnectionLike, key: &str, token: &str) -> RedisResult<bool> {
         let v: Value = self.release.key(key).arg(token).invoke_async(conn).await?;

@@ -54,7 +54,7 @@ impl Sentinel {
 
     /// A one-off connection to this sentinel, with the same timeouts as `Link::once`.
     pub async fn connect(&self) -> redis::RedisResult<MultiplexedConnection> {
-        super::connect::once_with(&self.client).await
+        super::connect::once_with(&self.client, super::connect::TIMEOUT).await
     }
 
     pub async fn pubsub(&self) -> redis::RedisResult<PubSub> {

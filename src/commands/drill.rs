@@ -67,6 +67,7 @@ fn options(args: &DrillArgs, sustain: Option<std::time::Duration>) -> drill::Opt
     drill::Options {
         config_path: args.config.config.clone(),
         namespace: args.namespace.clone(),
+        scenario: args.scenario,
         target: args.target.clone(),
         exporter: args.exporter.clone(),
         prometheus: args.prometheus.clone(),
@@ -133,6 +134,7 @@ pub(super) async fn worker(args: DrillWorkerArgs) -> Result<Status, CommandError
         args.namespace,
         args.exporter,
         args.key,
+        args.via,
         args.parent,
     )
     .await

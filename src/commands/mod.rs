@@ -2,6 +2,7 @@
 //! library's parts and answers with an exit status. `CommandError` is the one error type
 //! of the edge, and `exit_code` the one place where outcomes become 0, 1 or 2.
 
+mod advise;
 mod check_config;
 mod check_nodes;
 mod classify;
@@ -74,6 +75,7 @@ pub async fn run(command: Command) -> Result<Status, CommandError> {
         Command::Inspect(args) => inspect::run(args).await,
         Command::Classify(args) => classify::run(args),
         Command::Rules(args) => rules::run(args),
+        Command::Advise(args) => advise::run(args).await,
         Command::Drill(args) => drill::run(args).await,
         Command::DrillWorker(args) => drill::worker(args).await,
         Command::Demo(args) => demo::run(args).await,

@@ -1,5 +1,6 @@
 //! The `[alerts]` table and per-namespace `[namespace.alerts]` overrides: the thresholds
-//! `lockwatch rules` renders into the alert rules, and where their links point.
+//! `lockwatch rules` renders into the alert rules, and where their links point. One of them,
+//! `headroom_fraction`, is applied by the exporter itself: it decides what counts as a near miss.
 
 use super::ConfigError;
 use super::Cx;
@@ -22,6 +23,12 @@ pub struct Thresholds {
     pub min_bad_events: u32,
     /// Expiry takeovers within 15 minutes that fire `LockExpiryTakeovers`.
     pub min_takeovers: u32,
+    /// A renewal or release with less than this fraction of the lock's TTL left is a near
+    /// miss (`lockwatch_lock_near_misses_total`, counted by the exporter).
+    pub headroom_fraction: f64,
+    /// Acceptable fraction of renewals and releases that are near misses; `LockHeadroomLow`
+    /// fires at 14.4× this (fast) or 6× (slow).
+    pub near_miss_budget: f64,
 }
 
 impl Default for Thresholds {
@@ -31,6 +38,8 @@ impl Default for Thresholds {
             renew_failure_budget: 0.001,
             min_bad_events: 5,
             min_takeovers: 2,
+            headroom_fraction: 0.2,
+            near_miss_budget: 0.01,
         }
     }
 }
@@ -86,6 +95,8 @@ impl Cx<'_> {
             renew_failure_budget: raw.renew_failure_budget,
             min_bad_events: raw.min_bad_events,
             min_takeovers: raw.min_takeovers,
+            headroom_fraction: raw.headroom_fraction,
+            near_miss_budget: raw.near_miss_budget,
         };
         a.defaults = self.thresholds(&defaults, Thresholds::default(), "alerts")?;
         Ok(a)
@@ -148,6 +159,12 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.min_takeovers {
             t.min_takeovers = count(v, "min_takeovers")?;
+        }
+        if let Some(v) = &raw.headroom_fraction {
+            t.headroom_fraction = fraction(v, "headroom_fraction")?;
+        }
+        if let Some(v) = &raw.near_miss_budget {
+            t.near_miss_budget = fraction(v, "near_miss_budget")?;
         }
         Ok(t)
     }

@@ -287,6 +287,25 @@ fn bad_alert_settings_name_key_and_line() {
     assert!(e.contains("alerts.job"), "{e}");
     let e = err(&format!("{TARGET}[alerts]\nmin_bad_event = 3\n"));
     assert!(e.contains("min_bad_event"), "{e}");
+    let e = err(&format!("{TARGET}[alerts]\nheadroom_fraction = 1.0\n"));
+    assert!(
+        e.contains("alerts.headroom_fraction") && e.contains("between 0 and 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn headroom_thresholds_default_and_override_per_namespace() {
+    let cfg = load(&format!(
+        "{TARGET}[alerts]\nnear_miss_budget = 0.02\n\
+         [[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"5s\"\n[namespace.alerts]\nheadroom_fraction = 0.5\n"
+    ))
+    .unwrap();
+    let defaults = crate::config::Thresholds::default();
+    assert_eq!(cfg.alerts.defaults.headroom_fraction, defaults.headroom_fraction);
+    assert_eq!(cfg.alerts.defaults.near_miss_budget, 0.02);
+    assert_eq!(cfg.namespaces[0].alerts.headroom_fraction, 0.5);
+    assert_eq!(cfg.namespaces[0].alerts.near_miss_budget, 0.02);
 }
 
 #[test]

@@ -1,13 +1,15 @@
-//! The interpreter of the scenario table: one stale-holder cycle, step by step — worker A
-//! through its child process, B on the drill's own connection with the safe `LockScripts`
-//! — each outcome turned into a report step and told to the narrator.
+//! The interpreter of the scenario table: one cycle of the run's scenario, step by step —
+//! worker A through its child process, B on the drill's own connection with the safe
+//! `LockScripts` — each outcome turned into a report step and told to the narrator. A's
+//! operations delayed in the network are `late`'s.
 
 use std::time::{Duration, Instant};
 
+use super::late;
 use super::narrator::{Narrator, Progress, Said};
 use super::plan::Keys;
 use super::report::Step;
-use super::scenario::{Action, STALE_HOLDER, StepSpec};
+use super::scenario::{Action, StepSpec};
 use super::session::Session;
 use super::worker::{Request, WorkerError};
 use crate::access::scripts::{self, next_fence_expiring};
@@ -19,21 +21,21 @@ const EXPIRY_MARGIN: Duration = Duration::from_secs(2);
 const TICK: Duration = Duration::from_millis(100);
 
 /// What one cycle has learnt so far.
-struct Cycle {
-    keys: Keys,
+pub(super) struct Cycle {
+    pub(super) keys: Keys,
     /// Narrated: gates, steps and the countdown are told (the first cycle).
-    narrate: bool,
-    token_a: String,
-    fence_a: i64,
+    pub(super) narrate: bool,
+    pub(super) token_a: String,
+    pub(super) fence_a: i64,
     token_b: String,
     fence_b: i64,
     b_value: String,
 }
 
 /// How a step went.
-struct Outcome {
+pub(super) struct Outcome {
     verdict: Verdict,
-    happened: String,
+    pub(super) happened: String,
 }
 
 enum Verdict {
@@ -45,17 +47,25 @@ enum Verdict {
 }
 
 impl Outcome {
-    fn new(ok: bool, happened: impl Into<String>) -> Self {
+    pub(super) fn new(ok: bool, happened: impl Into<String>) -> Self {
         Outcome {
             verdict: if ok { Verdict::AsExpected } else { Verdict::Deviated },
             happened: happened.into(),
         }
     }
+
+    /// The step could not be carried out as planned: a deviation without the step's meaning.
+    pub(super) fn not_run(happened: impl Into<String>) -> Self {
+        Outcome {
+            verdict: Verdict::NotRun,
+            happened: happened.into(),
+        }
+    }
 }
 
-/// One cycle on the keys of `n`. Narrated, each step is told and recorded; otherwise
-/// (sustained cycles) only deviations are recorded.
-pub(crate) async fn stale_holder(
+/// One cycle of the run's scenario on the keys of `n`. Narrated, each step is told and
+/// recorded; otherwise (sustained cycles) only deviations are recorded.
+pub(crate) async fn run(
     s: &mut Session<'_>,
     narrator: &mut dyn Narrator,
     n: u64,
@@ -74,7 +84,7 @@ pub(crate) async fn stale_holder(
         fence_b: 0,
         b_value: String::new(),
     };
-    for spec in &STALE_HOLDER {
+    for spec in s.opts.scenario.steps() {
         if narrate && let Some(explain) = spec.gate {
             narrator.gate(explain).await;
         }
@@ -157,12 +167,11 @@ async fn perform(
             }
         }
         Action::APausedPastTtl => {
-            let pttl = pause_past_ttl(s, narrator, c).await?;
-            if pttl == -2 {
-                Outcome::new(true, "PTTL is -2: Redis expired the key while A was frozen")
-            } else {
-                Outcome::new(false, format!("PTTL is {pttl}: the key is still there"))
-            }
+            let worker = s.worker()?;
+            worker.pause().await?;
+            let pid = worker.pid;
+            let pttl = past_ttl(s, narrator, c, Some(pid)).await?;
+            expired(pttl, "while A was frozen")
         }
         Action::BAcquires => {
             c.fence_b = next_fence_expiring(&mut s.conn, &c.keys.fence, lease).await?;
@@ -209,29 +218,58 @@ async fn perform(
             };
             stale(s, &req, "release").await?
         }
-        Action::AWritesStale => {
-            let req = Request::Write {
-                resource: c.keys.resource.clone(),
-                fence: c.fence_a,
-                value: format!("written by A with token {}", c.fence_a),
-                lease_ms,
-            };
-            stale(s, &req, "write").await?
-        }
+        Action::AWritesStale => stale(s, &stale_write(c, lease_ms), "write").await?,
         Action::BIsIntact => b_is_intact(s, c).await?,
+        Action::ARenewalHeldPastTtl => late::renewal_held_past_ttl(s, narrator, c, false).await?,
+        Action::APausedWithRenewalHeld => late::renewal_held_past_ttl(s, narrator, c, true).await?,
+        Action::ADelayedRenewalArrives => late::held_renewal_arrives(s, false).await?,
+        Action::ADelayedRenewalArrivesWhileFrozen => late::held_renewal_arrives(s, true).await?,
+        Action::AReleasesLate => {
+            let req = Request::Release {
+                key: lock,
+                token: c.token_a.clone(),
+            };
+            late::stale_late(s, &req, "release").await?
+        }
+        Action::AWritesStaleLate => late::stale_late(s, &stale_write(c, lease_ms), "write").await?,
     })
 }
 
-/// Freeze A, tell the countdown, then wait (at most [`EXPIRY_MARGIN`]) for Redis to expire
+/// A's write to the resource with its old fencing token.
+fn stale_write(c: &Cycle, lease_ms: u64) -> Request {
+    Request::Write {
+        resource: c.keys.resource.clone(),
+        fence: c.fence_a,
+        value: format!("written by A with token {}", c.fence_a),
+        lease_ms,
+    }
+}
+
+/// The outcome of waiting for the key to expire: `pttl` -2 is as expected.
+pub(super) fn expired(pttl: i64, while_: &str) -> Outcome {
+    if pttl == -2 {
+        Outcome::new(true, format!("PTTL is -2: Redis expired the key {while_}"))
+    } else {
+        Outcome::new(false, format!("PTTL is {pttl}: the key is still there"))
+    }
+}
+
+/// Wait out the TTL telling the countdown — of A frozen (`frozen`: its pid) or of A's
+/// request held in the network — then wait (at most [`EXPIRY_MARGIN`]) for Redis to expire
 /// the key: its last PTTL.
-async fn pause_past_ttl(s: &mut Session<'_>, narrator: &mut dyn Narrator, c: &Cycle) -> Result<i64, WorkerError> {
+pub(super) async fn past_ttl(
+    s: &mut Session<'_>,
+    narrator: &mut dyn Narrator,
+    c: &Cycle,
+    frozen: Option<i32>,
+) -> Result<i64, WorkerError> {
     let ttl = s.plan.ns.ttl;
-    let worker = s.worker()?;
-    worker.pause().await?;
-    let pid = worker.pid;
     let until = Instant::now() + ttl;
     if c.narrate {
-        narrator.progress(Progress::PauseStarted { pid, ttl });
+        narrator.progress(match frozen {
+            Some(pid) => Progress::PauseStarted { pid, ttl },
+            None => Progress::HeldStarted { ttl },
+        });
     }
     loop {
         let left = until.saturating_duration_since(Instant::now());
@@ -239,7 +277,10 @@ async fn pause_past_ttl(s: &mut Session<'_>, narrator: &mut dyn Narrator, c: &Cy
             break;
         }
         if c.narrate {
-            narrator.progress(Progress::Paused { pid, left });
+            narrator.progress(match frozen {
+                Some(pid) => Progress::Paused { pid, left },
+                None => Progress::Held { left },
+            });
         }
         tokio::time::sleep(TICK.min(left)).await;
     }
@@ -260,11 +301,13 @@ async fn pause_past_ttl(s: &mut Session<'_>, narrator: &mut dyn Narrator, c: &Cy
 /// One of A's stale operations, which Redis must refuse. `what` names it in the outcome.
 async fn stale(s: &mut Session<'_>, req: &Request, what: &str) -> Result<Outcome, WorkerError> {
     let reply = s.worker()?.call(req).await?;
-    Ok(match (reply.error, reply.ok) {
-        (Some(e), _) => Outcome {
-            verdict: Verdict::NotRun,
-            happened: format!("A's {what} failed to run: {e}"),
-        },
+    Ok(refused(reply, what))
+}
+
+/// What A's reply to a stale operation says: refused as it must be, accepted, or not run.
+pub(super) fn refused(reply: super::worker::Reply, what: &str) -> Outcome {
+    match (reply.error, reply.ok) {
+        (Some(e), _) => Outcome::not_run(format!("A's {what} failed to run: {e}")),
         (None, true) => Outcome::new(false, format!("A's {what} was ACCEPTED")),
         (None, false) => {
             let reported = reply
@@ -273,7 +316,7 @@ async fn stale(s: &mut Session<'_>, req: &Request, what: &str) -> Result<Outcome
                 .unwrap_or_default();
             Outcome::new(true, format!("refused{reported}"))
         }
-    })
+    }
 }
 
 /// B's lock still B's, with time left, and the resource holding B's write.

@@ -1,17 +1,22 @@
 //! `lockwatch drill`: the guided staging rehearsal of the stale-holder incident — worker A
-//! (a real child process) holds a lock and freezes past the TTL; its stale renew, release and
-//! fenced write must be refused. This file owns the entry point [`run`], its options and
-//! errors; `plan`, `scenario` + `cycle`, `probes`, `narrator` and `rollback` are the parts.
+//! (a real child process) holds a lock and freezes past the TTL, or its renewal is held in
+//! the network past it (`--scenario`); its stale renew, release and fenced write must be
+//! refused. This file owns the entry point [`run`], its options and errors; `plan`,
+//! `scenario` + `delays` + `cycle` + `late`, `proxy`, `probes`, `narrator` and `rollback`
+//! are the parts.
 
 pub mod narrator;
 pub mod report;
 
 mod cleanup;
 mod cycle;
+mod delays;
+mod late;
 mod lease;
 mod plan;
 mod preflight;
 mod probes;
+mod proxy;
 mod rollback;
 mod scenario;
 mod session;
@@ -28,6 +33,7 @@ use self::narrator::Said;
 pub use self::plan::Keys;
 use self::plan::Plan;
 pub use self::report::Report;
+pub use self::scenario::Scenario;
 use self::session::Session;
 use crate::config::Config;
 
@@ -37,6 +43,7 @@ pub struct Options {
     /// The config file, for worker A, which loads it itself.
     pub config_path: PathBuf,
     pub namespace: String,
+    pub scenario: Scenario,
     pub target: Option<String>,
     pub exporter: Option<String>,
     pub prometheus: Option<String>,
@@ -58,6 +65,7 @@ impl Options {
         Options {
             config_path: config_path.into(),
             namespace: "drill".into(),
+            scenario: Scenario::StaleHolder,
             target: None,
             exporter: None,
             prometheus: None,
@@ -80,6 +88,8 @@ pub enum DrillError {
     Unreachable { target: String, source: redis::RedisError },
     #[error("cannot read {path}: {source}")]
     Script { path: String, source: std::io::Error },
+    #[error("cannot start the network proxy: {0}")]
+    Proxy(std::io::Error),
 }
 
 /// Run the drill, telling `narrator` as it goes. Cancelling `cancel` (on Ctrl-C) stops the
@@ -105,7 +115,14 @@ pub async fn run(
         .map_err(|e| crate::access::tls::explained(plan.target, e))
         .map_err(unreachable)?;
     plan.node = link.node();
+    // A proxy in the way before anything else runs, so worker A starts behind it.
+    let proxy = if opts.scenario.proxied() {
+        Some(proxy::for_plan(&plan).await?)
+    } else {
+        None
+    };
     let mut s = Session::new(plan, opts, conn);
+    s.proxy = proxy;
     s.preflight(narrator).await;
     let outcome = tokio::select! {
         biased;
@@ -124,14 +141,16 @@ pub async fn run(
     Ok(s.report)
 }
 
-/// `lockwatch drill-worker`: the child side, until stdin closes. It dies with the drill
-/// (`parent`), whatever ends it (SIGKILL included).
+/// `lockwatch drill-worker`: the child side, until stdin closes. `via` (`host:port`): reach
+/// Redis through the drill's network proxy there. It dies with the drill (`parent`),
+/// whatever ends it (SIGKILL included).
 pub async fn worker_main(
     config: &Config,
     target: &str,
     namespace: String,
     exporter: Option<String>,
     key: Option<String>,
+    via: Option<String>,
     parent: Option<i32>,
 ) -> std::io::Result<()> {
     worker::die_with_parent(parent)?;
@@ -140,9 +159,10 @@ pub async fn worker_main(
         .iter()
         .find(|t| t.name == target)
         .ok_or_else(|| std::io::Error::other(format!("no target {target}")))?;
-    let conn = match &key {
-        Some(k) => crate::access::connect::for_key(t, k.as_bytes()).await,
-        None => crate::access::connect::once(t).await,
+    let conn = match (&key, &via) {
+        (_, Some(via)) => proxy::connect_via(config, t, &namespace, key.as_deref(), via).await,
+        (Some(k), None) => crate::access::connect::for_key(t, k.as_bytes()).await,
+        (None, None) => crate::access::connect::once(t).await,
     }
     .map_err(std::io::Error::other)?;
     let token = config.server.push_token.as_ref().map(|t| t.expose().to_string());

@@ -23,6 +23,9 @@ pub enum Said<'a> {
     /// the first cycle.
     Intro {
         run_id: &'a str,
+        /// The scenario's name, and its plan as numbered lines.
+        scenario: &'a str,
+        plan: &'a str,
         findings: &'a [(String, String)],
         namespace: &'a str,
         ttl: Duration,
@@ -53,6 +56,10 @@ pub enum Progress {
     Paused { pid: i32, left: Duration },
     /// The TTL has run out; the run now watches Redis expire the key.
     PauseOver,
+    /// Worker A's renewal was just held in the network; the lock expires in `ttl`.
+    HeldStarted { ttl: Duration },
+    /// About every 100 ms while A's renewal is held.
+    Held { left: Duration },
     /// After each sustained cycle.
     Sustaining {
         cycles: u64,
@@ -199,12 +206,14 @@ impl<W: Write> Text<W> {
         match said {
             Said::Intro {
                 run_id,
+                scenario,
+                plan,
                 findings,
                 namespace,
                 ttl,
                 keys,
             } => {
-                writeln!(out, "lockwatch drill {run_id}: stale holder")?;
+                writeln!(out, "lockwatch drill {run_id}: {}", scenario.replace('-', " "))?;
                 for (k, v) in findings {
                     writeln!(out, "  {k}: {v}")?;
                 }
@@ -212,12 +221,7 @@ impl<W: Write> Text<W> {
                 writeln!(
                     out,
                     "plan (namespace {namespace}, ttl {ttl}, lock {lock}, fence {fence}, resource {res}):
-  1. worker A (a child process) acquires with a fencing token
-  2. B's acquire is refused while A holds
-  3. A is frozen with SIGSTOP past the TTL; the key expires
-  4. B acquires with a higher token   5. B writes to the fenced resource
-  6-8. A is resumed (SIGCONT) and tries to renew, release and write with its old token: all must be refused
-  9. B's lock and write are intact   then: lockwatch's counters, alert states, rollback",
+{plan}   then: lockwatch's counters, alert states, rollback",
                     lock = keys.lock,
                     fence = keys.fence,
                     res = keys.resource
@@ -284,12 +288,22 @@ impl<W: Write> Text<W> {
 
     /// Progress as one line where it starts, for pipes.
     fn once(&mut self, progress: Progress) {
-        if let Progress::PauseStarted { pid, ttl } = progress {
-            let _ = writeln!(
-                self.0,
-                "    A paused (pid {pid}): the lock expires in {:.1}s",
-                ttl.as_secs_f64()
-            );
+        match progress {
+            Progress::PauseStarted { pid, ttl } => {
+                let _ = writeln!(
+                    self.0,
+                    "    A paused (pid {pid}): the lock expires in {:.1}s",
+                    ttl.as_secs_f64()
+                );
+            }
+            Progress::HeldStarted { ttl } => {
+                let _ = writeln!(
+                    self.0,
+                    "    A's renewal held in the network: the lock expires in {:.1}s",
+                    ttl.as_secs_f64()
+                );
+            }
+            _ => {}
         }
     }
 
@@ -297,7 +311,12 @@ impl<W: Write> Text<W> {
     fn live(&mut self, progress: Progress) {
         let out = &mut self.0;
         let _ = match progress {
-            Progress::PauseStarted { .. } => return,
+            Progress::PauseStarted { .. } | Progress::HeldStarted { .. } => return,
+            Progress::Held { left } => write!(
+                out,
+                "\r    A's renewal held in the network: the lock expires in {:>5.1}s ",
+                left.as_secs_f64()
+            ),
             Progress::Paused { pid, left } => write!(
                 out,
                 "\r    A paused (pid {pid}): the lock expires in {:>5.1}s ",

@@ -35,6 +35,8 @@ pub struct Report {
     pub started_at: String,
     pub target: String,
     pub namespace: String,
+    /// `stale-holder`, `network-delay` or `pause-and-delay`.
+    pub scenario: String,
     pub lock_key: String,
     pub preflight: Vec<(String, String)>,
     pub steps: Vec<Step>,
@@ -86,8 +88,8 @@ impl Report {
         let _ = writeln!(o, "lockwatch drill {} — {}", self.run_id, self.result);
         let _ = writeln!(
             o,
-            "target {}, namespace {}, lock {}",
-            self.target, self.namespace, self.lock_key
+            "scenario {}, target {}, namespace {}, lock {}",
+            self.scenario, self.target, self.namespace, self.lock_key
         );
         for s in &self.steps {
             let _ = writeln!(
@@ -118,7 +120,12 @@ impl Report {
 
     pub fn markdown(&self) -> String {
         let mut o = String::new();
-        let _ = writeln!(o, "# Drill record: stale holder, run `{}`\n", self.run_id);
+        let _ = writeln!(
+            o,
+            "# Drill record: {}, run `{}`\n",
+            self.scenario.replace('-', " "),
+            self.run_id
+        );
         let _ = writeln!(o, "- **Result:** {}", self.result);
         let _ = writeln!(o, "- **Started:** {}", self.started_at);
         let _ = writeln!(
@@ -179,8 +186,9 @@ impl Report {
         if let Some(c) = &self.cycles {
             let _ = writeln!(
                 o,
-                "\n## Sustained run\n\n{} stale-holder cycles in {:.0} s; alert pending after {}, firing after {}.",
+                "\n## Sustained run\n\n{} {} cycles in {:.0} s; alert pending after {}, firing after {}.",
                 c.cycles,
+                self.scenario,
                 c.seconds,
                 c.pending_after_s.map_or("—".into(), |s| format!("{s:.0} s")),
                 c.firing_after_s.map_or("—".into(), |s| format!("{s:.0} s"))

@@ -1,11 +1,19 @@
-//! The rollback, run whatever happened (a deviation, an error, a cancelled run): worker A
-//! is continued (SIGCONT) and ended, and exactly the keys the run created are deleted —
-//! never a key outside the run's prefix. What it did goes to the report and the narrator.
+//! The rollback, run whatever happened (a deviation, an error, a cancelled run): the network
+//! proxy is closed (a request it still held never reaches Redis), worker A is continued
+//! (SIGCONT) and ended, and exactly the keys the run created are deleted — never a key
+//! outside the run's prefix. What it did goes to the report and the narrator.
 
 use super::narrator::{Narrator, Said};
 use super::session::Session;
 
 pub(crate) async fn rollback(s: &mut Session<'_>, narrator: &mut dyn Narrator) {
+    if let Some(p) = s.proxy.take() {
+        let addr = p.addr;
+        p.close().await;
+        s.report
+            .rollback
+            .push(format!("network proxy {addr} closed (anything it held dropped)"));
+    }
     s.lease.stop();
     if let Some(w) = s.worker.take() {
         let pid = w.pid;

@@ -1,6 +1,62 @@
 //! The stale-holder scenario as data: each step's title, the explanation it is gated on in
 //! interactive mode, what should happen, what a deviation means, how to see it yourself,
-//! and the action to perform. `cycle` interprets the table; nothing here talks to Redis.
+//! and the action to perform; and which scenario a run rehearses (`Scenario`; the
+//! network-delay tables are `delays`'). `cycle` interprets the table; nothing here talks to
+//! Redis.
+
+/// Which incident a drill rehearses (`--scenario`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Scenario {
+    /// Worker A frozen (SIGSTOP) past the TTL; it wakes and carries on.
+    #[default]
+    StaleHolder,
+    /// A's renewal held in the network past the TTL: it reaches Redis after B took the lock.
+    NetworkDelay,
+    /// Both: A frozen with its renewal in flight, and its late renewal, release and write
+    /// arriving late.
+    PauseAndDelay,
+}
+
+impl Scenario {
+    /// The name `--scenario` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::StaleHolder => "stale-holder",
+            Scenario::NetworkDelay => "network-delay",
+            Scenario::PauseAndDelay => "pause-and-delay",
+        }
+    }
+
+    /// The steps of one cycle.
+    pub(crate) fn steps(self) -> &'static [StepSpec] {
+        match self {
+            Scenario::StaleHolder => &STALE_HOLDER,
+            Scenario::NetworkDelay => &super::delays::NETWORK_DELAY,
+            Scenario::PauseAndDelay => &super::delays::PAUSE_AND_DELAY,
+        }
+    }
+
+    /// Whether worker A talks to Redis through the drill's proxy.
+    pub(crate) fn proxied(self) -> bool {
+        self != Scenario::StaleHolder
+    }
+
+    /// The plan, as the intro tells it.
+    pub(crate) fn plan(self) -> &'static str {
+        match self {
+            Scenario::StaleHolder => PLAN,
+            Scenario::NetworkDelay => super::delays::NETWORK_DELAY_PLAN,
+            Scenario::PauseAndDelay => super::delays::PAUSE_AND_DELAY_PLAN,
+        }
+    }
+}
+
+const PLAN: &str = "  1. worker A (a child process) acquires with a fencing token
+  2. B's acquire is refused while A holds
+  3. A is frozen with SIGSTOP past the TTL; the key expires
+  4. B acquires with a higher token   5. B writes to the fenced resource
+  6-8. A is resumed (SIGCONT) and tries to renew, release and write with its old token: all must be refused
+  9. B's lock and write are intact";
 
 /// What a step does; `cycle::perform` carries it out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +79,18 @@ pub(crate) enum Action {
     AWritesStale,
     /// Read the lock and the resource: still B's.
     BIsIntact,
+    /// A renews; the network holds the request past the TTL; Redis expires the key.
+    ARenewalHeldPastTtl,
+    /// The held renewal is let through: it reaches Redis after B took the lock.
+    ADelayedRenewalArrives,
+    /// A renews, the network holds the request, and A is frozen past the TTL.
+    APausedWithRenewalHeld,
+    /// The held renewal reaches Redis while A is frozen; then A is continued and reads it.
+    ADelayedRenewalArrivesWhileFrozen,
+    /// A releases with its old token; the network delays the request.
+    AReleasesLate,
+    /// A writes with its old fencing token; the network delays the request.
+    AWritesStaleLate,
 }
 
 /// One step of the scenario.

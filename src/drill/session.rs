@@ -1,6 +1,7 @@
-//! One run under way: what it holds (connection, worker A, the report, every key it
-//! created) and the order of the scenario — start worker A, the narrated cycle, the
-//! exporter's counters, sustained cycles, alert states. The steps are `cycle`'s.
+//! One run under way: what it holds (connection, worker A, the network proxy of the delay
+//! scenarios, the report, every key it created) and the order of the scenario — start
+//! worker A, the narrated cycle, the exporter's counters, sustained cycles, alert states.
+//! The steps are `cycle`'s.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use super::lease::{self, Lease};
 use super::narrator::{Narrator, Progress, Said};
 use super::plan::Plan;
 use super::probes::{self, Probes};
+use super::proxy::Proxy;
 use super::report::{Report, Step, SustainSummary};
 use super::worker::{Worker, WorkerError};
 use crate::access::scripts::LockScripts;
@@ -27,6 +29,8 @@ pub(crate) struct Session<'a> {
     /// B's scripts: always the safe ones, whatever A runs.
     pub(crate) b: LockScripts,
     pub(crate) worker: Option<Worker>,
+    /// Between worker A and Redis, in the network-delay scenarios.
+    pub(crate) proxy: Option<Proxy>,
     pub(crate) report: Report,
     pub(crate) started: Instant,
     /// Every key the run created, for the rollback.
@@ -43,6 +47,7 @@ impl<'a> Session<'a> {
             started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             target: plan.target.name.clone(),
             namespace: plan.ns.name.clone(),
+            scenario: opts.scenario.name().into(),
             lock_key: plan.keys(1).lock,
             ..Report::default()
         };
@@ -54,6 +59,7 @@ impl<'a> Session<'a> {
             lease,
             b: LockScripts::default(),
             worker: None,
+            proxy: None,
             report,
             started: Instant::now(),
             created: Vec::new(),
@@ -97,6 +103,8 @@ impl<'a> Session<'a> {
         let found = super::preflight::findings(&self.plan, &mut self.conn, &self.probes).await;
         narrator.say(Said::Intro {
             run_id: &self.plan.run_id,
+            scenario: self.opts.scenario.name(),
+            plan: self.opts.scenario.plan(),
             findings: &found,
             namespace: &self.plan.ns.name,
             ttl: self.plan.ns.ttl,
@@ -111,7 +119,7 @@ pub(crate) async fn scenario(s: &mut Session<'_>, narrator: &mut dyn Narrator) -
     let before = s.probes.scrape().await;
     let watched = before.as_deref().is_some_and(probes::watches_takeovers);
     s.worker = Some(start_worker(s).await?);
-    cycle::stale_holder(s, narrator, 1, true).await?;
+    cycle::run(s, narrator, 1, true).await?;
     if let Some(before) = before {
         let expected = probes::expected_moves(&s.plan.ns.name, &s.plan.target.name, watched);
         let checks = s.probes.counters(&expected, &before).await;
@@ -155,10 +163,13 @@ async fn start_worker(s: &Session<'_>) -> Result<Worker, WorkerError> {
     if let Some(e) = &s.opts.exporter {
         args.extend(["--exporter".into(), e.clone()]);
     }
+    if let Some(p) = &s.proxy {
+        args.extend(["--via".into(), p.addr.to_string()]);
+    }
     Worker::spawn(&program, &args, &s.plan.scripts).await
 }
 
-/// Repeat stale-holder cycles for `d` at `rate` per minute, watching the ratio alert.
+/// Repeat the scenario's cycles for `d` at `rate` per minute, watching the ratio alert.
 async fn sustain(s: &mut Session<'_>, narrator: &mut dyn Narrator, d: Duration) -> Result<(), WorkerError> {
     let started = Instant::now();
     let every = Duration::from_secs(60) / s.opts.rate.max(1);
@@ -167,7 +178,7 @@ async fn sustain(s: &mut Session<'_>, narrator: &mut dyn Narrator, d: Duration) 
     while started.elapsed() < d {
         let cycle = Instant::now();
         n += 1;
-        cycle::stale_holder(s, narrator, n, false).await?;
+        cycle::run(s, narrator, n, false).await?;
         summary.cycles += 1;
         if let Some(Ok(alerts)) = s.probes.lock_alerts().await {
             let at = started.elapsed().as_secs_f64();

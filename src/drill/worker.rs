@@ -133,6 +133,10 @@ pub(crate) async fn serve(
         .ok_or_else(|| std::io::Error::other("no scripts on stdin"))?;
     let scripts: Scripts = serde_json::from_str(&first).map_err(std::io::Error::other)?;
     let scripts = LockScripts::custom(&scripts.release, &scripts.renew);
+    // Cached now, each later operation is one EVALSHA: a request held in the network then
+    // reaches Redis whole, even while this process is frozen. A script Redis refuses to load
+    // fails later, in the step that runs it.
+    let _ = scripts.load(&mut conn).await;
     let mut out = tokio::io::stdout();
     let http = reqwest::Client::new();
     while let Some(line) = lines.next_line().await? {
@@ -252,10 +256,21 @@ impl Worker {
     }
 
     pub(crate) async fn call(&mut self, req: &Request) -> Result<Reply, WorkerError> {
+        self.send(req).await?;
+        self.receive().await
+    }
+
+    /// Ask for `req` without waiting for the answer (its request may be held in the network).
+    pub(crate) async fn send(&mut self, req: &Request) -> Result<(), WorkerError> {
         let mut line = serde_json::to_string(req).map_err(|e| WorkerError::Reply(e.to_string()))?;
         line.push('\n');
         self.stdin.write_all(line.as_bytes()).await?;
         self.stdin.flush().await?;
+        Ok(())
+    }
+
+    /// The answer to the request sent last.
+    pub(crate) async fn receive(&mut self) -> Result<Reply, WorkerError> {
         let reply = self
             .stdout
             .next_line()

@@ -5,11 +5,20 @@ use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, I
 
 use crate::config::{Config, NamespaceConfig, Notifications};
 use crate::metrics::Registry;
-use crate::vocab::{HoldEnd, Transition, metric};
+use crate::vocab::{HeadroomAt, HoldEnd, Transition, metric};
 
 /// Hold-duration buckets (seconds): from a quick job to a stuck one.
 const HOLD_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// TTL headroom and renewal-interval buckets (seconds): lock TTLs run from a few hundred
+/// milliseconds to minutes, so a millisecond of headroom left, a second of a 30 s lock and a
+/// renewal every few minutes each fall in a bucket of their own (1-2.5-5 below a second, then
+/// steps of about 1.5×).
+pub(crate) const HEADROOM_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0,
+    60.0, 90.0, 120.0, 300.0, 600.0,
 ];
 
 /// The watcher's families.
@@ -21,6 +30,12 @@ pub(crate) struct WatcherMetrics {
     lock_expiry_takeovers_total: IntCounterVec,
     /// Labels target, namespace, end.
     lock_hold_duration_seconds: HistogramVec,
+    /// Labels target, namespace, at.
+    lock_ttl_headroom_seconds: HistogramVec,
+    /// Labels target, namespace.
+    lock_renewal_interval_seconds: HistogramVec,
+    /// Labels target, namespace, at.
+    lock_near_misses_total: IntCounterVec,
     /// Label target: subscribed and verified.
     notifications_connected: IntGaugeVec,
     /// Label target: the pub/sub subscription is up, receiving or not.
@@ -36,6 +51,11 @@ pub(crate) struct NsMetrics {
     pub(crate) transitions: [IntCounter; 5],
     pub(crate) takeovers: IntCounter,
     pub(crate) hold: [Histogram; 2],
+    /// By `HeadroomAt` index.
+    pub(crate) headroom: [Histogram; 2],
+    pub(crate) renewal_interval: Histogram,
+    /// By `HeadroomAt` index.
+    pub(crate) near_misses: [IntCounter; 2],
 }
 
 /// Handles of one target's watcher.
@@ -68,6 +88,23 @@ impl WatcherMetrics {
                 "Time from acquisition to release or expiry, for holds whose acquisition was seen.",
                 HOLD_BUCKETS,
                 &["target", "namespace", "end"],
+            )?,
+            lock_ttl_headroom_seconds: r.histograms(
+                metric::LOCK_TTL_HEADROOM_SECONDS,
+                "TTL a lock still had when its holder renewed or released it (from the last PTTL read of the key, else the namespace's ttl since the last write).",
+                HEADROOM_BUCKETS,
+                &["target", "namespace", "at"],
+            )?,
+            lock_renewal_interval_seconds: r.histograms(
+                metric::LOCK_RENEWAL_INTERVAL_SECONDS,
+                "Time between consecutive renewals of one hold, acquisition to first renewal included.",
+                HEADROOM_BUCKETS,
+                tn,
+            )?,
+            lock_near_misses_total: r.counters(
+                metric::LOCK_NEAR_MISSES_TOTAL,
+                "Renewals and releases with less than the namespace's headroom_fraction of the lock's TTL left.",
+                &["target", "namespace", "at"],
             )?,
             notifications_connected: r.int_gauges(
                 metric::NOTIFICATIONS_CONNECTED,
@@ -112,6 +149,11 @@ impl WatcherMetrics {
                         takeovers: self.lock_expiry_takeovers_total.with_label_values(&[t, ns]),
                         hold: HoldEnd::ALL
                             .map(|e| self.lock_hold_duration_seconds.with_label_values(&[t, ns, e.as_str()])),
+                        headroom: HeadroomAt::ALL
+                            .map(|a| self.lock_ttl_headroom_seconds.with_label_values(&[t, ns, a.as_str()])),
+                        renewal_interval: self.lock_renewal_interval_seconds.with_label_values(&[t, ns]),
+                        near_misses: HeadroomAt::ALL
+                            .map(|a| self.lock_near_misses_total.with_label_values(&[t, ns, a.as_str()])),
                     }
                 })
                 .collect(),

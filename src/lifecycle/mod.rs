@@ -1,11 +1,12 @@
 //! The lifecycle watcher: per target, one pub/sub connection subscribed by pattern to the
 //! keyspace channels of the namespaces' keys, turning what Redis did to lock keys into
-//! transitions, hold durations and expiry takeovers (`tracker`), with a bounded history
-//! per key (`history`). The `notifications` policy is applied on every connect (`notify`).
+//! transitions, hold durations, TTL headroom and expiry takeovers (`tracker`, `headroom`),
+//! with a bounded history per key (`history`). The `notifications` policy is applied on every connect (`notify`).
 //!
 //! After a gap in the stream it forgets its state rather than guess what it missed, and
 //! takes owners from the sampler's passes begun after the resubscribe.
 
+mod headroom;
 pub(crate) mod history;
 mod liveness;
 pub(crate) mod metrics;

@@ -1,16 +1,19 @@
 //! What the watcher does with what the tracker reports (`Recorder`, the tracker's
-//! observer): count transitions, holds and takeovers, log them, record each key's history,
-//! queue owner reads. Also the start-up check of `notifications = "require"`.
+//! observer): count transitions, holds, headroom, near misses and takeovers, log them,
+//! record each key's history, queue owner reads; in events mode, answer the tracker's
+//! question of a key's expiry from the lock table. Also the start-up check of
+//! `notifications = "require"`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::headroom::{self, Expiry, Headroom};
 use super::history::History;
 use super::migration::Event;
 use super::tracker::{Notice, Observer, Tracker};
 use super::{ReadRequest, WatchError, Watcher};
 use crate::access::notify::{self, NotifyError};
 use crate::config::{NamespaceConfig, Notifications, TargetConfig};
-use crate::vocab::{HoldEnd, Transition};
+use crate::vocab::{HeadroomAt, HoldEnd, Transition};
 
 /// The start-up check of `notifications = "require"`: refuse to start when the server is
 /// reachable and lacks the flags (or will not say). An unreachable server is not refused
@@ -217,5 +220,40 @@ impl Observer for Recorder<'_> {
 
     fn owner_learnt(&mut self, _ns: usize, key: &[u8], owner: u64) {
         self.history.fill_owner(key, owner);
+    }
+
+    fn headroom(&mut self, ns: usize, at: HeadroomAt, h: Headroom) {
+        let (Some(m), Some(n)) = (self.w.metrics.namespaces.get(ns), self.w.namespaces.get(ns)) else {
+            return;
+        };
+        m.headroom[at.index()].observe(h.left_ms as f64 / 1000.0);
+        if headroom::near_miss(h, n.alerts.headroom_fraction) {
+            m.near_misses[at.index()].inc();
+        }
+    }
+
+    fn renewal_interval(&mut self, ns: usize, ms: i64) {
+        if let Some(m) = self.w.metrics.namespaces.get(ns) {
+            m.renewal_interval.observe(ms.max(0) as f64 / 1000.0);
+        }
+    }
+
+    /// In events mode a read follows every write of a lock key, so the table's expiry is the
+    /// TTL really set (as of the last write whose read has answered).
+    fn expiry(&mut self, ns: usize, key: &[u8]) -> Expiry {
+        let locks = &self.w.locks;
+        if locks.subscription().is_none() {
+            return Expiry::Unknown;
+        }
+        let Some(ns_locks) = locks.namespaces.get(ns) else {
+            return Expiry::Unknown;
+        };
+        let now = locks.now_ms();
+        let pttl = ns_locks.table().lock(key).filter(|e| e.known()).map(|e| e.pttl_at(now));
+        match pttl {
+            Some(-1) => Expiry::Never,
+            Some(ms) => Expiry::Left(ms),
+            None => Expiry::Unknown,
+        }
     }
 }

@@ -1,11 +1,12 @@
 //! The lifecycle state machine: keyspace notices on lock keys in, transitions, hold
-//! durations and expiry takeovers out. Pure: no Redis, no clock of its own, no metrics —
-//! the watcher feeds it notices and owner reads and turns what it reports into metrics.
+//! durations, TTL headroom, renewal intervals and expiry takeovers out. Pure: no Redis, no
+//! clock of its own, no metrics — the watcher feeds it notices, owner reads and (asked) the
+//! key's last known expiry, and turns what it reports into metrics.
 //!
-//! Per tracked key it keeps one [`Entry`] (56 bytes, plus an 8-byte key hash): the hold in progress,
-//! or, for one `ttl` after an expiry or eviction, a tombstone with the last owner, so a
-//! re-acquisition by another owner is recognised as a takeover. Released locks leave
-//! nothing behind.
+//! Per tracked key it keeps one [`Entry`] (88 bytes, plus an 8-byte key hash): the hold in
+//! progress (with when it was last written), or, for one `ttl` after an expiry or eviction,
+//! a tombstone with the last owner, so a re-acquisition by another owner is recognised as a
+//! takeover. Released locks leave nothing behind.
 
 use std::collections::HashMap;
 
@@ -13,7 +14,8 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::{FixedState, RandomState};
 
-use crate::vocab::{HoldEnd, Transition};
+use super::headroom::{Expiry, Headroom, measure};
+use crate::vocab::{HeadroomAt, HoldEnd, Transition};
 
 /// A keyspace notification that matters for locks, parsed from its event name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +62,15 @@ pub(crate) trait Observer {
     fn read_owner(&mut self, ns: usize, key: &[u8], generation: u32);
     /// The owner of the hold whose last transition was reported without one is now known.
     fn owner_learnt(&mut self, ns: usize, key: &[u8], owner: u64);
+    /// The holder renewed (`Renewal`) or released (`Release`) its lock with `h` of its TTL left.
+    fn headroom(&mut self, ns: usize, at: HeadroomAt, h: Headroom);
+    /// A renewal came `ms` after the hold's acquisition or its previous renewal.
+    fn renewal_interval(&mut self, ns: usize, ms: i64);
+    /// Asked, not told: what the last read of `key` says is left of its TTL now (by default
+    /// nothing is known, and the namespace's `ttl` stands in).
+    fn expiry(&mut self, _ns: usize, _key: &[u8]) -> Expiry {
+        Expiry::Unknown
+    }
 }
 
 /// Owner hash 0 is reserved for "not known"; a real hash of 0 is mapped to 1.
@@ -84,11 +95,14 @@ enum Pending {
         previous: u64,
         ended_ms: i64,
     },
-    /// `set` on a key already held by `previous` (since `since_ms`): a renewal by
-    /// `SET … XX PX` when the owner is the same, else a new acquisition.
+    /// `set` on a key already held by `previous` (since `since_ms`, last written at
+    /// `written_ms`): a renewal by `SET … XX PX` when the owner is the same, else a new
+    /// acquisition. `headroom`: what the lock had left when the `set` came.
     Reset {
         previous: u64,
         since_ms: i64,
+        written_ms: i64,
+        headroom: Option<Headroom>,
     },
 }
 
@@ -97,6 +111,8 @@ enum State {
     Held {
         owner: u64,
         since_ms: i64,
+        /// When the hold was last acquired or renewed (`UNSEEN`: neither was seen).
+        written_ms: i64,
         /// The next `expire` of this key is the PX of the `set` that acquired it.
         absorb_expire: bool,
         pending: Pending,
@@ -195,7 +211,7 @@ impl Tracker {
         match notice {
             Notice::Set => self.on_write(ns, key, now_ms, true, obs),
             Notice::HashWrite => self.on_write(ns, key, now_ms, false, obs),
-            Notice::Expire => self.on_expire(ns, key, obs),
+            Notice::Expire => self.on_expire(ns, key, now_ms, obs),
             Notice::Del => self.on_del(ns, key, now_ms, obs),
             Notice::Expired => self.on_end(ns, key, Transition::Expired, now_ms, fallback_owner, obs),
             Notice::Evicted => self.on_end(ns, key, Transition::Evicted, now_ms, fallback_owner, obs),
@@ -215,6 +231,7 @@ impl Tracker {
             State::Held {
                 owner,
                 since_ms,
+                written_ms,
                 pending,
                 ..
             } if !fresh => {
@@ -229,6 +246,8 @@ impl Tracker {
                     _ => Pending::Reset {
                         previous: owner,
                         since_ms,
+                        written_ms,
+                        headroom: measure(obs.expiry(ns, key), seen(written_ms), ttl, now_ms),
                     },
                 }
             }
@@ -241,14 +260,15 @@ impl Tracker {
             _ => Pending::None,
         };
         e.generation = generation;
-        e.state = held(now_ms, true, pending);
+        e.state = held(now_ms, now_ms, true, pending);
         if !matches!(pending, Pending::Reset { .. }) {
             obs.transition(ns, key, Transition::Acquired, None);
         }
         obs.read_owner(ns, key, generation);
     }
 
-    fn on_expire(&mut self, ns: usize, key: &[u8], obs: &mut impl Observer) {
+    fn on_expire(&mut self, ns: usize, key: &[u8], now_ms: i64, obs: &mut impl Observer) {
+        let ttl = self.ttl_ms.get(ns).copied().unwrap_or(0);
         let generation = self.next_generation();
         let Some((e, fresh)) = self.slot(key, ns) else {
             obs.transition(ns, key, Transition::Renewed, None);
@@ -259,21 +279,28 @@ impl Tracker {
                 // The PX of the SET (or the EXPIRE after SETNX) that acquired it.
                 *absorb_expire = false;
             }
-            State::Held { owner, .. } if !fresh => {
+            State::Held { owner, written_ms, .. } if !fresh => {
                 let owner = opt(*owner);
                 obs.transition(ns, key, Transition::Renewed, owner);
+                let written = seen(*written_ms);
+                let h = measure(obs.expiry(ns, key), written, ttl, now_ms);
+                renewed(obs, ns, h, written, now_ms);
+                *written_ms = now_ms;
             }
             _ => {
                 // A renewal of a lock whose acquisition was not seen: learn its owner.
                 e.generation = generation;
-                e.state = held(UNSEEN, false, Pending::None);
+                e.state = held(UNSEEN, now_ms, false, Pending::None);
                 obs.transition(ns, key, Transition::Renewed, None);
+                let h = measure(obs.expiry(ns, key), None, ttl, now_ms);
+                renewed(obs, ns, h, None, now_ms);
                 obs.read_owner(ns, key, generation);
             }
         }
     }
 
     fn on_del(&mut self, ns: usize, key: &[u8], now_ms: i64, obs: &mut impl Observer) {
+        let ttl = self.ttl_ms.get(ns).copied().unwrap_or(0);
         let Some(e) = self.keys.remove(&self.key_hasher.hash_one(key)) else {
             obs.transition(ns, key, Transition::Released, None);
             return;
@@ -282,6 +309,7 @@ impl Tracker {
             State::Held {
                 owner,
                 since_ms,
+                written_ms,
                 pending,
                 ..
             } => {
@@ -289,6 +317,9 @@ impl Tracker {
                 obs.transition(ns, key, Transition::Released, opt(owner));
                 if since_ms != UNSEEN {
                     obs.hold(ns, HoldEnd::Released, now_ms.saturating_sub(since_ms));
+                }
+                if let Some(h) = measure(obs.expiry(ns, key), seen(written_ms), ttl, now_ms) {
+                    obs.headroom(ns, HeadroomAt::Release, h);
                 }
             }
             State::Ended { .. } => obs.transition(ns, key, Transition::Released, None),
@@ -363,10 +394,14 @@ impl Tracker {
                     Pending::Reset {
                         previous,
                         since_ms: previous_since,
+                        written_ms,
+                        headroom,
                     } => {
                         if read != UNKNOWN && read == previous {
-                            *since_ms = previous_since;
+                            // The hold's `since_ms` is the `set`'s time until now.
+                            let set_ms = std::mem::replace(since_ms, previous_since);
                             obs.transition(ns, key, Transition::Renewed, Some(read));
+                            renewed(obs, ns, headroom, seen(written_ms), set_ms);
                         } else {
                             obs.transition(ns, key, Transition::Acquired, opt(read));
                         }
@@ -389,12 +424,28 @@ impl Tracker {
 }
 
 /// A hold beginning (or first seen) now, its owner still to be read.
-fn held(since_ms: i64, absorb_expire: bool, pending: Pending) -> State {
+fn held(since_ms: i64, written_ms: i64, absorb_expire: bool, pending: Pending) -> State {
     State::Held {
         owner: UNKNOWN,
         since_ms,
+        written_ms,
         absorb_expire,
         pending,
+    }
+}
+
+/// A time, unless it is `UNSEEN`.
+fn seen(ms: i64) -> Option<i64> {
+    (ms != UNSEEN).then_some(ms)
+}
+
+/// A renewal at `now_ms`, with headroom `h`, of a hold last written at `written` (when seen).
+fn renewed(obs: &mut impl Observer, ns: usize, h: Option<Headroom>, written: Option<i64>, now_ms: i64) {
+    if let Some(h) = h {
+        obs.headroom(ns, HeadroomAt::Renewal, h);
+    }
+    if let Some(w) = written {
+        obs.renewal_interval(ns, now_ms.saturating_sub(w).max(0));
     }
 }
 

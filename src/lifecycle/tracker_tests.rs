@@ -8,6 +8,10 @@ struct Rec {
     holds: Vec<(HoldEnd, i64)>,
     takeovers: Vec<(u64, u64, i64)>,
     reads: Vec<(Vec<u8>, u32)>,
+    headroom: Vec<(HeadroomAt, Headroom)>,
+    intervals: Vec<i64>,
+    /// What `expiry` answers: the last read of the key, as the lock table would know it.
+    expiry: Option<Expiry>,
 }
 
 impl Observer for Rec {
@@ -24,6 +28,15 @@ impl Observer for Rec {
         self.reads.push((key.to_vec(), generation));
     }
     fn owner_learnt(&mut self, _: usize, _: &[u8], _: u64) {}
+    fn headroom(&mut self, _: usize, at: HeadroomAt, h: Headroom) {
+        self.headroom.push((at, h));
+    }
+    fn renewal_interval(&mut self, _: usize, ms: i64) {
+        self.intervals.push(ms);
+    }
+    fn expiry(&mut self, _: usize, _: &[u8]) -> Expiry {
+        self.expiry.unwrap_or(Expiry::Unknown)
+    }
 }
 
 impl Rec {
@@ -165,5 +178,82 @@ fn the_table_is_bounded_and_reset_forgets() {
 
 #[test]
 fn entries_stay_small() {
-    assert!(std::mem::size_of::<Entry>() <= 56, "{}", std::mem::size_of::<Entry>());
+    assert!(std::mem::size_of::<Entry>() <= 88, "{}", std::mem::size_of::<Entry>());
+}
+
+fn h(left_ms: i64, ttl_ms: i64) -> Headroom {
+    Headroom { left_ms, ttl_ms }
+}
+
+#[test]
+fn renewals_and_releases_measure_headroom_and_intervals() {
+    let (mut t, mut o) = (tracker(), Rec::default());
+    n(&mut t, &mut o, Notice::Set, 0);
+    n(&mut t, &mut o, Notice::Expire, 0);
+    o.answer(&mut t, Some(7));
+    // No read to go by: the namespace's 1 s, counted from the acquisition.
+    n(&mut t, &mut o, Notice::Expire, 300);
+    n(&mut t, &mut o, Notice::Expire, 1150);
+    // The last read says 80 ms are left: a lock given 930 ms at the last renewal.
+    o.expiry = Some(Expiry::Left(80));
+    n(&mut t, &mut o, Notice::Expire, 2000);
+    o.expiry = Some(Expiry::Left(600));
+    n(&mut t, &mut o, Notice::Del, 2400);
+    assert_eq!(
+        o.headroom,
+        [
+            (HeadroomAt::Renewal, h(700, 1000)),
+            (HeadroomAt::Renewal, h(150, 1000)),
+            (HeadroomAt::Renewal, h(80, 930)),
+            (HeadroomAt::Release, h(600, 1000)),
+        ]
+    );
+    assert_eq!(
+        o.intervals,
+        [300, 850, 850],
+        "acquisition to the first renewal included"
+    );
+}
+
+#[test]
+fn a_set_xx_renewal_measures_at_the_set_and_counts_once_the_owner_is_known() {
+    let (mut t, mut o) = (tracker(), Rec::default());
+    n(&mut t, &mut o, Notice::Set, 0);
+    n(&mut t, &mut o, Notice::Expire, 0);
+    o.answer(&mut t, Some(7));
+    o.expiry = Some(Expiry::Left(400));
+    n(&mut t, &mut o, Notice::Set, 600);
+    n(&mut t, &mut o, Notice::Expire, 600);
+    // By the time the owner read answers, the read says the new TTL: not what counts.
+    o.expiry = Some(Expiry::Left(1000));
+    assert!(o.headroom.is_empty(), "undecided until the owner is read");
+    o.answer(&mut t, Some(7));
+    assert_eq!(o.headroom, [(HeadroomAt::Renewal, h(400, 1000))]);
+    assert_eq!(o.intervals, [600]);
+    // Another owner's set is an acquisition: no renewal, no headroom.
+    n(&mut t, &mut o, Notice::Set, 900);
+    o.answer(&mut t, Some(8));
+    assert_eq!(o.headroom.len(), 1);
+    assert_eq!(o.intervals.len(), 1);
+}
+
+#[test]
+fn holds_not_seen_from_the_start_measure_only_what_a_read_says() {
+    let (mut t, mut o) = (tracker(), Rec::default());
+    // A renewal of a lock acquired before the watcher started: no interval; no read, no headroom.
+    n(&mut t, &mut o, Notice::Expire, 0);
+    o.answer(&mut t, Some(3));
+    assert!(o.headroom.is_empty() && o.intervals.is_empty());
+    // The next renewal has an interval from the one seen.
+    n(&mut t, &mut o, Notice::Expire, 400);
+    assert_eq!(o.intervals, [400]);
+    assert_eq!(o.headroom, [(HeadroomAt::Renewal, h(600, 1000))]);
+    // A key without expiry has no headroom.
+    o.expiry = Some(Expiry::Never);
+    n(&mut t, &mut o, Notice::Del, 500);
+    assert_eq!(o.headroom.len(), 1);
+    // A release of an untracked key: nothing to measure from.
+    o.expiry = None;
+    t.notice(0, b"u", Notice::Del, 600, || None, &mut o);
+    assert_eq!(o.headroom.len(), 1);
 }

@@ -8,7 +8,7 @@ use super::{NOT_OWNED, RENEW_FAILURE, Ratio};
 use crate::config::{AlertsConfig, Config, Thresholds};
 
 /// Which dashboard an alert links to.
-enum Dashboard {
+pub(super) enum Dashboard {
     /// The namespace dashboard, with the target variable when the alert has a target.
     Namespace {
         target: bool,
@@ -16,15 +16,15 @@ enum Dashboard {
     Overview,
 }
 
-struct Alert<'a> {
-    name: &'a str,
-    expr: String,
-    for_: &'a str,
-    severity: &'a str,
-    window: Option<&'a str>,
-    summary: &'a str,
-    description: String,
-    dashboard: Dashboard,
+pub(super) struct Alert<'a> {
+    pub(super) name: &'a str,
+    pub(super) expr: String,
+    pub(super) for_: &'a str,
+    pub(super) severity: &'a str,
+    pub(super) window: Option<&'a str>,
+    pub(super) summary: &'a str,
+    pub(super) description: String,
+    pub(super) dashboard: Dashboard,
 }
 
 /// `LockNotOwnedRatioHigh` → `lock-not-owned-ratio-high`, the runbook's file stem.
@@ -42,7 +42,7 @@ pub fn runbook_slug(alert: &str) -> String {
     s
 }
 
-fn push_alert(out: &mut String, a: &Alert<'_>, cfg: &AlertsConfig) {
+pub(super) fn push_alert(out: &mut String, a: &Alert<'_>, cfg: &AlertsConfig) {
     let _ = writeln!(out, "      - alert: {}\n        expr: |", a.name);
     for line in a.expr.lines() {
         let _ = writeln!(out, "          {line}");
@@ -78,7 +78,7 @@ fn quote(s: &str) -> String {
 
 /// The namespaces of one threshold value: `(selector, value)`, the default first. The
 /// default's selector excludes every namespace with a value of its own.
-fn variants<T: PartialEq + Copy>(config: &Config, get: impl Fn(&Thresholds) -> T) -> Vec<(String, T)> {
+pub(super) fn variants<T: PartialEq + Copy>(config: &Config, get: impl Fn(&Thresholds) -> T) -> Vec<(String, T)> {
     let default = get(&config.alerts.defaults);
     let mut own: Vec<(Vec<&str>, T)> = Vec::new();
     for ns in &config.namespaces {
@@ -121,7 +121,7 @@ fn variants<T: PartialEq + Copy>(config: &Config, get: impl Fn(&Thresholds) -> T
 
 /// One expression from per-namespace branches: the only branch as it is, several joined
 /// by `or` (their namespaces never overlap).
-fn either(branches: Vec<String>) -> String {
+pub(super) fn either(branches: Vec<String>) -> String {
     if branches.len() == 1 {
         return branches.into_iter().next().unwrap_or_default();
     }
@@ -137,7 +137,7 @@ fn indent(s: &str) -> String {
 }
 
 /// Thresholds per selector, for descriptions: `5; 10 (namespace="payout")`.
-fn listed<T>(variants: &[(String, T)], show: impl Fn(&T) -> String) -> String {
+pub(super) fn listed<T>(variants: &[(String, T)], show: impl Fn(&T) -> String) -> String {
     variants
         .iter()
         .map(|(sel, v)| {
@@ -151,7 +151,7 @@ fn listed<T>(variants: &[(String, T)], show: impl Fn(&T) -> String) -> String {
         .join("; ")
 }
 
-fn braces(sel: &str) -> String {
+pub(super) fn braces(sel: &str) -> String {
     if sel.is_empty() {
         String::new()
     } else {
@@ -289,6 +289,7 @@ pub(super) fn alerts(config: &Config) -> String {
             cfg,
         );
     }
+    super::headroom::alert(o, config);
     let gauge_alerts: [(&str, &str, &str, &str, &str, &str); 3] = [
         (
             "LockRenewalOverdue",

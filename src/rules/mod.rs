@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 mod alerts;
+mod headroom;
 
 use crate::config::Config;
 use alerts::alerts;
@@ -168,6 +169,7 @@ fn recording() -> String {
             );
         }
     }
+    headroom::recording(&mut out);
     out
 }
 

@@ -3,6 +3,7 @@
 //! test with the command that installs it; nothing is skipped.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod drill;
 pub mod pki;
 pub mod prometheus;
 
@@ -302,6 +303,17 @@ pub async fn exported_metric_names() -> std::collections::BTreeSet<String> {
     let names = s.metrics().await.names();
     s.stop().await;
     names
+}
+
+/// A duration as lockwatch writes and reads them (`1s500ms`), read the way the config does.
+pub fn duration(text: &str) -> Duration {
+    let toml = format!(
+        "[[target]]\nname = \"t\"\nurl = \"redis://127.0.0.1:1\"\n[[namespace]]\nname = \"n\"\npattern = \"n:*\"\nttl = \"{text}\"\n"
+    );
+    Config::from_toml(&toml, "t.toml", Path::new("."), &Overrides::default())
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .namespaces[0]
+        .ttl
 }
 
 /// A finished command's stdout and stderr, one after the other.

@@ -1,0 +1,104 @@
+//! Worker A's operations delayed in the network, through the drill's proxy: a renewal held
+//! past the TTL (with A awake, or frozen as well), let through after B took the lock, and a
+//! release or write that arrives late. Each must still be refused by Redis.
+
+use std::time::Duration;
+
+use super::cycle::{self, Cycle, Outcome};
+use super::narrator::Narrator;
+use super::proxy::Proxy;
+use super::session::Session;
+use super::worker::{Request, WorkerError};
+
+/// How long A's request may take to reach the proxy once A was asked to send it.
+const IN_FLIGHT_WAIT: Duration = Duration::from_secs(5);
+/// How long Redis may take to answer a request the proxy let through.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+/// How long a late release or write is held before it goes on.
+const LATE_BY: Duration = Duration::from_millis(300);
+
+fn proxy<'a>(s: &'a Session<'_>) -> Result<&'a Proxy, WorkerError> {
+    s.proxy
+        .as_ref()
+        .ok_or_else(|| WorkerError::Reply("the network proxy is not running".into()))
+}
+
+/// Hold A's traffic, ask A to send `req`, and wait until its bytes are in the proxy.
+async fn send_held(s: &mut Session<'_>, req: &Request) -> Result<bool, WorkerError> {
+    proxy(s)?.hold();
+    s.worker()?.send(req).await?;
+    Ok(proxy(s)?.wait_held(IN_FLIGHT_WAIT).await)
+}
+
+/// A renews; the proxy holds the request; with `freeze`, A is frozen as well. The TTL runs
+/// out and Redis must expire the key while the renewal is still in flight.
+pub(super) async fn renewal_held_past_ttl(
+    s: &mut Session<'_>,
+    narrator: &mut dyn Narrator,
+    c: &Cycle,
+    freeze: bool,
+) -> Result<Outcome, WorkerError> {
+    let req = Request::Renew {
+        key: c.keys.lock.clone(),
+        token: c.token_a.clone(),
+        ttl_ms: s.plan.ttl_ms(),
+    };
+    if !send_held(s, &req).await? {
+        return Ok(Outcome::not_run("A's renewal never reached the network"));
+    }
+    let frozen = if freeze {
+        let worker = s.worker()?;
+        worker.pause().await?;
+        Some(worker.pid)
+    } else {
+        None
+    };
+    let pttl = cycle::past_ttl(s, narrator, c, frozen).await?;
+    Ok(cycle::expired(
+        pttl,
+        if freeze {
+            "while A was frozen and its renewal in flight"
+        } else {
+            "while A's renewal was in flight"
+        },
+    ))
+}
+
+/// The proxy lets the held renewal through. With `frozen`, Redis answers while A is still
+/// frozen (the answer waits in A's socket), and only then is A continued.
+pub(super) async fn held_renewal_arrives(s: &mut Session<'_>, frozen: bool) -> Result<Outcome, WorkerError> {
+    let p = proxy(s)?;
+    let before = p.replied();
+    p.release();
+    let mut answered_frozen = false;
+    if frozen {
+        answered_frozen = p.wait_replied(before, ANSWER_WAIT).await;
+        s.worker()?.resume()?;
+    }
+    let reply = s.worker()?.receive().await?;
+    let mut outcome = cycle::refused(reply, "delayed renewal");
+    if frozen {
+        outcome.happened.push_str(if answered_frozen {
+            " (Redis answered while A was still frozen)"
+        } else {
+            " (no answer from Redis while A was frozen)"
+        });
+    }
+    Ok(outcome)
+}
+
+/// One of A's stale operations, held by the proxy for a moment and then let through: it
+/// arrives late, and Redis must refuse it all the same.
+pub(super) async fn stale_late(s: &mut Session<'_>, req: &Request, what: &str) -> Result<Outcome, WorkerError> {
+    let in_flight = send_held(s, req).await?;
+    if in_flight {
+        tokio::time::sleep(LATE_BY).await;
+    }
+    proxy(s)?.release();
+    let reply = s.worker()?.receive().await?;
+    let mut outcome = cycle::refused(reply, &format!("late {what}"));
+    if !in_flight {
+        outcome.happened.push_str(" (it never waited in the network)");
+    }
+    Ok(outcome)
+}

@@ -1,0 +1,42 @@
+//! The drill tests' shared parts: the staging config with a `drill` namespace, running
+//! `lockwatch drill`, and telling a gone worker from a stopped one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// `lockwatch.toml` in `dir`: target `staging` at `url` (plus `extra_target` lines), and
+/// namespace `drill` with a fence pattern and `ttl`.
+pub fn write_config(dir: &Path, url: &str, extra_target: &str, ttl: &str) -> PathBuf {
+    let path = dir.join("lockwatch.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[target]]\nname = \"staging\"\nurl = \"{url}\"\nsample_interval = \"250ms\"\n{extra_target}\n\
+             [[namespace]]\nname = \"drill\"\npattern = \"drill:lock:*\"\nfence_pattern = \"drill:fence:*\"\nttl = \"{ttl}\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `lockwatch drill -c config args…`, stdin closed, to its end.
+pub fn run(config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+        .arg("drill")
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Output bytes as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Gone, or a zombie about to be reaped: not a stopped process.
+pub fn process_gone(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+}
