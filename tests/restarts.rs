@@ -1,5 +1,5 @@
-//! `lockwatch serve` as a process with saved offsets: graceful restarts and repeated
-//! SIGKILLs under a steady writer leave every count exact — the counters continue from the
+//! `lockwatch serve` as a process with saved offsets: graceful restarts and ten SIGKILLs
+//! under a steady writer and after bursts leave every count exact — the counters continue from the
 //! counts saved with the offsets, never go down, and nothing is read twice; a file rewritten
 //! in place while lockwatch was stopped (same first bytes) is read from its start; multi-line
 //! records through rotation and a restart that cuts one; and the stdin source.
@@ -54,12 +54,22 @@ async fn graceful_restart_continues_the_counters_exactly() {
     assert_eq!(second.stopped_totals().0, total - lines1);
 }
 
+/// A burst of 1,000 lines (100 events) appended in one write.
+fn burst(path: &std::path::Path) {
+    let text: String = (0..1000)
+        .map(|i| if i % 10 == 0 { event(i) } else { ordinary(i) })
+        .collect();
+    append(path, &text);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_after_bursts_neither_loses_nor_repeats_a_count() {
+async fn ten_sigkills_during_a_writer_and_after_bursts_neither_lose_nor_repeat_a_count() {
     let (_r, dir, port, config) = restartable();
-    let w = Writer::start(dir.path().join("app.log"), 3000);
+    let log = dir.path().join("app.log");
+    let w = Writer::start(log.clone(), 3000);
     let mut last_seen = (0, 0);
-    for round in 0..5 {
+    let mut bursts = 0;
+    for round in 0..10u64 {
         let mut p = spawn_serve(
             &config,
             &dir.path().join(format!("run{round}.log")),
@@ -73,33 +83,37 @@ async fn sigkill_after_bursts_neither_loses_nor_repeats_a_count() {
             first.0 >= last_seen.0 && first.1 >= last_seen.1,
             "round {round}: {first:?} after the restart, {last_seen:?} scraped before the kill"
         );
-        // Scrape while the burst is read, then kill mid-stream (at a different moment each
-        // round relative to the 1 s saves).
-        for _ in 0..(8 + 3 * round) {
+        // Scrape while lines are read, then kill: during the steady writer at a different
+        // moment of the 1 s save period each round, or 200 ms after a burst.
+        let scrapes = if round % 2 == 0 { 8 + round } else { 6 };
+        for _ in 0..scrapes {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let now = counts(&p.metrics().await);
             assert!(now.0 >= last_seen.0, "round {round}: lines went down");
             last_seen = now;
         }
+        if round % 2 == 1 {
+            burst(&log);
+            bursts += 1;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         p.signal("-KILL");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let total = w.finish();
+    let written = w.finish();
+    // The steady writer's events are every 10th of its lines, from the first.
+    let (total, events) = (written + bursts * 1000, written.div_ceil(10) + bursts * 100);
     let mut p = spawn_serve(&config, &dir.path().join("last.log"), port, Stdio::null());
     settle(&p, total).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let got = counts(&p.metrics().await);
-    eprintln!("after 5 SIGKILLs: {got:?} counted (lines, events), {total} lines written");
-    assert_eq!(
-        got,
-        (total, total.div_ceil(10)),
-        "counts lost or repeated across SIGKILLs"
-    );
+    eprintln!("after 10 SIGKILLs: {got:?} counted (lines, events); {total} lines and {events} events written");
+    assert_eq!(got, (total, events), "counts lost or repeated across SIGKILLs");
     p.signal("-TERM");
     // What was saved last covers the whole file, with its counts.
     let saved: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("state/logs-app.offsets.json")).unwrap()).unwrap();
-    let size = std::fs::metadata(dir.path().join("app.log")).unwrap().len();
+    let size = std::fs::metadata(&log).unwrap().len();
     assert_eq!(saved["files"][0]["offset"].as_u64(), Some(size));
     let l = &saved["counts"]["lines"];
     assert_eq!(l["matched"].as_u64().unwrap() + l["ignored"].as_u64().unwrap(), total);
