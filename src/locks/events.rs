@@ -128,9 +128,11 @@ impl NamespaceTable {
     }
 
     /// The owner and TTL read after an event (`seq` as `announce` returned it). A read
-    /// answered after a newer event is left to that event's own read.
+    /// answered after a newer event is left to that event's own read; one answered after
+    /// the key was forgotten (its `del` or expiry handled while the read was in flight) is
+    /// dropped, or it would bring back a lock that is gone.
     pub fn event_read(&mut self, ns: &NamespaceConfig, key: &[u8], seq: u16, found: Found<'_>, now_ms: i64) {
-        if self.locks.get(key).is_some_and(|e| e.seq != seq) {
+        if self.locks.get(key).is_none_or(|e| e.seq != seq) {
             return;
         }
         match found {

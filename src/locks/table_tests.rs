@@ -179,3 +179,22 @@ fn fence_regressions_backwards_and_vanished() {
         "an unfinished walk proves nothing vanished"
     );
 }
+
+#[test]
+fn a_read_answered_after_the_key_was_forgotten_does_not_bring_it_back() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    // `set` announced, its read in flight; the `del` is handled before the read answers
+    // with what it saw before the delete.
+    let seq = t.announce(b"wf:1", 100_000);
+    t.forget(b"wf:1");
+    let before_del = crate::locks::events::Found::Lock {
+        owner: b"a",
+        pttl_ms: 29_000,
+    };
+    t.event_read(&ns, b"wf:1", seq, before_del, 100_005);
+    assert_eq!(t.census_at(&ns, 100_010).held, 0);
+    // A read that answers while its key is still there is applied.
+    let seq = t.announce(b"wf:2", 100_000);
+    t.event_read(&ns, b"wf:2", seq, before_del, 100_005);
+    assert_eq!(t.census_at(&ns, 100_010).held, 1);
+}
