@@ -110,6 +110,15 @@ pub(super) fn chart(metric: Metric, hour: &[Option<Bucket>]) -> String {
         if !d.is_empty() {
             let _ = write!(body, r#"<path d="{d}"/>"#);
         }
+        // The latest value marked, so a few minutes of data are visible at the right edge.
+        if let Some((x, v)) = values.iter().enumerate().rev().find_map(|(x, v)| v.map(|v| (x, v))) {
+            let _ = write!(
+                body,
+                r#"<rect class="last" x="{}" y="{:.1}" width="4" height="4"/>"#,
+                x.saturating_sub(3),
+                y(v) - 2.0
+            );
+        }
     }
     let seen = values.iter().flatten().count();
     let summary = if metric.counts() {

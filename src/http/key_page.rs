@@ -91,10 +91,9 @@ pub(crate) async fn page(
     }
     let mut h = String::with_capacity(16 * 1024);
     status_page::head(&mut h, &format!("{} · lockwatch", st.key));
-    let _ = write!(
+    let _ = writeln!(
         h,
-        r#"<header><p><a href="../">← lockwatch</a> · namespace {ns}</p><h1>lock <code>{key}</code></h1></header><div id="key-body">{body}</div>{SCRIPT}</body></html>
-"#,
+        r#"<header><p><a href="../">← lockwatch</a> · namespace {ns}</p><h1>lock <code>{key}</code></h1></header><div id="key-body">{body}</div>{SCRIPT}</body></html>"#,
         ns = esc(&st.namespace),
         key = esc(&st.key),
         body = st.html,

@@ -55,7 +55,7 @@ th,td{border:1px solid var(--line);padding:.3em .6em;text-align:right} th:first-
 .chart{margin:.2em 0} .chart figcaption{display:flex;justify-content:space-between;font-size:.85em;color:var(--mute)} .chart b{color:var(--fg)}
 .chart svg{width:100%;height:40px;display:block} .chart .axis{stroke:var(--line);stroke-width:1}
 .chart.line path{fill:none;stroke:var(--accent);stroke-width:1.5;vector-effect:non-scaling-stroke}
-.chart.bars rect{fill:var(--bad)} .chart[data-metric=overdue] path{stroke:var(--warn)}
+.chart.bars rect{fill:var(--bad)} .chart.line rect.last{fill:var(--accent)} .chart[data-metric=overdue] rect.last{fill:var(--warn)} .chart[data-metric=overdue] path{stroke:var(--warn)}
 ol.timeline{list-style:none;padding:0;margin:.4em 0} .incident{padding:.3em .5em;border-left:4px solid var(--line);margin:.2em 0;background:var(--card);overflow-wrap:anywhere}
 .incident time{font-variant-numeric:tabular-nums;color:var(--mute)} .incident .what{font-weight:bold}
 .incident.takeover,.incident.lost_in_failover{border-color:var(--bad)} .incident.overdue,.incident.without_ttl,.incident.failure_burst{border-color:var(--warn)}
@@ -182,7 +182,7 @@ fn charts(h: &mut String, tv: &status_view::TargetView) {
     for nv in &tv.namespaces {
         let _ = write!(
             h,
-            r#"<div class="ns" data-charts="{name}"><h3>{name} <small>last hour</small></h3><div class="charts">{}</div></div>"#,
+            r#"<div class="ns" data-charts="{name}"><h3>{name} <small>last hour, 10 s buckets, now at the right</small></h3><div class="charts">{}</div></div>"#,
             nv.charts_html,
             name = esc(&nv.name),
         );
