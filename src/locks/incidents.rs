@@ -3,7 +3,7 @@
 //!
 //! A ring of the last [`CAP`] incidents; the key, when known, is kept (never as a label)
 //! cut to [`KEY_MAX`] bytes. Memory: at most `CAP × (size_of::<Incident>() + KEY_MAX)` =
-//! 200 × (48 + 256) = 60,800 bytes per log.
+//! 200 × (40 + 256) = 59,200 bytes per log.
 
 use std::collections::VecDeque;
 
@@ -103,7 +103,7 @@ mod tests {
 
     #[test]
     fn bounded_in_count_and_key_length() {
-        assert_eq!(std::mem::size_of::<Incident>(), 48, "README states 48 bytes + the key");
+        assert_eq!(std::mem::size_of::<Incident>(), 40, "README states 40 bytes + the key");
         let mut log = IncidentLog::default();
         let long = vec![b'k'; 10_000];
         for i in 0..1000 {
