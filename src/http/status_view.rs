@@ -178,7 +178,7 @@ fn timeline(incidents: &[IncidentView]) -> String {
         let time = i.at.get(11..19).unwrap_or(&i.at);
         let _ = write!(
             h,
-            r#"<li class="incident {kind}" data-kind="{kind}" data-namespace="{ns}"><time datetime="{at}">{time}</time> <span class="what">{words}</span> <span class="where">{target}{ns}</span>"#,
+            r#"<li class="incident {kind}" data-kind="{kind}" data-ns="{ns}"><time datetime="{at}">{time}</time> <span class="what">{words}</span> <span class="where">{target}{ns}</span>"#,
             kind = i.kind,
             words = i.words,
             ns = esc(&i.namespace),
