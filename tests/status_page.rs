@@ -335,7 +335,7 @@ async fn a_takeover_shows_live_on_the_timeline_and_the_key_page() {
 }
 
 #[tokio::test]
-async fn the_key_page_names_bad_input() {
+async fn the_key_page_names_bad_input_and_a_lock_without_ttl_is_an_incident() {
     let r = redis(&[]);
     let s = Served::start(config(&r, &cfg())).await;
     let (status, _, body) = s.get("/locks/nope?key=wf:lock:a").await;
@@ -355,10 +355,37 @@ async fn the_key_page_names_bad_input() {
     );
     let (status, _, body) = s.get("/locks/wf?key=other:1").await;
     assert_eq!((status, body.contains("does not match")), (400, true), "{body}");
-    let (status, _, body) = s.get("/api/v1/status").await;
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    // A lock without TTL appearing: an incident with its key (the only one), in the JSON.
+    let _: () = redis::cmd("SET")
+        .arg("wf:lock:forever")
+        .arg("X")
+        .query(&mut conn(&r))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let v = loop {
+        let (status, _, body) = s.get("/api/v1/status").await;
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if v["incidents"].as_array().is_some_and(|a| !a.is_empty()) {
+            break v;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "no incident: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(v["targets"][0]["namespaces"][0]["name"], "wf");
+    assert_eq!(v["targets"][0]["namespaces"][0]["without_ttl"], 1);
+    let i = &v["incidents"][0];
+    assert_eq!(
+        (&i["kind"], &i["namespace"], &i["count"], &i["key"], &i["link"]),
+        (
+            &"without_ttl".into(),
+            &"wf".into(),
+            &1.into(),
+            &"wf:lock:forever".into(),
+            &"locks/wf?key=wf%3Alock%3Aforever".into()
+        ),
+        "{v}"
+    );
     // Every URL in the page is relative: it works behind a path prefix.
     let (_, _, page) = s.get("/").await;
     for attr in ["href=\"/", "src=\"/", "fetch('/", "action=\"/", "http://", "https://"] {

@@ -157,7 +157,9 @@ fn body(held: &[LockView], transitions: &[TransitionView], watched: bool) -> Str
         .iter()
         .map(|t| (t.at_ms, t.kind, t.owner_hash.as_deref(), t.takeover))
         .collect();
+    h.push_str(r#"<div class="scroll">"#);
     h.push_str(&charts::lifecycle(&drawn, from, now));
+    h.push_str("</div>");
     h.push_str(r#"<div class="scroll"><table class="transitions"><tr><th>time</th><th>target</th><th>transition</th><th>owner hash</th><th></th></tr>"#);
     for t in transitions.iter().rev() {
         let _ = write!(

@@ -169,11 +169,30 @@ impl TargetLocks {
         };
         let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
         if census.overdue > 0 && overdue == 0 {
-            self.incident(at, ns, Kind::Overdue, count(census.overdue), None);
+            let key = (census.overdue == 1)
+                .then(|| self.only_key(n, |pttl| ttl::renewal_overdue(pttl, n.config.overdue_below())));
+            self.incident(at, ns, Kind::Overdue, count(census.overdue), key.flatten().as_deref());
         }
         if census.without_ttl > without_ttl {
-            self.incident(at, ns, Kind::WithoutTtl, count(census.without_ttl - without_ttl), None);
+            let key = (census.without_ttl == 1).then(|| self.only_key(n, |pttl| pttl < 0));
+            self.incident(
+                at,
+                ns,
+                Kind::WithoutTtl,
+                count(census.without_ttl - without_ttl),
+                key.flatten().as_deref(),
+            );
         }
+    }
+
+    /// The key of the one lock of `n` whose time left `pick` accepts (the census counted one).
+    fn only_key(&self, n: &NamespaceLocks, pick: impl Fn(i64) -> bool) -> Option<Vec<u8>> {
+        let now = self.now_ms();
+        let table = n.table();
+        table
+            .locks()
+            .find(|(_, e)| e.known() && pick(e.pttl_at(now)))
+            .map(|(k, _)| k.to_vec())
     }
 
     /// An expiry takeover of `key` in namespace `ns`, seen now.
