@@ -62,7 +62,7 @@ ol.timeline{list-style:none;padding:0;margin:.4em 0} .incident{padding:.3em .5em
 #live{font-size:.85em;color:var(--mute)}
 svg.lifecycle{width:100%;min-width:600px;height:auto;background:var(--card);border:1px solid var(--line)} .lifecycle .lane{fill:var(--mute);font-size:12px;font-family:monospace}
 .lifecycle .hold{fill:var(--accent);opacity:.75} .lifecycle .expiry{fill:var(--bad);font-size:18px} .lifecycle .takeover{fill:var(--bad);font-size:14px}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em} dl.facts dt{color:var(--mute)} dl.facts dd{margin:0}
+table.transitions code{white-space:nowrap;word-break:normal} dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em} dl.facts dt{color:var(--mute)} dl.facts dd{margin:0}
 @media (max-width:600px){body{padding:.6em} th,td{padding:.2em .35em;font-size:.9em}}
 "#;
 
