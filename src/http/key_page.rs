@@ -25,6 +25,9 @@ pub(crate) const MAX_KEY: usize = 1024;
 pub(crate) struct KeyQuery {
     key: Option<String>,
     format: Option<String>,
+    /// The page script's period, seconds; read by the script only.
+    #[serde(rename = "refresh")]
+    _refresh: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -181,16 +184,17 @@ fn body(held: &[LockView], transitions: &[TransitionView], watched: bool) -> Str
     h
 }
 
-/// Polls this page's JSON every 5 s and replaces the body.
+/// Polls this page's JSON every 5 s (`&refresh=N`: every N s) and replaces the body.
 const SCRIPT: &str = r#"<script>
 (function(){
   var url=location.pathname.split('/').pop()+location.search+'&format=json';
+  var every=Math.max(1,Number(new URLSearchParams(location.search).get('refresh'))||5)*1000;
   function poll(){
     fetch(url,{cache:'no-store'}).then(function(r){ if(!r.ok) throw new Error(r.status); return r.json(); })
       .then(function(st){ var b=document.getElementById('key-body'); b.innerHTML=st.html;
         b.dataset.updates=String(1+Number(b.dataset.updates||0)); })
-      .catch(function(){}).then(function(){ setTimeout(poll,5000); });
+      .catch(function(){}).then(function(){ setTimeout(poll,every); });
   }
-  setTimeout(poll,5000);
+  setTimeout(poll,every);
 })();
 </script>"#;

@@ -190,7 +190,8 @@ fn charts(h: &mut String, tv: &status_view::TargetView) {
     h.push_str("</div>\n");
 }
 
-/// Polls `api/v1/status` (relative: works under a path prefix) every 5 s and updates the
+/// Polls `api/v1/status` (relative: works under a path prefix) every 5 s (`?refresh=N`:
+/// every N s, at least 1) and updates the
 /// numbers, the charts and the timeline in place; the page stands complete without it.
 const SCRIPT: &str = r#"<script>
 (function(){
@@ -218,7 +219,7 @@ const SCRIPT: &str = r#"<script>
       .catch(function(){ document.getElementById('live').firstChild.textContent='not updating (retrying) · as of '; })
       .then(function(){ setTimeout(poll,REFRESH_MS); });
   }
-  var REFRESH_MS=Number(document.body.dataset.refreshMs||5000);
+  var REFRESH_MS=Math.max(1,Number(new URLSearchParams(location.search).get('refresh'))||5)*1000;
   setTimeout(poll,REFRESH_MS);
 })();
 </script>
