@@ -96,12 +96,32 @@ pub(crate) struct HistoryResponse {
 
 #[derive(Serialize)]
 pub(crate) struct TransitionView {
-    target: String,
-    at: String,
-    at_ms: i64,
-    kind: &'static str,
-    owner_hash: Option<String>,
-    takeover: bool,
+    pub(super) target: String,
+    pub(super) at: String,
+    pub(super) at_ms: i64,
+    pub(super) kind: &'static str,
+    pub(super) owner_hash: Option<String>,
+    pub(super) takeover: bool,
+}
+
+/// `key`'s transitions in the history of every watched target `wanted` accepts, oldest first.
+pub(super) fn transitions(s: &AppState, key: &[u8], wanted: impl Fn(&str) -> bool) -> Vec<TransitionView> {
+    let mut transitions = Vec::new();
+    for lc in s.lifecycles.iter().filter(|l| wanted(&l.target)) {
+        for r in lc.history().of(key) {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(r.at_ms).unwrap_or(0));
+            transitions.push(TransitionView {
+                target: lc.target.clone(),
+                at: humantime::format_rfc3339_millis(at).to_string(),
+                at_ms: r.at_ms,
+                kind: r.kind.as_str(),
+                owner_hash: r.owner().map(|o| format!("{o:016x}")),
+                takeover: r.takeover,
+            });
+        }
+    }
+    transitions.sort_by_key(|t| t.at_ms);
+    transitions
 }
 
 /// The recent lifecycle of one key, from each target's bounded history.
@@ -136,21 +156,7 @@ pub(crate) async fn history(
         return Err(HttpError(StatusCode::BAD_REQUEST, format!("unknown target `{t}`")));
     }
     let wanted = |name: &str| q.target.as_deref().is_none_or(|t| t == name);
-    let mut transitions = Vec::new();
-    for lc in s.lifecycles.iter().filter(|l| wanted(&l.target)) {
-        for r in lc.history().of(key.as_bytes()) {
-            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(r.at_ms).unwrap_or(0));
-            transitions.push(TransitionView {
-                target: lc.target.clone(),
-                at: humantime::format_rfc3339_millis(at).to_string(),
-                at_ms: r.at_ms,
-                kind: r.kind.as_str(),
-                owner_hash: r.owner().map(|o| format!("{o:016x}")),
-                takeover: r.takeover,
-            });
-        }
-    }
-    transitions.sort_by_key(|t| t.at_ms);
+    let transitions = transitions(&s, key.as_bytes(), wanted);
     let unwatched_targets = s
         .config
         .targets

@@ -7,11 +7,14 @@
 
 mod api;
 mod auth;
+mod charts;
 mod gate;
+mod key_page;
 pub(crate) mod push;
 mod server;
 mod slots;
 mod status_page;
+mod status_view;
 
 use std::sync::Arc;
 
@@ -75,6 +78,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/api/v1/locks", get(api::locks))
         .route("/api/v1/locks/history", get(api::history))
+        .route("/api/v1/status", get(status_view::api))
+        .route("/locks/{namespace}", get(key_page::page))
         .route("/api/v1/events", post(push::events))
         .fallback(not_found)
         .with_state(state);
@@ -130,7 +135,7 @@ async fn not_found(uri: axum::http::Uri) -> HttpError {
     HttpError(
         StatusCode::NOT_FOUND,
         format!(
-            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks, /api/v1/locks/history?key=K or POST /api/v1/events",
+            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks, /api/v1/locks/history?key=K, /api/v1/status, /locks/<namespace>?key=K or POST /api/v1/events",
             uri.path()
         ),
     )

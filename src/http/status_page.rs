@@ -1,6 +1,11 @@
 //! `GET /`: a small HTML status page for when Grafana is not at hand — targets, their
-//! health, per namespace the held / overdue / without-TTL counts of the last pass, the lock
-//! failures reported by logs and pushes, and what each log source read.
+//! health, per namespace the held / overdue / without-TTL counts of the last pass and small
+//! charts of the last hour, a timeline of recent incidents linking to each key's page, the
+//! lock failures reported by logs and pushes, and what each log source read.
+//!
+//! Self-contained (no external requests) and relative links only, so it works offline and
+//! behind a proxy path prefix. Rendered on the server; the inline script only polls
+//! `api/v1/status` to update it in place (`status_view`).
 
 use std::fmt::Write;
 use std::time::SystemTime;
@@ -9,26 +14,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 
+use super::charts::esc;
+use super::status_view;
 use super::{AppState, HttpError, gate};
 
 use crate::duration;
 use crate::vocab::{LineResult, PUSH_SOURCE, UNKNOWN_NAMESPACE};
 use crate::vocab::{Op, Outcome};
-
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn ago(t: Option<SystemTime>) -> String {
     match t.and_then(|t| t.elapsed().ok()) {
@@ -49,21 +41,58 @@ pub(crate) async fn page(State(s): State<AppState>) -> Response {
     }
 }
 
-fn render(s: &AppState) -> String {
-    let mut h = String::with_capacity(8 * 1024);
+/// Colours and layout: light and dark after the browser, one column on a phone.
+pub(super) const STYLE: &str = r#"
+:root{color-scheme:light dark;--fg:#1d2125;--mute:#5f6b76;--bg:#fff;--card:#f6f8fa;--line:#d0d7de;--bad:#c62828;--badbg:#fde8e8;--ok:#1b7a33;--accent:#1f6feb;--warn:#b45309}
+@media (prefers-color-scheme:dark){:root{--fg:#e6edf3;--mute:#9aa7b3;--bg:#0d1117;--card:#161b22;--line:#30363d;--bad:#ff7b72;--badbg:#3d1618;--ok:#56d364;--accent:#58a6ff;--warn:#e3b341}}
+*{box-sizing:border-box} body{font-family:system-ui,sans-serif;margin:0 auto;padding:1em 1.2em;max-width:1280px;color:var(--fg);background:var(--bg);line-height:1.4}
+a{color:var(--accent)} h1{margin:.2em 0} h2{margin:1.2em 0 .4em;font-size:1.25em} small,.quiet{color:var(--mute)}
+.scroll{overflow-x:auto} table{border-collapse:collapse;margin:.6em 0}
+th,td{border:1px solid var(--line);padding:.3em .6em;text-align:right} th:first-child,td:first-child{text-align:left}
+.bad{background:var(--badbg);color:var(--bad);font-weight:bold} .ok{color:var(--ok)} .down{color:var(--bad);font-weight:bold} code{background:var(--card);padding:0 .2em;word-break:break-all}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));gap:.8em}
+.ns{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.5em .7em} .ns h3{margin:0 0 .3em;font-size:1em}
+.chart{margin:.2em 0} .chart figcaption{display:flex;justify-content:space-between;font-size:.85em;color:var(--mute)} .chart b{color:var(--fg)}
+.chart svg{width:100%;height:40px;display:block} .chart .axis{stroke:var(--line);stroke-width:1}
+.chart.line path{fill:none;stroke:var(--accent);stroke-width:1.5;vector-effect:non-scaling-stroke}
+.chart.bars rect{fill:var(--bad)} .chart.line rect.last{fill:var(--accent)} .chart[data-metric=overdue] rect.last{fill:var(--warn)} .chart[data-metric=overdue] path{stroke:var(--warn)}
+ol.timeline{list-style:none;padding:0;margin:.4em 0} .incident{padding:.3em .5em;border-left:4px solid var(--line);margin:.2em 0;background:var(--card);overflow-wrap:anywhere}
+.incident time{font-variant-numeric:tabular-nums;color:var(--mute)} .incident .what{font-weight:bold}
+.incident.takeover,.incident.lost_in_failover{border-color:var(--bad)} .incident.overdue,.incident.without_ttl,.incident.failure_burst{border-color:var(--warn)}
+#live{font-size:.85em;color:var(--mute)}
+svg.lifecycle{width:100%;min-width:600px;height:auto;background:var(--card);border:1px solid var(--line)} .lifecycle .lane{fill:var(--mute);font-size:12px;font-family:monospace}
+.lifecycle .hold{fill:var(--accent);opacity:.75} .lifecycle .expiry{fill:var(--bad);font-size:18px} .lifecycle .takeover{fill:var(--bad);font-size:14px}
+table.transitions code{white-space:nowrap;word-break:normal} dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em} dl.facts dt{color:var(--mute)} dl.facts dd{margin:0}
+@media (max-width:600px){body{padding:.6em} th,td{padding:.2em .35em;font-size:.9em}}
+"#;
+
+/// The head of a page: title, viewport, style; without JavaScript, a refresh every 10 s.
+pub(super) fn head(h: &mut String, title: &str) {
     let _ = write!(
         h,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
-<title>lockwatch</title><style>
-body{{font-family:system-ui,sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}
-th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child,td:first-child{{text-align:left}}
-.bad{{background:#fdd;font-weight:bold}} .ok{{color:#070}} .down{{color:#b00;font-weight:bold}} code{{background:#f4f4f4}}
-</style></head><body><h1>lockwatch</h1>
-<p>version {} · <a href="/metrics">/metrics</a> · <a href="/api/v1/locks">/api/v1/locks</a> · <a href="/readyz">/readyz</a> · <a href="/healthz">/healthz</a></p>
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,"><noscript><meta http-equiv="refresh" content="10"></noscript>
+<title>{}</title><style>{STYLE}</style></head><body>
 "#,
-        env!("CARGO_PKG_VERSION")
+        esc(title)
     );
-    for t in s.targets.iter() {
+}
+
+fn render(s: &AppState) -> String {
+    let status = status_view::status(s);
+    let mut h = String::with_capacity(32 * 1024);
+    head(&mut h, "lockwatch");
+    let _ = write!(
+        h,
+        r#"<header><h1>lockwatch</h1>
+<p>version {} · <a href="metrics">metrics</a> · <a href="api/v1/locks">api/v1/locks</a> · <a href="api/v1/status">api/v1/status</a> · <a href="readyz">readyz</a> · <a href="healthz">healthz</a> · <span id="live">as of <time id="generated">{}</time></span></p></header>
+"#,
+        env!("CARGO_PKG_VERSION"),
+        status_view::rfc3339(status.generated_ms),
+    );
+    h.push_str(r#"<h2 id="timeline">recent incidents</h2><div id="incidents">"#);
+    h.push_str(&status.timeline_html);
+    h.push_str("</div>\n");
+    for (t, tv) in s.targets.iter().zip(&status.targets) {
         let st = t.status();
         let health = match (st.passes, st.up) {
             (0, _) => r#"<span>waiting for the first pass</span>"#.to_string(),
@@ -75,10 +104,10 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
         };
         let _ = write!(
             h,
-            r#"<h2 id="target-{name}">target {name}</h2><p><code>{url}</code> — {health}; last pass {ago}, took {took} ms{trunc}</p>
+            r#"<section data-target="{name}"><h2 id="target-{name}">target {name}</h2><p><code>{url}</code> — {health}; last pass {ago}, took {took} ms{trunc}</p>
 <p>keyspace notifications: {watch}</p>
 <p>tracking: {mode}</p>
-<table><tr><th>namespace</th><th>held</th><th>renewal overdue</th><th>without TTL</th><th>held too long</th><th>longest hold (s)</th><th>unreadable keys</th><th>expiry takeovers</th><th></th></tr>
+<div class="scroll"><table><tr><th>namespace</th><th>held</th><th>renewal overdue</th><th>without TTL</th><th>held too long</th><th>longest hold (s)</th><th>unreadable keys</th><th>expiry takeovers</th><th></th></tr>
 "#,
             name = esc(&t.name),
             url = esc(&t.display_url),
@@ -111,8 +140,7 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
                 ""
             },
         );
-        for ns in &t.namespaces {
-            let census = t.census(ns);
+        for (ns, nv) in t.namespaces.iter().zip(&tv.namespaces) {
             let cell = |n: i64| {
                 if n > 0 {
                     format!(r#"<td class="bad">{n}</td>"#)
@@ -120,37 +148,89 @@ th,td{{border:1px solid #ccc;padding:.3em .7em;text-align:right}} th:first-child
                     format!("<td>{n}</td>")
                 }
             };
-            let name = esc(&ns.config.name);
+            let name = esc(&nv.name);
             let _ = writeln!(
                 h,
-                r#"<tr data-namespace="{name}"><td>{name} <small><code>{pattern}</code></small></td><td>{held}</td>{overdue}{nottl}{long}<td>{age:.1}</td>{unreadable}{takeovers}<td><a href="/api/v1/locks?namespace={name}&amp;target={tname}">locks</a></td></tr>"#,
+                r#"<tr data-namespace="{name}"><td>{name} <small><code>{pattern}</code></small></td><td>{held}</td>{overdue}{nottl}{long}<td>{age:.1}</td>{unreadable}{takeovers}<td><a href="api/v1/locks?namespace={name}&amp;target={tname}">locks</a></td></tr>"#,
                 pattern = esc(ns.config.pattern.as_str()),
-                held = census.held,
-                overdue = cell(census.overdue),
-                nottl = cell(census.without_ttl),
-                long = cell(census.too_long),
-                age = census.max_age_ms as f64 / 1000.0,
-                unreadable = cell(census.wrong_type + census.bad_value),
-                takeovers = match s.lifecycles.iter().find(|l| l.target == t.name) {
-                    Some(l) => cell(i64::try_from(l.takeovers(&ns.config.name)).unwrap_or(i64::MAX)),
+                held = nv.held,
+                overdue = cell(nv.overdue),
+                nottl = cell(nv.without_ttl),
+                long = cell(nv.too_long),
+                age = nv.longest_hold_s,
+                unreadable = cell(nv.unreadable),
+                takeovers = match nv.takeovers {
+                    Some(n) => cell(i64::try_from(n).unwrap_or(i64::MAX)),
                     None => "<td>–</td>".to_string(),
                 },
                 tname = esc(&t.name),
             );
         }
-        h.push_str("</table>\n");
+        h.push_str("</table></div>\n");
+        charts(&mut h, tv);
+        h.push_str("</section>\n");
     }
     events_section(&mut h, s);
+    h.push_str(SCRIPT);
     h.push_str("</body></html>\n");
     h
 }
+
+/// A target's namespaces, each with its four charts of the last hour.
+fn charts(h: &mut String, tv: &status_view::TargetView) {
+    h.push_str(r#"<div class="grid">"#);
+    for nv in &tv.namespaces {
+        let _ = write!(
+            h,
+            r#"<div class="ns" data-charts="{name}"><h3>{name} <small>last hour, 10 s buckets, now at the right</small></h3><div class="charts">{}</div></div>"#,
+            nv.charts_html,
+            name = esc(&nv.name),
+        );
+    }
+    h.push_str("</div>\n");
+}
+
+/// Polls `api/v1/status` (relative: works under a path prefix) every 5 s (`?refresh=N`:
+/// every N s, at least 1) and updates the
+/// numbers, the charts and the timeline in place; the page stands complete without it.
+const SCRIPT: &str = r#"<script>
+(function(){
+  var esc=function(s){return String(s).split('"').join('\\"');};
+  function cell(td,v){ if(!td||v===null||v===undefined) return; td.textContent=String(v);
+    if(td.dataset.plain===undefined){ td.className=(typeof v==='number'&&v>0)?'bad':''; } }
+  function apply(st){
+    st.targets.forEach(function(t){
+      var sec=document.querySelector('section[data-target="'+esc(t.name)+'"]'); if(!sec) return;
+      t.namespaces.forEach(function(n){
+        var row=sec.querySelector('tr[data-namespace="'+esc(n.name)+'"]');
+        if(row){ var c=row.children; c[1].dataset.plain=''; cell(c[1],n.held); cell(c[2],n.overdue); cell(c[3],n.without_ttl);
+          cell(c[4],n.too_long); c[5].dataset.plain=''; cell(c[5],n.longest_hold_s.toFixed(1)); cell(c[6],n.unreadable);
+          if(n.takeovers!==null) cell(c[7],n.takeovers); }
+        var ch=sec.querySelector('div[data-charts="'+esc(n.name)+'"] .charts'); if(ch) ch.innerHTML=n.charts_html;
+      });
+    });
+    document.getElementById('incidents').innerHTML=st.timeline_html;
+    var g=document.getElementById('generated'); g.textContent=new Date(st.generated_ms).toISOString().slice(0,19)+'Z';
+    document.getElementById('live').dataset.updates=String(1+Number(document.getElementById('live').dataset.updates||0));
+  }
+  function poll(){
+    fetch('api/v1/status',{cache:'no-store'}).then(function(r){ if(!r.ok) throw new Error(r.status); return r.json(); })
+      .then(function(st){ apply(st); document.getElementById('live').firstChild.textContent='live · '; })
+      .catch(function(){ document.getElementById('live').firstChild.textContent='not updating (retrying) · as of '; })
+      .then(function(){ setTimeout(poll,REFRESH_MS); });
+  }
+  var REFRESH_MS=Math.max(1,Number(new URLSearchParams(location.search).get('refresh'))||5)*1000;
+  setTimeout(poll,REFRESH_MS);
+})();
+</script>
+"#;
 
 /// Lock failures reported by logs and pushes, per namespace, and what each log source read.
 fn events_section(h: &mut String, s: &AppState) {
     let m = &s.intake;
     let count = |ns: &str, op: Op, outcome: Outcome| m.events(ns, op, outcome);
     h.push_str(
-        "<h2 id=\"events\">lock failures from logs and pushes</h2>\n<table><tr><th>namespace</th><th>not owned (release, renew)</th><th>renewal failed</th><th>acquire busy / timeout</th><th>stale fence</th></tr>\n",
+        "<h2 id=\"events\">lock failures from logs and pushes</h2>\n<div class=\"scroll\"><table><tr><th>namespace</th><th>not owned (release, renew)</th><th>renewal failed</th><th>acquire busy / timeout</th><th>stale fence</th></tr>\n",
     );
     let names = s
         .config
@@ -183,7 +263,7 @@ fn events_section(h: &mut String, s: &AppState) {
             name = esc(ns),
         );
     }
-    h.push_str("</table>\n<table><tr><th>log source</th><th>files</th><th>lock events</th><th>ignored</th><th>malformed</th></tr>\n");
+    h.push_str("</table></div>\n<div class=\"scroll\"><table><tr><th>log source</th><th>files</th><th>lock events</th><th>ignored</th><th>malformed</th></tr>\n");
     let sources = s
         .config
         .logs
@@ -206,5 +286,5 @@ fn events_section(h: &mut String, s: &AppState) {
             lines(LineResult::Malformed),
         );
     }
-    h.push_str("</table>\n");
+    h.push_str("</table></div>\n");
 }

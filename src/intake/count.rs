@@ -25,6 +25,7 @@ pub struct Counters {
     namespaces: usize,
     events: Vec<IntCounter>,
     lines: [IntCounter; 3],
+    recent: super::recent::RecentFailures,
 }
 
 impl Counters {
@@ -47,6 +48,7 @@ impl Counters {
             namespaces: namespaces.len(),
             events,
             lines: LineResult::ALL.map(line),
+            recent: metrics.recent.clone(),
         }
     }
 
@@ -55,8 +57,24 @@ impl Counters {
         Tally::new(self.namespaces)
     }
 
-    /// Add `tally` to the counters and zero it.
+    /// Add `tally` to the counters and zero it; its failures into the last hour.
     pub fn flush(&self, tally: &mut Tally) {
+        for (ns, counts) in tally.events.chunks(PER_NAMESPACE).enumerate() {
+            let failed: u64 = counts
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Outcome::ALL[i % Outcome::ALL.len()] != Outcome::Ok)
+                .map(|(_, n)| *n)
+                .sum();
+            if failed > 0 {
+                self.recent.add(ns, failed);
+            }
+        }
+        self.restore(tally);
+    }
+
+    /// Add saved counts (`tally`) to the counters and zero it: not failures of now.
+    pub fn restore(&self, tally: &mut Tally) {
         if tally.is_empty() {
             return;
         }

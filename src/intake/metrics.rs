@@ -17,6 +17,8 @@ pub struct IntakeMetrics {
     pub(crate) log_lines_total: IntCounterVec,
     /// Label source: files a `[[logs]]` source is reading (rotated ones being finished included).
     log_files: IntGaugeVec,
+    /// Lock failures of the last hour and their bursts, for the status page.
+    pub(crate) recent: super::recent::RecentFailures,
 }
 
 impl IntakeMetrics {
@@ -38,6 +40,7 @@ impl IntakeMetrics {
                 "Files a log source is reading, rotated files still being finished included.",
                 &["source"],
             )?,
+            recent: super::recent::RecentFailures::new(config.namespaces.len()),
         };
         let namespaces = config
             .namespaces
@@ -84,5 +87,10 @@ impl IntakeMetrics {
     /// Files `source` is reading now.
     pub fn files(&self, source: &str) -> i64 {
         self.log_files.with_label_values(&[source]).get()
+    }
+
+    /// Lock failures of the last hour, per namespace, and their bursts.
+    pub fn recent(&self) -> &super::recent::RecentFailures {
+        &self.recent
     }
 }

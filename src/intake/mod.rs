@@ -15,6 +15,7 @@ pub(crate) mod metrics;
 pub(crate) mod phrases;
 pub(crate) mod print;
 pub(crate) mod push;
+pub(crate) mod recent;
 pub mod records;
 pub(crate) mod stdin;
 pub(crate) mod tail;

@@ -203,6 +203,7 @@ impl Observer for Recorder<'_> {
             m.takeovers.inc();
         }
         self.history.mark_takeover(key, owner);
+        self.w.locks.record_takeover(ns, key);
         tracing::warn!(target_name = %self.w.target.name, namespace = %self.w.namespaces[ns].name,
             key = %String::from_utf8_lossy(key), previous_owner = %format!("{previous:016x}"),
             owner = %format!("{owner:016x}"), after_ms = gap_ms,

@@ -6,6 +6,8 @@
 //! Knows nothing of Redis or metrics; TTL arithmetic is in `ttl` (pure).
 
 pub mod events;
+pub mod incidents;
+pub mod recent;
 pub mod table;
 pub(crate) mod ttl;
 pub(crate) mod view;
@@ -18,6 +20,8 @@ use std::time::{Duration, Instant, SystemTime};
 use foldhash::fast::RandomState;
 
 use crate::config::{NamespaceConfig, TargetConfig};
+use incidents::{Incident, IncidentLog, Kind};
+use recent::{Bucket, Series};
 use table::NamespaceTable;
 
 /// A namespace's config and its lock table.
@@ -26,6 +30,16 @@ pub struct NamespaceLocks {
     /// Seeds owner hashes, so the sampler's and the lifecycle watcher's can be compared.
     hasher: RandomState,
     table: Mutex<NamespaceTable>,
+    /// The last hour, for the status page's charts.
+    recent: Mutex<Recent>,
+}
+
+/// A namespace's last hour and the gauges of its last pass (to see episodes begin).
+#[derive(Default)]
+struct Recent {
+    series: Series,
+    overdue: i64,
+    without_ttl: i64,
 }
 
 impl NamespaceLocks {
@@ -63,6 +77,8 @@ pub struct TargetLocks {
     /// subscription (it grows with each one), so the sampler sees every resubscription.
     subscription: AtomicU64,
     subscriptions: AtomicU64,
+    /// Recent incidents of all namespaces, for the status page's timeline.
+    incidents: Mutex<IncidentLog>,
 }
 
 impl TargetLocks {
@@ -79,10 +95,12 @@ impl TargetLocks {
                         config: n.clone(),
                         hasher: hasher.clone(),
                         table: Mutex::new(NamespaceTable::with_hasher(show_owners, hasher)),
+                        recent: Mutex::default(),
                     }
                 })
                 .collect(),
             status: Mutex::new(TargetStatus::default()),
+            incidents: Mutex::default(),
             origin: Instant::now(),
             subscription: AtomicU64::new(0),
             subscriptions: AtomicU64::new(0),
@@ -133,5 +151,87 @@ impl TargetLocks {
     /// Milliseconds on the sampler clock now.
     pub fn now_ms(&self) -> i64 {
         i64::try_from(self.origin.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// A pass's census of namespace `ns` (by index): into its last hour; an overdue episode
+    /// beginning, or more locks without TTL than the pass before, into the incidents.
+    pub fn record_census(&self, ns: usize, census: &table::Census) {
+        let Some(n) = self.namespaces.get(ns) else {
+            return;
+        };
+        let at = recent::wall_ms();
+        let (overdue, without_ttl) = {
+            let mut r = n.recent.lock().unwrap_or_else(|p| p.into_inner());
+            r.series.gauges(at, census.held, census.overdue);
+            let before = (r.overdue, r.without_ttl);
+            (r.overdue, r.without_ttl) = (census.overdue, census.without_ttl);
+            before
+        };
+        let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
+        if census.overdue > 0 && overdue == 0 {
+            let key = (census.overdue == 1)
+                .then(|| self.only_key(n, |pttl| ttl::renewal_overdue(pttl, n.config.overdue_below())));
+            self.incident(at, ns, Kind::Overdue, count(census.overdue), key.flatten().as_deref());
+        }
+        if census.without_ttl > without_ttl {
+            let key = (census.without_ttl == 1).then(|| self.only_key(n, |pttl| pttl < 0));
+            self.incident(
+                at,
+                ns,
+                Kind::WithoutTtl,
+                count(census.without_ttl - without_ttl),
+                key.flatten().as_deref(),
+            );
+        }
+    }
+
+    /// The key of the one lock of `n` whose time left `pick` accepts (the census counted one).
+    fn only_key(&self, n: &NamespaceLocks, pick: impl Fn(i64) -> bool) -> Option<Vec<u8>> {
+        let now = self.now_ms();
+        let table = n.table();
+        table
+            .locks()
+            .find(|(_, e)| e.known() && pick(e.pttl_at(now)))
+            .map(|(k, _)| k.to_vec())
+    }
+
+    /// An expiry takeover of `key` in namespace `ns`, seen now.
+    pub fn record_takeover(&self, ns: usize, key: &[u8]) {
+        let at = recent::wall_ms();
+        if let Some(n) = self.namespaces.get(ns) {
+            n.recent.lock().unwrap_or_else(|p| p.into_inner()).series.takeover(at);
+        }
+        self.incident(at, ns, Kind::Takeover, 1, Some(key));
+    }
+
+    /// `key` of namespace `ns` lost in a failover.
+    pub fn record_lost(&self, ns: usize, key: &[u8]) {
+        self.incident(recent::wall_ms(), ns, Kind::LostInFailover, 1, Some(key));
+    }
+
+    fn incident(&self, at: i64, ns: usize, kind: Kind, count: u32, key: Option<&[u8]>) {
+        let mut log = self.incidents.lock().unwrap_or_else(|p| p.into_inner());
+        log.push(at, ns, kind, count, key);
+    }
+
+    /// Namespace `ns`'s last hour up to `now_ms`, oldest bucket first (`None`: no pass).
+    pub fn last_hour(&self, ns: usize, now_ms: i64) -> Vec<Option<Bucket>> {
+        self.namespaces.get(ns).map_or_else(Vec::new, |n| {
+            n.recent
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .series
+                .last_hour(now_ms)
+        })
+    }
+
+    /// The incidents kept, oldest first (namespace indexes are into `namespaces`).
+    pub fn incidents(&self) -> Vec<Incident> {
+        self.incidents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .all()
+            .cloned()
+            .collect()
     }
 }

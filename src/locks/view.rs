@@ -68,24 +68,68 @@ pub(crate) fn held_locks(targets: &[std::sync::Arc<TargetLocks>], f: Filter<'_>)
                     expiry: if pttl_ms < 0 { i64::MAX } else { pttl_ms },
                     key,
                 };
-                best.offer(rank, || LockView {
-                    target: target.name.clone(),
-                    namespace: ns.name.clone(),
-                    key: String::from_utf8_lossy(key).into_owned(),
-                    owner: match (table.token(key), f.show_owners) {
-                        (Some(t), true) => String::from_utf8_lossy(t).into_owned(),
-                        _ => "<redacted>".to_string(),
-                    },
-                    owner_hash: format!("{:016x}", e.owner),
-                    pttl_ms,
-                    age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
-                    fence: fence_of.key_for(key).and_then(|k| table.fence(&k)),
-                    overdue: ttl::renewal_overdue(pttl_ms, ns.overdue_below()),
+                best.offer(rank, || {
+                    let fence = fence_of.key_for(key).and_then(|k| table.fence(&k));
+                    view_of(target, ns, &table, (key, e, fence), f.show_owners, now_ms)
                 });
             }
         }
     }
     best.into_list()
+}
+
+/// The view of one lock as the table holds it.
+fn view_of(
+    target: &TargetLocks,
+    ns: &crate::config::NamespaceConfig,
+    table: &super::table::NamespaceTable,
+    (key, e, fence): (&[u8], &super::table::LockEntry, Option<i64>),
+    show_owners: bool,
+    now_ms: i64,
+) -> LockView {
+    let pttl_ms = e.pttl_at(now_ms);
+    LockView {
+        target: target.name.clone(),
+        namespace: ns.name.clone(),
+        key: String::from_utf8_lossy(key).into_owned(),
+        owner: match (table.token(key), show_owners) {
+            (Some(t), true) => String::from_utf8_lossy(t).into_owned(),
+            _ => "<redacted>".to_string(),
+        },
+        owner_hash: format!("{:016x}", e.owner),
+        pttl_ms,
+        age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
+        fence,
+        overdue: ttl::renewal_overdue(pttl_ms, ns.overdue_below()),
+    }
+}
+
+/// `key` of namespace `ns` (by name) in each of `targets` where it is held now.
+pub(crate) fn one_lock(
+    targets: &[std::sync::Arc<TargetLocks>],
+    ns: &str,
+    key: &[u8],
+    show_owners: bool,
+) -> Vec<LockView> {
+    let mut out = Vec::new();
+    for target in targets.iter() {
+        let now_ms = target.now_ms();
+        for ns_locks in target.namespaces.iter().filter(|n| n.config.name == ns) {
+            let table = ns_locks.table();
+            if let Some(e) = table.lock(key).filter(|e| e.known()) {
+                let fence = ns_locks.config.fence_map().key_for(key).and_then(|k| table.fence(&k));
+                out.push(view_of(
+                    target,
+                    &ns_locks.config,
+                    &table,
+                    (key, e, fence),
+                    show_owners,
+                    now_ms,
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Where a lock stands in a listing: less time left first (no expiry as `i64::MAX`), then

@@ -34,6 +34,7 @@ impl Sampler {
             self.metrics.publish_counts(&self.target.name, &ns_locks.config, counts);
             self.metrics
                 .publish_census(&self.target.name, &ns_locks.config, &census);
+            self.locks.record_census(i, &census);
             match result {
                 Ok(true) => {}
                 Ok(false) => walk.truncated = true,

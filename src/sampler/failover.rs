@@ -17,7 +17,7 @@ impl Sampler {
     pub(super) async fn failover(&mut self, f: &Failover) -> redis::RedisResult<()> {
         let reader = self.reader()?;
         let exact = self.last_ok_mode == Some(TrackingMode::Events);
-        for ns_locks in self.locks.namespaces.iter() {
+        for (i, ns_locks) in self.locks.namespaces.iter().enumerate() {
             let ns = &ns_locks.config;
             let now = self.locks.now_ms();
             let held: Vec<(Box<[u8]>, u64)> = ns_locks
@@ -41,6 +41,7 @@ impl Sampler {
                 if exact {
                     lost += 1;
                     table.forget(key);
+                    self.locks.record_lost(i, key);
                     tracing::warn!(target_name = %self.target.name, namespace = %ns.name, key = %key_text,
                         last_owner = %format!("{owner:016x}"), from = %f.from, to = %f.to,
                         "lock lost in failover: held on the old primary, absent on the new one; its holder may still be working while another takes it — only fencing protects the resource");

@@ -78,6 +78,7 @@ impl Sampler {
         self.metrics.publish_counts(&self.target.name, &ns_locks.config, counts);
         if let Some(c) = census {
             self.metrics.publish_census(&self.target.name, &ns_locks.config, &c);
+            self.locks.record_census(i, &c);
         }
         outcome
     }

@@ -103,7 +103,7 @@ impl Tailer {
                     let (restored, dropped) = c.to_tally(namespaces);
                     tracing::info!(source = %source.name, lines = restored.total(), events_dropped = dropped,
                         "counters continue from the counts saved with the offsets");
-                    counters.flush(&mut restored.clone());
+                    counters.restore(&mut restored.clone());
                     saved_counts = restored;
                 }
                 Some(s.files)

@@ -1,0 +1,225 @@
+//! The status page's pictures, drawn on the server as inline SVG so they exist without
+//! JavaScript: a namespace's last hour as small charts (gauges as lines, counts as bars),
+//! and a key's lifecycle as a timeline (holds as bars per owner hash, expiries and
+//! takeovers marked). Pure: values in, markup out.
+
+use std::fmt::Write;
+
+use crate::locks::recent::Bucket;
+
+/// Escape text for HTML (content and attribute values).
+pub(super) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Which of a bucket's values a chart shows.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Metric {
+    Held,
+    Overdue,
+    Failures,
+    Takeovers,
+}
+
+impl Metric {
+    pub(super) const ALL: [Metric; 4] = [Metric::Held, Metric::Overdue, Metric::Failures, Metric::Takeovers];
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Metric::Held => "held",
+            Metric::Overdue => "overdue",
+            Metric::Failures => "failures",
+            Metric::Takeovers => "takeovers",
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            Metric::Held => "held",
+            Metric::Overdue => "renewal overdue",
+            Metric::Failures => "lock failures (logs, pushes)",
+            Metric::Takeovers => "expiry takeovers",
+        }
+    }
+
+    /// A count per bucket (bars, summed) rather than a gauge (a line, its latest).
+    fn counts(self) -> bool {
+        matches!(self, Metric::Failures | Metric::Takeovers)
+    }
+
+    fn of(self, b: &Bucket) -> u32 {
+        match self {
+            Metric::Held => b.held,
+            Metric::Overdue => b.overdue,
+            Metric::Failures => b.failures,
+            Metric::Takeovers => b.takeovers,
+        }
+    }
+}
+
+const W: usize = 360;
+const H: u32 = 40;
+
+/// One small chart of the hour `hour` (oldest bucket first, `None` = no data): a figure
+/// with its words and numbers (`data-now` the latest gauge or the hour's sum of a count).
+pub(super) fn chart(metric: Metric, hour: &[Option<Bucket>]) -> String {
+    let values: Vec<Option<u32>> = hour.iter().map(|b| b.as_ref().map(|b| metric.of(b))).collect();
+    let max = values.iter().flatten().copied().max().unwrap_or(0);
+    let now = if metric.counts() {
+        values.iter().flatten().map(|v| u64::from(*v)).sum::<u64>()
+    } else {
+        values.iter().rev().flatten().next().map_or(0, |v| u64::from(*v))
+    };
+    let scale = f64::from(max.max(1));
+    let y = |v: u32| f64::from(H) - 2.0 - f64::from(v) / scale * f64::from(H - 4);
+    let mut body = String::new();
+    if metric.counts() {
+        for (x, v) in values.iter().enumerate() {
+            if let Some(v) = v.filter(|v| *v > 0) {
+                let top = y(v);
+                let _ = write!(
+                    body,
+                    r#"<rect x="{x}" y="{top:.1}" width="1.6" height="{:.1}"/>"#,
+                    f64::from(H) - top
+                );
+            }
+        }
+    } else {
+        let mut d = String::new();
+        let mut pen_up = true;
+        for (x, v) in values.iter().enumerate() {
+            match v {
+                Some(v) => {
+                    let _ = write!(d, "{}{x} {:.1}", if pen_up { "M" } else { "L" }, y(*v));
+                    pen_up = false;
+                }
+                None => pen_up = true,
+            }
+        }
+        if !d.is_empty() {
+            let _ = write!(body, r#"<path d="{d}"/>"#);
+        }
+        // The latest value marked, so a few minutes of data are visible at the right edge.
+        if let Some((x, v)) = values.iter().enumerate().rev().find_map(|(x, v)| v.map(|v| (x, v))) {
+            let _ = write!(
+                body,
+                r#"<rect class="last" x="{}" y="{:.1}" width="4" height="4"/>"#,
+                x.saturating_sub(3),
+                y(v) - 2.0
+            );
+        }
+    }
+    let seen = values.iter().flatten().count();
+    let summary = if metric.counts() {
+        format!("{now} in the last hour")
+    } else {
+        format!("{now} now, at most {max} in the hour")
+    };
+    format!(
+        r#"<figure class="chart {cls}" data-metric="{name}" data-now="{now}" data-max="{max}"><figcaption><span>{words}</span> <b>{now}</b></figcaption><svg viewBox="0 0 {W} {H}" preserveAspectRatio="none" role="img" aria-label="{words}: {summary}"><title>{words}: {summary} ({seen} of {n} ten-second buckets with data)</title><line class="axis" x1="0" y1="{base}" x2="{W}" y2="{base}"/>{body}</svg></figure>"#,
+        cls = if metric.counts() { "bars" } else { "line" },
+        name = metric.name(),
+        words = metric.words(),
+        n = values.len(),
+        base = H - 1,
+    )
+}
+
+/// A key's lifecycle to draw: (at ms, kind, owner hash, takeover), oldest first.
+pub(super) type Transition<'a> = (i64, &'a str, Option<&'a str>, bool);
+
+/// The key's lifecycle from `from_ms` to `to_ms` as a timeline: a lane per owner hash with
+/// its holds as bars (an acquisition to the release, expiry or eviction that ends it, or to
+/// now), expiries and evictions marked ×, takeovers marked ▲.
+pub(super) fn lifecycle(transitions: &[Transition<'_>], from_ms: i64, to_ms: i64) -> String {
+    let span = (to_ms - from_ms).max(1) as f64;
+    const LW: f64 = 1000.0;
+    let x = |at: i64| ((at - from_ms) as f64 / span * LW).clamp(0.0, LW);
+    let mut lanes: Vec<&str> = Vec::new();
+    for (_, _, owner, _) in transitions {
+        let o = owner.unwrap_or("unknown");
+        if !lanes.contains(&o) {
+            lanes.push(o);
+        }
+    }
+    let lane_h = 26.0;
+    let height = (lanes.len().max(1) as f64) * lane_h + 22.0;
+    let mut svg = format!(
+        r#"<svg class="lifecycle" viewBox="0 0 1120 {height}" role="img" aria-label="lifecycle of the key"><title>holds per owner hash; × expired or evicted; ▲ takeover</title>"#
+    );
+    let lane_of = |owner: Option<&str>| lanes.iter().position(|l| *l == owner.unwrap_or("unknown")).unwrap_or(0);
+    for (i, l) in lanes.iter().enumerate() {
+        let ty = i as f64 * lane_h + 17.0;
+        let _ = write!(
+            svg,
+            r#"<text class="lane" x="0" y="{ty}">{}</text>"#,
+            esc(&l[..l.len().min(8)])
+        );
+    }
+    let mut open: Option<(i64, usize)> = None;
+    let bar = |svg: &mut String, start: i64, end: i64, lane: usize| {
+        let (x0, x1) = (x(start), x(end));
+        let _ = write!(
+            svg,
+            r#"<rect class="hold" x="{:.1}" y="{:.1}" width="{:.1}" height="16"/>"#,
+            120.0 + x0,
+            lane as f64 * lane_h + 4.0,
+            (x1 - x0).max(2.0)
+        );
+    };
+    for &(at, kind, owner, takeover) in transitions {
+        let lane = lane_of(owner);
+        match kind {
+            "acquired" => {
+                if let Some((start, l)) = open.take() {
+                    bar(&mut svg, start, at, l);
+                }
+                open = Some((at, lane));
+                if takeover {
+                    let _ = write!(
+                        svg,
+                        r#"<text class="takeover" x="{:.1}" y="{:.1}">▲<title>takeover</title></text>"#,
+                        120.0 + x(at) - 5.0,
+                        lane as f64 * lane_h + 30.0
+                    );
+                }
+            }
+            "released" | "expired" | "evicted" => {
+                let lane = open.take().map_or(lane, |(start, l)| {
+                    bar(&mut svg, start, at, l);
+                    l
+                });
+                if kind != "released" {
+                    let _ = write!(
+                        svg,
+                        r#"<text class="expiry" x="{:.1}" y="{:.1}">×<title>{kind}</title></text>"#,
+                        120.0 + x(at) - 4.0,
+                        lane as f64 * lane_h + 17.0
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some((start, l)) = open {
+        bar(&mut svg, start, to_ms, l);
+    }
+    let secs = (to_ms - from_ms) / 1000;
+    let _ = write!(
+        svg,
+        r#"<text class="lane" x="120" y="{b}">−{secs} s</text><text class="lane" x="1080" y="{b}">now</text></svg>"#,
+        b = height - 4.0
+    );
+    svg
+}

@@ -1,0 +1,87 @@
+//! The intake's last hour, for the status page: lock failures (events whose outcome is not
+//! `ok`) per namespace in ten-second buckets (`locks::recent::Series`, 8,640 bytes per
+//! namespace, `unknown` included), and a burst — [`BURST`] failures or more in one bucket —
+//! as an incident of the timeline (`locks::incidents`, at most 200).
+
+use std::sync::{Arc, Mutex};
+
+use crate::locks::incidents::{Incident, IncidentLog, Kind};
+use crate::locks::recent::{Bucket, Series, wall_ms};
+
+/// Failures in one bucket that make a burst.
+pub const BURST: u32 = 5;
+
+/// Shared by every source's `Counters` and read by the status page.
+#[derive(Clone, Default)]
+pub struct RecentFailures(Arc<Mutex<Inner>>);
+
+#[derive(Default)]
+struct Inner {
+    /// Config namespaces in order, then `unknown`.
+    series: Vec<Series>,
+    incidents: IncidentLog,
+}
+
+impl RecentFailures {
+    /// For `namespaces` configured namespaces (plus `unknown`).
+    pub fn new(namespaces: usize) -> Self {
+        RecentFailures(Arc::new(Mutex::new(Inner {
+            series: vec![Series::default(); namespaces + 1],
+            incidents: IncidentLog::default(),
+        })))
+    }
+
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `n` failures of namespace `ns` (index; the last is `unknown`) counted now.
+    pub fn add(&self, ns: usize, n: u64) {
+        let at = wall_ms();
+        let mut inner = self.inner();
+        let Some(series) = inner.series.get_mut(ns) else {
+            return;
+        };
+        let after = series.failures(at, n);
+        let before = after.saturating_sub(u32::try_from(n).unwrap_or(u32::MAX));
+        if before < BURST && after >= BURST {
+            inner.incidents.push(at, ns, Kind::FailureBurst, after, None);
+        }
+    }
+
+    /// Namespace `ns`'s last hour up to `now_ms`, oldest first.
+    pub fn last_hour(&self, ns: usize, now_ms: i64) -> Vec<Option<Bucket>> {
+        self.inner()
+            .series
+            .get(ns)
+            .map_or_else(Vec::new, |s| s.last_hour(now_ms))
+    }
+
+    /// The bursts kept, oldest first.
+    pub fn incidents(&self) -> Vec<Incident> {
+        self.inner().incidents.all().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_one_incident_per_bucket() {
+        let r = RecentFailures::new(1);
+        r.add(0, 3);
+        r.add(0, 3);
+        r.add(0, 10);
+        r.add(1, 1);
+        r.add(7, 100);
+        let bursts = r.incidents();
+        assert!(
+            bursts.len() <= 2,
+            "one per bucket, at most two buckets crossed: {bursts:?}"
+        );
+        assert!(bursts.iter().all(|i| i.kind == Kind::FailureBurst && i.namespace == 0));
+        let total: u32 = r.last_hour(0, wall_ms()).iter().flatten().map(|b| b.failures).sum();
+        assert_eq!(total, 16);
+    }
+}

@@ -1,0 +1,129 @@
+//! Recent incidents, for the status page's timeline: expiry takeovers, overdue episodes,
+//! locks without TTL appearing, locks lost in a failover, bursts of lock failures.
+//!
+//! A ring of the last [`CAP`] incidents; the key, when known, is kept (never as a label)
+//! cut to [`KEY_MAX`] bytes. Memory: at most `CAP × (size_of::<Incident>() + KEY_MAX)` =
+//! 200 × (40 + 256) = 59,200 bytes per log.
+
+use std::collections::VecDeque;
+
+/// Incidents kept per log.
+pub const CAP: usize = 200;
+/// Longest key kept, bytes (a longer one is cut and shown without a link).
+pub const KEY_MAX: usize = 256;
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Takeover,
+    Overdue,
+    WithoutTtl,
+    LostInFailover,
+    FailureBurst,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Takeover => "takeover",
+            Kind::Overdue => "overdue",
+            Kind::WithoutTtl => "without_ttl",
+            Kind::LostInFailover => "lost_in_failover",
+            Kind::FailureBurst => "failure_burst",
+        }
+    }
+
+    /// In words, for the timeline.
+    pub fn words(self) -> &'static str {
+        match self {
+            Kind::Takeover => "expiry takeover",
+            Kind::Overdue => "renewal overdue",
+            Kind::WithoutTtl => "lock without TTL",
+            Kind::LostInFailover => "lost in failover",
+            Kind::FailureBurst => "lock failures burst",
+        }
+    }
+}
+
+/// One incident.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incident {
+    /// Wall-clock ms since the Unix epoch.
+    pub at_ms: i64,
+    /// Index of the namespace in the config's order (the log's owner knows which list).
+    pub namespace: usize,
+    pub kind: Kind,
+    /// How many (locks overdue, failures in the burst, …); 1 for one key's incident.
+    pub count: u32,
+    /// The key, cut to `KEY_MAX` bytes, when one key is concerned.
+    pub key: Option<Box<[u8]>>,
+    /// The key was longer than `KEY_MAX` (no link: the page could not find it).
+    pub cut: bool,
+}
+
+/// The ring.
+#[derive(Debug, Default)]
+pub struct IncidentLog {
+    ring: VecDeque<Incident>,
+}
+
+impl IncidentLog {
+    /// Add an incident; the oldest goes past `CAP`.
+    pub fn push(&mut self, at_ms: i64, namespace: usize, kind: Kind, count: u32, key: Option<&[u8]>) {
+        if self.ring.len() >= CAP {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(Incident {
+            at_ms,
+            namespace,
+            kind,
+            count,
+            cut: key.is_some_and(|k| k.len() > KEY_MAX),
+            key: key.map(|k| Box::from(&k[..k.len().min(KEY_MAX)])),
+        });
+    }
+
+    /// The incidents kept, oldest first.
+    pub fn all(&self) -> impl Iterator<Item = &Incident> {
+        self.ring.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_in_count_and_key_length() {
+        assert_eq!(std::mem::size_of::<Incident>(), 40, "README states 40 bytes + the key");
+        let mut log = IncidentLog::default();
+        let long = vec![b'k'; 10_000];
+        for i in 0..1000 {
+            log.push(i, 0, Kind::Takeover, 1, Some(&long));
+        }
+        assert_eq!(log.len(), CAP);
+        assert_eq!(
+            log.all().next().map(|i| i.at_ms),
+            Some(1000 - CAP as i64),
+            "the oldest went first"
+        );
+        assert!(
+            log.all()
+                .all(|i| i.cut && i.key.as_ref().is_some_and(|k| k.len() == KEY_MAX))
+        );
+        log.push(2000, 1, Kind::Overdue, 3, None);
+        let last = log.all().last().unwrap();
+        assert_eq!(
+            (last.kind, last.count, last.key.is_none(), last.cut),
+            (Kind::Overdue, 3, true, false)
+        );
+    }
+}
