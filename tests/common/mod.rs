@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod drill;
+pub mod headless;
 pub mod pki;
 pub mod prometheus;
 
