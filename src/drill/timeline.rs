@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::html::esc;
 use super::report::{Event, Lane, Period, Report};
+use crate::markup::esc;
 
 /// The drawing's width in SVG units; the page scales it.
 const WIDTH: f64 = 1000.0;
@@ -110,10 +110,11 @@ pub(super) fn svg(r: &Report) -> String {
     let mut t = 0;
     while t <= end {
         let x = x_of(t);
+        let anchor = if t == end { "end" } else { "middle" };
         let _ = write!(
             o,
             "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{}\" y2=\"{height}\"/>\
-             <text class=\"tick\" x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+             <text class=\"tick\" x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
             AXIS - 8.0,
             AXIS - 12.0,
             if t == 0 {
