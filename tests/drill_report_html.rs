@@ -92,7 +92,6 @@ fn check_page(page: &Path, name: &str, steps: usize, failing: &[usize]) -> (Stri
     let r = headless::render(page, profile.path());
     assert!(r.console.is_empty(), "{name}: console messages {:?}", r.console);
     let dom = r.dom;
-    assert!(dom.contains("<svg class=\"timeline\""), "{name}: {dom}");
     // Every step, in order, and the failing ones marked.
     let marked: Vec<(usize, bool)> = tags(&dom, "step")
         .iter()
@@ -108,20 +107,25 @@ fn check_page(page: &Path, name: &str, steps: usize, failing: &[usize]) -> (Stri
     for t in tags(&dom, "step") {
         assert_eq!(t.contains("deviation"), t.contains("data-ok=\"false\""), "{name}: {t}");
     }
-    // The timeline: each lane's events in time order, every x placed by its time.
-    let drawn = events(&dom);
+    // The timeline: each lane's events in time order, every x placed by its time; the
+    // close-up of the burst after the pause the same, and only moments of the whole.
+    let drawing = |class: &str| {
+        let svg = dom.split(&format!("<svg class=\"timeline {class}\"")).nth(1);
+        let svg = svg.unwrap_or_else(|| panic!("{name}: no {class} timeline"));
+        events(svg.split("</svg>").next().unwrap_or(""))
+    };
+    let drawn = drawing("whole");
     assert!(drawn.len() > steps, "{name}: {drawn:#?}");
-    for lane in ["worker_a", "worker_b", "redis"] {
-        let times: Vec<u64> = drawn.iter().filter(|d| d.lane == lane).map(|d| d.at).collect();
-        assert!(!times.is_empty(), "{name}: lane {lane} empty");
-        assert!(times.is_sorted(), "{name}: lane {lane} out of order: {times:?}");
+    in_time_order(name, &drawn);
+    let close = drawing("burst");
+    in_time_order(name, &close);
+    assert!(close.len() >= 5, "{name}: {close:#?}");
+    for c in &close {
+        assert!(
+            drawn.iter().any(|d| (d.at, &d.what) == (c.at, &c.what)),
+            "{name}: {c:?}"
+        );
     }
-    let mut by_time: Vec<&Drawn> = drawn.iter().collect();
-    by_time.sort_by_key(|d| d.at);
-    assert!(
-        by_time.windows(2).all(|w| w[0].x <= w[1].x),
-        "{name}: x not placed by time: {by_time:#?}"
-    );
     let listed: Vec<u64> = dom
         .split("<tr data-at=\"")
         .skip(1)
@@ -142,6 +146,21 @@ fn check_page(page: &Path, name: &str, steps: usize, failing: &[usize]) -> (Stri
         assert!(bytes > 20_000, "{name}: a screenshot of {bytes} bytes");
     }
     (dom, drawn)
+}
+
+/// Each lane's events in time order, and every x placed by its time.
+fn in_time_order(name: &str, drawn: &[Drawn]) {
+    for lane in ["worker_a", "worker_b", "redis"] {
+        let times: Vec<u64> = drawn.iter().filter(|d| d.lane == lane).map(|d| d.at).collect();
+        assert!(!times.is_empty(), "{name}: lane {lane} empty");
+        assert!(times.is_sorted(), "{name}: lane {lane} out of order: {times:?}");
+    }
+    let mut by_time: Vec<&Drawn> = drawn.iter().collect();
+    by_time.sort_by_key(|d| d.at);
+    assert!(
+        by_time.windows(2).all(|w| w[0].x <= w[1].x),
+        "{name}: x not placed by time: {by_time:#?}"
+    );
 }
 
 fn page(dir: &Path, name: &str) -> PathBuf {
@@ -249,7 +268,8 @@ fn a_failing_run_marks_the_stale_release_and_its_consequence() {
         .collect();
     assert_eq!(bad, ["release ACCEPTED", "B's lock damaged"]);
     // B's own release finds nothing to release: its lock was deleted under it.
-    let mut deviating: Vec<&str> = dom
+    let whole = dom.split("<svg class=\"timeline burst\"").next().unwrap_or("");
+    let mut deviating: Vec<&str> = whole
         .split("<g class=\"event deviation\"")
         .skip(1)
         .filter_map(|g| g.split("</text>").next()?.rsplit('>').next())

@@ -32,7 +32,7 @@ svg .period{fill:var(--frozen);opacity:.8}svg [data-lane=proxy] .period{fill:var
 svg .event circle{fill:var(--ok);stroke:var(--bg);stroke-width:1.5}
 svg .event.deviation circle{fill:var(--bad)}svg .event.deviation text{fill:var(--bad);font-weight:700}
 .deviations{background:var(--bad-bg);border:1px solid var(--bad);border-radius:6px;padding:.4em 1em;margin:1em 0}
-.deviations li{margin:.3em 0}
+.deviations li{margin:.3em 0}.deviations h2{margin-top:.3em}h3.close-up{font-size:1rem;margin:1em 0 .4em}
 ol.steps{list-style:none;padding:0;margin:0}
 .step{border:1px solid var(--line);border-left:5px solid var(--ok);border-radius:6px;padding:.5em .8em;margin:.5em 0}
 .step.deviation{border-left-color:var(--bad);background:var(--bad-bg)}
@@ -73,8 +73,17 @@ impl Report {
             "<section id=\"timeline\"><h2>Timeline</h2><p class=\"muted\">Each moment at its time since \
              the run started. Shaded: worker A frozen (SIGSTOP to SIGCONT), a request held in the \
              network proxy. Red: a deviation.</p><div class=\"scroll\">{}</div>",
-            timeline::svg(self)
+            timeline::svg(self, timeline::whole(self), "whole")
         );
+        if let Some(w) = timeline::burst(self) {
+            let _ = write!(
+                o,
+                "<h3 class=\"close-up\">Close-up, +{:.3} s to +{:.3} s</h3><div class=\"scroll\">{}</div>",
+                w.from as f64 / 1000.0,
+                w.to as f64 / 1000.0,
+                timeline::svg(self, w, "burst")
+            );
+        }
         self.event_list(&mut o);
         o.push_str("</section>");
         self.steps(&mut o);

@@ -38,8 +38,8 @@ fn lanes(r: &Report) -> Vec<Lane> {
 
 /// A tick spacing that gives at most about 10 ticks over `total` ms.
 fn tick_ms(total: u64) -> u64 {
-    const NICE: [u64; 12] = [
-        100, 200, 250, 500, 1000, 2000, 2500, 5000, 10_000, 20_000, 30_000, 60_000,
+    const NICE: [u64; 19] = [
+        1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10_000, 20_000, 30_000, 60_000,
     ];
     NICE.into_iter()
         .find(|t| total / t <= 10)
@@ -86,15 +86,63 @@ fn secs(ms: u64) -> String {
     format!("{:.2} s", ms as f64 / 1000.0)
 }
 
-/// The SVG, and its height in SVG units.
-pub(super) fn svg(r: &Report) -> String {
-    let events = in_order(r);
+/// The stretch of time a drawing shows, in ms since the run started.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Window {
+    pub(super) from: u64,
+    pub(super) to: u64,
+}
+
+impl Window {
+    fn x(self, ms: u64) -> f64 {
+        let span = self.to.saturating_sub(self.from).max(1) as f64;
+        LEFT + (WIDTH - LEFT - RIGHT) * ms.clamp(self.from, self.to).saturating_sub(self.from) as f64 / span
+    }
+
+    fn holds(self, ms: u64) -> bool {
+        (self.from..=self.to).contains(&ms)
+    }
+}
+
+/// The whole run, from its start to a round tick past its last moment (at least the TTL).
+pub(super) fn whole(r: &Report) -> Window {
     let total = r.span_ms().max(r.ttl_ms).max(1);
     let tick = tick_ms(total);
-    let end = total.div_ceil(tick) * tick;
-    let x_of = |ms: u64| LEFT + (WIDTH - LEFT - RIGHT) * ms as f64 / end as f64;
+    Window {
+        from: 0,
+        to: total.div_ceil(tick) * tick,
+    }
+}
+
+/// A close-up of the burst after the run's longest quiet stretch (the takeover and the
+/// stale operations after the TTL ran out), when that stretch is most of the run and the
+/// burst has several moments: they fall a few pixels apart in the whole.
+pub(super) fn burst(r: &Report) -> Option<Window> {
+    let times: Vec<u64> = in_order(r).iter().map(|e| e.at_ms).collect();
+    let (i, gap) = times
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| (i, w[1] - w[0]))
+        .max_by_key(|(_, g)| *g)?;
+    let after = times.get(i + 1..)?;
+    let (first, last) = (*after.first()?, *after.last()?);
+    let total = whole(r).to;
+    (after.len() >= 3 && gap * 2 > total && (last - first) * 5 < total).then(|| {
+        let tick = tick_ms((last - first).max(10));
+        Window {
+            from: first / tick * tick,
+            to: (last / tick + 1) * tick,
+        }
+    })
+}
+
+/// The SVG of the moments inside `w`; `class` names the drawing.
+pub(super) fn svg(r: &Report, w: Window, class: &str) -> String {
+    let events: Vec<&Event> = in_order(r);
+    let inside: Vec<&Event> = events.iter().copied().filter(|e| w.holds(e.at_ms)).collect();
+    let x_of = |ms: u64| w.x(ms);
     let lanes = lanes(r);
-    let placed: Vec<(Lane, Vec<Placed>)> = lanes.iter().map(|l| (*l, place(&events, *l, &x_of))).collect();
+    let placed: Vec<(Lane, Vec<Placed>)> = lanes.iter().map(|l| (*l, place(&inside, *l, &x_of))).collect();
     let heights: Vec<f64> = placed
         .iter()
         .map(|(_, p)| (p.iter().map(|p| p.row + 1).max().unwrap_or(1)) as f64 * ROW + 2.0 * LANE_PAD)
@@ -103,40 +151,52 @@ pub(super) fn svg(r: &Report) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
-        "<svg class=\"timeline\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" \
-         aria-label=\"swimlane timeline of the run\" preserveAspectRatio=\"xMinYMin meet\">"
+        "<svg class=\"timeline {class}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" \
+         aria-label=\"swimlane timeline of the run, {} to {}\" preserveAspectRatio=\"xMinYMin meet\">",
+        at(w.from),
+        at(w.to)
     );
     let _ = write!(o, "<g class=\"axis\">");
-    let mut t = 0;
-    while t <= end {
-        let x = x_of(t);
-        let anchor = if t == end { "end" } else { "middle" };
+    let tick = tick_ms(w.to - w.from);
+    let mut t = w.from;
+    while t <= w.to {
+        let x = w.x(t);
+        let anchor = if t == w.to { "end" } else { "middle" };
         let _ = write!(
             o,
             "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{}\" y2=\"{height}\"/>\
              <text class=\"tick\" x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
             AXIS - 8.0,
             AXIS - 12.0,
-            if t == 0 {
-                "start".into()
-            } else {
-                format!("+{}", secs(t))
-            }
+            at(t)
         );
         t += tick;
     }
     o.push_str("</g>");
     let mut y = AXIS;
     for ((lane, placed), h) in placed.iter().zip(&heights) {
-        lane_svg(&mut o, *lane, placed, y, *h, &x_of, end);
+        let all: Vec<&Event> = events.iter().copied().filter(|e| e.lane == *lane).collect();
+        lane_svg(&mut o, *lane, (&all, placed), (y, *h), w);
         y += h;
     }
     o.push_str("</svg>");
     o
 }
 
-/// One lane: its band, name, periods, then its events in time order.
-fn lane_svg(o: &mut String, lane: Lane, placed: &[Placed], y: f64, h: f64, x_of: &dyn Fn(u64) -> f64, end: u64) {
+/// `+1.234 s` since the start, or `start`.
+fn at(ms: u64) -> String {
+    if ms == 0 {
+        "start".into()
+    } else if ms.is_multiple_of(10) {
+        format!("+{}", secs(ms))
+    } else {
+        format!("+{:.3} s", ms as f64 / 1000.0)
+    }
+}
+
+/// One lane: its band, name, periods (from all of its events, cut to the window), then its
+/// events inside the window in time order.
+fn lane_svg(o: &mut String, lane: Lane, (all, placed): (&[&Event], &[Placed]), (y, h): (f64, f64), w: Window) {
     let id = lane_id(lane);
     let _ = write!(
         o,
@@ -145,7 +205,7 @@ fn lane_svg(o: &mut String, lane: Lane, placed: &[Placed], y: f64, h: f64, x_of:
         y + LANE_PAD + 15.0,
         lane.name()
     );
-    if placed.is_empty() {
+    if all.is_empty() {
         let _ = write!(
             o,
             "<text class=\"none\" x=\"{LEFT}\" y=\"{:.1}\">{}</text>",
@@ -158,26 +218,28 @@ fn lane_svg(o: &mut String, lane: Lane, placed: &[Placed], y: f64, h: f64, x_of:
         );
     }
     // Periods: a Begins until the next Ends of the lane, or the end of the run.
-    for (i, p) in placed.iter().enumerate() {
-        if p.event.period != Some(Period::Begins) {
+    for (i, e) in all.iter().enumerate() {
+        if e.period != Some(Period::Begins) {
             continue;
         }
-        let until = placed[i + 1..]
+        let until = all[i + 1..]
             .iter()
-            .find(|q| q.event.period == Some(Period::Ends))
-            .map_or(end, |q| q.event.at_ms);
-        let x2 = x_of(until);
+            .find(|q| q.period == Some(Period::Ends))
+            .map_or(w.to.max(e.at_ms), |q| q.at_ms);
+        if until < w.from || e.at_ms > w.to {
+            continue;
+        }
+        let (x1, x2) = (w.x(e.at_ms), w.x(until));
         let _ = write!(
             o,
-            "<rect class=\"period\" data-from=\"{}\" data-until=\"{until}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" rx=\"3\">\
+            "<rect class=\"period\" data-from=\"{}\" data-until=\"{until}\" x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" rx=\"3\">\
              <title>{}: {}</title></rect>",
-            p.event.at_ms,
-            p.x,
+            e.at_ms,
             y + 3.0,
-            (x2 - p.x).max(1.0),
+            (x2 - x1).max(1.0),
             h - 6.0,
-            esc(&p.event.what),
-            secs(until.saturating_sub(p.event.at_ms))
+            esc(&e.what),
+            secs(until.saturating_sub(e.at_ms))
         );
     }
     for p in placed {
@@ -199,11 +261,11 @@ fn event_svg(o: &mut String, p: &Placed, lane_y: f64) {
     let _ = write!(
         o,
         "<g class=\"{class}\" data-at=\"{}\" data-lane=\"{}\" data-step=\"{step}\">\
-         <title>+{}{}: {}</title><circle cx=\"{:.1}\" cy=\"{cy:.1}\" r=\"{}\"/>\
+         <title>{}{}: {}</title><circle cx=\"{:.1}\" cy=\"{cy:.1}\" r=\"{}\"/>\
          <text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text></g>",
         e.at_ms,
         lane_id(e.lane),
-        secs(e.at_ms),
+        at(e.at_ms),
         e.step.map(|n| format!(", step {n}")).unwrap_or_default(),
         esc(&e.what),
         p.x,
@@ -237,6 +299,13 @@ mod tests {
         }
     }
 
+    fn period(at_ms: u64, lane: Lane, p: Period) -> Event {
+        Event {
+            period: Some(p),
+            ..Event::at(at_ms, lane, format!("{p:?}"), true)
+        }
+    }
+
     fn attr_values<'a>(svg: &'a str, attr: &str) -> Vec<&'a str> {
         svg.split(&format!("{attr}=\""))
             .skip(1)
@@ -252,7 +321,7 @@ mod tests {
             Event::at(12, Lane::WorkerA, "SIGSTOP", true),
             Event::at(11, Lane::WorkerB, "B refused", true),
         ]);
-        let svg = svg(&r);
+        let svg = svg(&r, whole(&r), "whole");
         let lane_a = svg.split("data-lane=\"worker_b\"").next().unwrap_or("");
         let at: Vec<u64> = attr_values(lane_a, "data-at")
             .iter()
@@ -267,23 +336,23 @@ mod tests {
 
     #[test]
     fn a_period_runs_to_its_end_or_to_the_end_of_the_run() {
-        let mut stop = Event::at(100, Lane::WorkerA, "SIGSTOP", true);
-        stop.period = Some(Period::Begins);
-        let mut cont = Event::at(1300, Lane::WorkerA, "SIGCONT", true);
-        cont.period = Some(Period::Ends);
-        let mut held = Event::at(200, Lane::Proxy, "renewal held", true);
-        held.period = Some(Period::Begins);
-        let svg = svg(&report(vec![stop, cont, held]));
+        let r = report(vec![
+            period(100, Lane::WorkerA, Period::Begins),
+            period(1300, Lane::WorkerA, Period::Ends),
+            period(200, Lane::Proxy, Period::Begins),
+        ]);
+        let svg = svg(&r, whole(&r), "whole");
         assert_eq!(attr_values(&svg, "data-until"), ["1300", "1400"]);
         assert!(svg.contains("data-lane=\"proxy\""), "the proxy lane is drawn when used");
     }
 
     #[test]
     fn labels_near_the_right_edge_turn_left_and_deviations_stand_out() {
-        let svg = svg(&report(vec![
+        let r = report(vec![
             Event::at(0, Lane::WorkerA, "A acquires", true),
             Event::at(1000, Lane::WorkerA, "release ACCEPTED", false),
-        ]));
+        ]);
+        let svg = svg(&r, whole(&r), "whole");
         assert!(svg.contains("text-anchor=\"end\">release ACCEPTED"), "{svg}");
         assert_eq!(svg.matches("class=\"event deviation\"").count(), 1);
         assert!(svg.contains("no --exporter given"), "an empty lockwatch lane says why");
@@ -291,6 +360,32 @@ mod tests {
             !svg.contains("data-lane=\"proxy\""),
             "no proxy lane in the stale-holder scenario"
         );
+    }
+
+    #[test]
+    fn the_burst_after_the_pause_gets_a_close_up_with_the_periods_cut_to_it() {
+        let (stop, cont) = (
+            period(20, Lane::WorkerA, Period::Begins),
+            period(1043, Lane::WorkerA, Period::Ends),
+        );
+        let mut events = vec![Event::at(10, Lane::WorkerA, "A acquires", true), stop];
+        events.extend([1031, 1035, 1039].map(|t| Event::at(t, Lane::WorkerB, "B", true)));
+        events.extend([cont, Event::at(1046, Lane::WorkerA, "renew refused", true)]);
+        let r = report(events);
+        let w = burst(&r).expect("a close-up");
+        assert_eq!(w, Window { from: 1030, to: 1048 });
+        let svg = svg(&r, w, "burst");
+        let at: Vec<&str> = attr_values(&svg, "data-at");
+        assert_eq!(at, ["1043", "1046", "1031", "1035", "1039"], "lane A, then lane B");
+        // A frozen since before the close-up: its bar starts at the left edge.
+        assert!(
+            svg.contains(&format!("data-from=\"20\" data-until=\"1043\" x=\"{LEFT:.1}\"")),
+            "{svg}"
+        );
+        assert!(svg.contains(">+1.03 s<") && svg.contains(">+1.032 s<"), "{svg}");
+        // Nothing to zoom into when the moments spread over the run.
+        let even = report((0..10).map(|i| Event::at(i * 100, Lane::Redis, "x", true)).collect());
+        assert_eq!(burst(&even), None);
     }
 
     #[test]
