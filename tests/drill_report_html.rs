@@ -1,6 +1,7 @@
 //! The drill's HTML report rendered in real headless Chromium, for real runs against a real
 //! redis-server: a passing stale-holder run with `lockwatch serve` counting, a failing one
-//! (a plain-DEL release script) and a network-delay run (its proxy lane). Every step is
+//! (a plain-DEL release script) and the network-delay and pause-and-delay runs (the proxy
+//! lane, A frozen with its renewal held). Every step is
 //! present, the failing steps are marked and only they, the timeline's events are in time
 //! order and placed by it, nothing is loaded from anywhere, and the console stays silent.
 //! Screenshots at 1280 px and at a phone's 390 px go to `target/test-artifacts/`.
@@ -108,23 +109,23 @@ fn check_page(page: &Path, name: &str, steps: usize, failing: &[usize]) -> (Stri
         assert_eq!(t.contains("deviation"), t.contains("data-ok=\"false\""), "{name}: {t}");
     }
     // The timeline: each lane's events in time order, every x placed by its time; the
-    // close-up of the burst after the pause the same, and only moments of the whole.
+    // close-up of a burst, when there is one, the same, and only moments of the whole.
     let drawing = |class: &str| {
-        let svg = dom.split(&format!("<svg class=\"timeline {class}\"")).nth(1);
-        let svg = svg.unwrap_or_else(|| panic!("{name}: no {class} timeline"));
-        events(svg.split("</svg>").next().unwrap_or(""))
+        let svg = dom.split(&format!("<svg class=\"timeline {class}\"")).nth(1)?;
+        Some(events(svg.split("</svg>").next().unwrap_or("")))
     };
-    let drawn = drawing("whole");
+    let drawn = drawing("whole").unwrap_or_else(|| panic!("{name}: no timeline"));
     assert!(drawn.len() > steps, "{name}: {drawn:#?}");
     in_time_order(name, &drawn);
-    let close = drawing("burst");
-    in_time_order(name, &close);
-    assert!(close.len() >= 5, "{name}: {close:#?}");
-    for c in &close {
-        assert!(
-            drawn.iter().any(|d| (d.at, &d.what) == (c.at, &c.what)),
-            "{name}: {c:?}"
-        );
+    if let Some(close) = drawing("burst") {
+        in_time_order(name, &close);
+        assert!(close.len() >= 5, "{name}: {close:#?}");
+        for c in &close {
+            assert!(
+                drawn.iter().any(|d| (d.at, &d.what) == (c.at, &c.what)),
+                "{name}: {c:?}"
+            );
+        }
     }
     let listed: Vec<u64> = dom
         .split("<tr data-at=\"")
@@ -214,11 +215,14 @@ async fn a_passing_run_with_its_counters() {
         "stale write refused",
         "B's lock intact",
     ];
-    let times: Vec<u64> = order.iter().map(|w| at(&drawn, w)).collect();
-    assert!(times.is_sorted(), "{order:?} at {times:?}");
+    happened_in_order(&drawn, &order);
     // A was frozen for the TTL at least: the period's bar spans it.
     assert!(at(&drawn, "SIGCONT") - at(&drawn, "SIGSTOP") >= 1000, "{drawn:#?}");
     assert!(dom.contains("class=\"period\""));
+    assert!(
+        dom.contains("<svg class=\"timeline burst\""),
+        "a close-up of the takeover"
+    );
     s.stop().await;
 }
 
@@ -279,21 +283,16 @@ fn a_failing_run_marks_the_stale_release_and_its_consequence() {
     assert!(at(&drawn, "release ACCEPTED") > at(&drawn, "SIGCONT"));
 }
 
-#[test]
-fn a_network_delay_run_draws_the_held_renewal_in_the_proxy_lane() {
+/// A passing run of `scenario` with its report in `name`.html: the rendered page's checks
+/// and the drawn events.
+fn delayed_run(scenario: &str) -> (String, Vec<Drawn>) {
     let r = common::redis(&[]);
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &r.url(), "", "1s");
-    let record = page(dir.path(), "network-delay");
+    let record = page(dir.path(), scenario);
     let out = drill(
         &config,
-        &[
-            "--yes",
-            "--scenario",
-            "network-delay",
-            "--report",
-            record.to_str().unwrap(),
-        ],
+        &["--yes", "--scenario", scenario, "--report", record.to_str().unwrap()],
     );
     assert_eq!(
         out.status.code(),
@@ -302,22 +301,58 @@ fn a_network_delay_run_draws_the_held_renewal_in_the_proxy_lane() {
         text(&out.stdout),
         text(&out.stderr)
     );
-    let (dom, drawn) = check_page(&record, "network-delay", 9, &[]);
+    let (dom, drawn) = check_page(&record, scenario, 9, &[]);
     assert!(dom.contains("data-lane=\"proxy\""));
-    let order = [
-        "A acquires",
-        "renewal held",
-        "key expired",
-        "B takes over",
-        "let through",
-        "late renew refused",
-        "release refused",
-    ];
-    let times: Vec<u64> = order.iter().map(|w| at(&drawn, w)).collect();
-    assert!(times.is_sorted(), "{order:?} at {times:?}");
-    assert!(drawn.iter().all(|d| d.what != "SIGSTOP"), "A is never frozen here");
     assert!(
         at(&drawn, "let through") - at(&drawn, "renewal held") >= 1000,
         "held past the TTL"
+    );
+    (dom, drawn)
+}
+
+/// `order`'s events drawn in that order of time.
+fn happened_in_order(drawn: &[Drawn], order: &[&str]) {
+    let times: Vec<u64> = order.iter().map(|w| at(drawn, w)).collect();
+    assert!(times.is_sorted(), "{order:?} at {times:?}");
+}
+
+#[test]
+fn a_network_delay_run_draws_the_held_renewal_in_the_proxy_lane() {
+    let (_, drawn) = delayed_run("network-delay");
+    happened_in_order(
+        &drawn,
+        &[
+            "A acquires",
+            "renewal held",
+            "key expired",
+            "B takes over",
+            "let through",
+            "late renew refused",
+            "release refused",
+        ],
+    );
+    assert!(drawn.iter().all(|d| d.what != "SIGSTOP"), "A is never frozen here");
+}
+
+#[test]
+fn a_pause_and_delay_run_draws_a_frozen_a_with_its_renewal_held() {
+    let (_, drawn) = delayed_run("pause-and-delay");
+    happened_in_order(
+        &drawn,
+        &[
+            "renewal held",
+            "SIGSTOP",
+            "key expired",
+            "B takes over",
+            "let through",
+            "answers A, frozen",
+            "SIGCONT",
+            "late renew refused",
+            "release held",
+            "late release refused",
+            "write held",
+            "late write refused",
+            "B's lock intact",
+        ],
     );
 }
