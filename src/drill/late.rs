@@ -36,10 +36,13 @@ async fn send_held(s: &mut Session<'_>, req: &Request, what: &str) -> Result<boo
     Ok(held)
 }
 
-/// The proxy lets what it holds through.
+/// The proxy lets what it holds through; the timeline's held period, if one is open, ends.
 fn let_through(s: &mut Session<'_>) -> Result<(), WorkerError> {
     proxy(s)?.release();
-    s.mark(Lane::Proxy, "let through", Some(Period::Ends));
+    let open = s.report.events.iter().rev().find(|e| e.lane == Lane::Proxy);
+    if open.is_some_and(|e| e.period == Some(Period::Begins)) {
+        s.mark(Lane::Proxy, "let through", Some(Period::Ends));
+    }
     Ok(())
 }
 
