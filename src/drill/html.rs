@@ -43,7 +43,7 @@ ol.steps{list-style:none;padding:0;margin:0}
 .mark{font-weight:700;color:var(--ok)}.deviation .mark,td.bad{color:var(--bad);font-weight:700}td.ok{color:var(--ok)}
 .consequence{color:var(--bad);font-weight:600;margin:.3em 0}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.25em .5em;border-bottom:1px solid var(--line);vertical-align:top}
-td code{overflow-wrap:anywhere}
+td code{overflow-wrap:anywhere}.num{width:1%;white-space:nowrap}
 .muted,footer{color:var(--muted)}footer{margin-top:2em;font-size:.85em}
 @media (max-width:600px){main{padding:10px}.step dl{grid-template-columns:1fr}.step dd{margin-bottom:.3em}}
 "#;
@@ -202,11 +202,15 @@ impl Report {
         if self.counters.is_empty() {
             o.push_str("<p class=\"muted\">No <code>--exporter</code> given: the counters were not checked.</p>");
         } else {
-            o.push_str("<table><thead><tr><th>series</th><th>expected</th><th>moved</th><th></th></tr></thead><tbody>");
+            o.push_str(
+                "<table><thead><tr><th>series</th><th class=\"num\">expected</th><th class=\"num\">moved</th>\
+                 <th class=\"num\"></th></tr></thead><tbody>",
+            );
             for c in &self.counters {
                 let _ = write!(
                     o,
-                    "<tr data-ok=\"{}\"><td><code>{}</code></td><td>+{}</td><td>+{}</td><td class=\"{}\">{}</td></tr>",
+                    "<tr data-ok=\"{}\"><td><code>{}</code></td><td class=\"num\">+{}</td><td class=\"num\">+{}</td>\
+                     <td class=\"num {}\">{}</td></tr>",
                     c.ok,
                     esc(&c.series),
                     c.expected,
