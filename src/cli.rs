@@ -210,10 +210,11 @@ pub struct DrillArgs {
     /// Run straight through without asking.
     #[arg(long)]
     pub yes: bool,
-    /// Output format of the report on stdout.
+    /// Output format of the report on stdout (html: one self-contained page).
     #[arg(long, value_enum, default_value_t = DrillFormat::Text)]
     pub format: DrillFormat,
-    /// Also write the report as markdown (a drill record) to this file.
+    /// Also write the report to this file: HTML for a name ending in .html or .htm (one
+    /// self-contained page with the timeline), else markdown (a drill record).
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// The application's release script (KEYS[1] lock, ARGV[1] token; 1 = released).
@@ -278,6 +279,7 @@ pub enum DrillFormat {
     Text,
     Json,
     Markdown,
+    Html,
 }
 
 #[derive(Debug, Args)]

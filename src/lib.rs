@@ -18,6 +18,7 @@ pub mod inspect;
 pub mod intake;
 pub mod lifecycle;
 pub mod locks;
+pub(crate) mod markup;
 pub mod metrics;
 pub mod rules;
 pub mod sampler;

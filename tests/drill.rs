@@ -92,8 +92,7 @@ fn an_unsafe_release_script_fails_the_drill_and_names_the_step() {
     let r = common::redis(&[]);
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &r.url(), "", "1s");
-    let script = dir.path().join("release.lua");
-    std::fs::write(&script, "return redis.call('del', KEYS[1])\n").unwrap();
+    let script = common::drill::plain_del_release(dir.path());
     let record = dir.path().join("drill.md");
     let out = drill(
         &config,

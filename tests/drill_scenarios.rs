@@ -14,7 +14,6 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Served;
 use common::drill::{process_gone, run as drill, text, write_config};
 use lockwatch::access::child::RedisChild;
 use lockwatch::drill::narrator::{Narrator, Progress, Said};
@@ -84,15 +83,8 @@ fn nothing_left(r: &RedisChild, run_id: &str, rollback: &[String], listens: Opti
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_scenario_passes_and_the_exporter_counts_exactly_what_happened() {
-    let r = common::redis(&["--notify-keyspace-events", "KEA"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &r.url(), "", "1s");
-    let s = Served::start(lockwatch::config::Config::load(&config, &Default::default()).unwrap()).await;
-    s.wait_for(Duration::from_secs(5), "subscribed", |m| {
-        m.get("lockwatch_notifications_connected", &[]) == Some(1.0)
-    })
-    .await;
-    let exporter = format!("http://{}", s.addr);
+    let (r, config, s, exporter) = common::drill::served(dir.path()).await;
     for (i, scenario) in SCENARIOS.iter().enumerate() {
         let (cfg, exporter) = (config.clone(), exporter.clone());
         let out = tokio::task::spawn_blocking(move || {
@@ -156,8 +148,7 @@ fn unsafe_scripts_fail_the_drill_naming_the_step() {
     let config = write_config(dir.path(), &r.url(), "", "1s");
     let renew = dir.path().join("renew.lua");
     std::fs::write(&renew, "return redis.call('pexpire', KEYS[1], ARGV[2])\n").unwrap();
-    let release = dir.path().join("release.lua");
-    std::fs::write(&release, "return redis.call('del', KEYS[1])\n").unwrap();
+    let release = common::drill::plain_del_release(dir.path());
     let cases = [
         (
             "network-delay",

@@ -1,6 +1,7 @@
 //! `lockwatch drill`: ask before running against a target (unless `--yes` or
 //! `--interactive`), run the drill — rolled back on SIGINT, SIGTERM, SIGHUP and SIGQUIT
-//! alike —, print the report in the asked format and write the record; exit 1 on any
+//! alike —, print the report in the asked format and write the record (HTML for a `.html`
+//! or `.htm` file, else markdown); exit 1 on any
 //! deviation or interruption. `--cleanup` removes what interrupted runs left. Also the
 //! hidden `drill-worker` (worker A).
 
@@ -50,11 +51,17 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
         DrillFormat::Text => report.text(),
         DrillFormat::Json => serde_json::to_string_pretty(&report).context("cannot render the report")? + "\n",
         DrillFormat::Markdown => report.markdown(),
+        DrillFormat::Html => report.html(),
     };
     // A closed stdout (the terminal hung up) must not turn a rolled-back run into a panic.
     let _ = std::io::stdout().write_all(rendered.as_bytes());
     if let Some(path) = &args.report {
-        std::fs::write(path, report.markdown()).with_context(|| format!("cannot write {}", path.display()))?;
+        let html = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+        let record = if html { report.html() } else { report.markdown() };
+        std::fs::write(path, record).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(if report.passed() {
         Status::Fine
@@ -119,7 +126,7 @@ async fn cleanup(config: &crate::config::Config, args: &DrillArgs) -> Result<Sta
         .map_err(command_error)?;
     let rendered = match args.format {
         DrillFormat::Json => serde_json::to_string_pretty(&done).context("cannot render the cleanup")? + "\n",
-        DrillFormat::Text | DrillFormat::Markdown => done.text(),
+        DrillFormat::Text | DrillFormat::Markdown | DrillFormat::Html => done.text(),
     };
     let _ = std::io::stdout().write_all(rendered.as_bytes());
     Ok(Status::Fine)

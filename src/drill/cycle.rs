@@ -6,9 +6,10 @@
 use std::time::{Duration, Instant};
 
 use super::late;
+use super::marks;
 use super::narrator::{Narrator, Progress, Said};
 use super::plan::Keys;
-use super::report::Step;
+use super::report::{Event, Lane, Period, Step};
 use super::scenario::{Action, StepSpec};
 use super::session::Session;
 use super::worker::{Request, WorkerError};
@@ -84,12 +85,19 @@ pub(crate) async fn run(
         fence_b: 0,
         b_value: String::new(),
     };
+    s.recording = narrate;
     for spec in s.opts.scenario.steps() {
         if narrate && let Some(explain) = spec.gate {
             narrator.gate(explain).await;
         }
         let outcome = perform(s, narrator, &mut c, spec.action).await?;
+        let not_run = matches!(outcome.verdict, Verdict::NotRun);
         let step = step(s, spec, outcome, &c);
+        let (lane, what) = marks::of(spec.action, step.ok);
+        s.record(Event {
+            step: Some(step.n),
+            ..Event::at(step.at_ms, lane, if not_run { "not run" } else { what }, step.ok)
+        });
         if narrate {
             narrator.say(Said::Step(&step));
             s.report.steps.push(step);
@@ -98,7 +106,9 @@ pub(crate) async fn run(
         }
     }
     // B is done: it releases its lock the safe way.
-    s.b.release(&mut s.conn, &c.keys.lock, &c.token_b).await?;
+    let released = s.b.release(&mut s.conn, &c.keys.lock, &c.token_b).await?;
+    s.record(Event::at(s.at_ms(), Lane::WorkerB, "B releases", released));
+    s.recording = false;
     Ok(())
 }
 
@@ -170,6 +180,7 @@ async fn perform(
             let worker = s.worker()?;
             worker.pause().await?;
             let pid = worker.pid;
+            s.mark(Lane::WorkerA, "SIGSTOP", Some(Period::Begins));
             let pttl = past_ttl(s, narrator, c, Some(pid)).await?;
             expired(pttl, "while A was frozen")
         }
@@ -204,6 +215,7 @@ async fn perform(
         }
         Action::AWakesAndRenews => {
             s.worker()?.resume()?;
+            s.mark(Lane::WorkerA, "SIGCONT", Some(Period::Ends));
             let req = Request::Renew {
                 key: lock,
                 token: c.token_a.clone(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::cycle::{self, Cycle, Outcome};
 use super::narrator::Narrator;
 use super::proxy::Proxy;
+use super::report::{Lane, Period};
 use super::session::Session;
 use super::worker::{Request, WorkerError};
 
@@ -23,11 +24,26 @@ fn proxy<'a>(s: &'a Session<'_>) -> Result<&'a Proxy, WorkerError> {
         .ok_or_else(|| WorkerError::Reply("the network proxy is not running".into()))
 }
 
-/// Hold A's traffic, ask A to send `req`, and wait until its bytes are in the proxy.
-async fn send_held(s: &mut Session<'_>, req: &Request) -> Result<bool, WorkerError> {
+/// Hold A's traffic, ask A to send `req` (its `what`), and wait until its bytes are in the
+/// proxy.
+async fn send_held(s: &mut Session<'_>, req: &Request, what: &str) -> Result<bool, WorkerError> {
     proxy(s)?.hold();
     s.worker()?.send(req).await?;
-    Ok(proxy(s)?.wait_held(IN_FLIGHT_WAIT).await)
+    let held = proxy(s)?.wait_held(IN_FLIGHT_WAIT).await;
+    if held {
+        s.mark(Lane::Proxy, format!("{what} held"), Some(Period::Begins));
+    }
+    Ok(held)
+}
+
+/// The proxy lets what it holds through; the timeline's held period, if one is open, ends.
+fn let_through(s: &mut Session<'_>) -> Result<(), WorkerError> {
+    proxy(s)?.release();
+    let open = s.report.events.iter().rev().find(|e| e.lane == Lane::Proxy);
+    if open.is_some_and(|e| e.period == Some(Period::Begins)) {
+        s.mark(Lane::Proxy, "let through", Some(Period::Ends));
+    }
+    Ok(())
 }
 
 /// A renews; the proxy holds the request; with `freeze`, A is frozen as well. The TTL runs
@@ -43,13 +59,15 @@ pub(super) async fn renewal_held_past_ttl(
         token: c.token_a.clone(),
         ttl_ms: s.plan.ttl_ms(),
     };
-    if !send_held(s, &req).await? {
+    if !send_held(s, &req, "renewal").await? {
         return Ok(Outcome::not_run("A's renewal never reached the network"));
     }
     let frozen = if freeze {
         let worker = s.worker()?;
         worker.pause().await?;
-        Some(worker.pid)
+        let pid = worker.pid;
+        s.mark(Lane::WorkerA, "SIGSTOP", Some(Period::Begins));
+        Some(pid)
     } else {
         None
     };
@@ -67,13 +85,16 @@ pub(super) async fn renewal_held_past_ttl(
 /// The proxy lets the held renewal through. With `frozen`, Redis answers while A is still
 /// frozen (the answer waits in A's socket), and only then is A continued.
 pub(super) async fn held_renewal_arrives(s: &mut Session<'_>, frozen: bool) -> Result<Outcome, WorkerError> {
-    let p = proxy(s)?;
-    let before = p.replied();
-    p.release();
+    let before = proxy(s)?.replied();
+    let_through(s)?;
     let mut answered_frozen = false;
     if frozen {
-        answered_frozen = p.wait_replied(before, ANSWER_WAIT).await;
+        answered_frozen = proxy(s)?.wait_replied(before, ANSWER_WAIT).await;
+        if answered_frozen {
+            s.mark(Lane::Redis, "answers A, frozen", None);
+        }
         s.worker()?.resume()?;
+        s.mark(Lane::WorkerA, "SIGCONT", Some(Period::Ends));
     }
     let reply = s.worker()?.receive().await?;
     let mut outcome = cycle::refused(reply, "delayed renewal");
@@ -90,11 +111,11 @@ pub(super) async fn held_renewal_arrives(s: &mut Session<'_>, frozen: bool) -> R
 /// One of A's stale operations, held by the proxy for a moment and then let through: it
 /// arrives late, and Redis must refuse it all the same.
 pub(super) async fn stale_late(s: &mut Session<'_>, req: &Request, what: &str) -> Result<Outcome, WorkerError> {
-    let in_flight = send_held(s, req).await?;
+    let in_flight = send_held(s, req, what).await?;
     if in_flight {
         tokio::time::sleep(LATE_BY).await;
     }
-    proxy(s)?.release();
+    let_through(s)?;
     let reply = s.worker()?.receive().await?;
     let mut outcome = cycle::refused(reply, &format!("late {what}"));
     if !in_flight {

@@ -3,7 +3,7 @@
 //! the network past it (`--scenario`); its stale renew, release and fenced write must be
 //! refused. This file owns the entry point [`run`], its options and errors; `plan`,
 //! `scenario` + `delays` + `cycle` + `late`, `proxy`, `probes`, `narrator` and `rollback`
-//! are the parts.
+//! are the parts; `report` with `html` + `timeline` (and `marks`) the record.
 
 pub mod narrator;
 pub mod report;
@@ -11,8 +11,10 @@ pub mod report;
 mod cleanup;
 mod cycle;
 mod delays;
+mod html;
 mod late;
 mod lease;
+mod marks;
 mod plan;
 mod preflight;
 mod probes;
@@ -20,6 +22,7 @@ mod proxy;
 mod rollback;
 mod scenario;
 mod session;
+mod timeline;
 mod worker;
 
 use std::path::PathBuf;

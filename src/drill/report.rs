@@ -1,6 +1,7 @@
 //! The drill's record: pre-flight findings, each step (what happened, what should happen,
 //! how to check it yourself), counter checks, alert states and the rollback, rendered as
-//! text, JSON or markdown (the markdown is the drill record teams keep).
+//! text, JSON or markdown (the markdown is the drill record teams keep), or HTML (`html`);
+//! and the run's timeline events (`Event`), each on its lane at its time.
 
 use std::fmt::Write as _;
 
@@ -29,6 +30,72 @@ pub struct CounterCheck {
     pub ok: bool,
 }
 
+/// Who an event of the timeline belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lane {
+    WorkerA,
+    WorkerB,
+    /// The drill's TCP proxy between worker A and Redis (the network-delay scenarios).
+    Proxy,
+    Redis,
+    /// The exporter's counters and Prometheus' alerts.
+    Lockwatch,
+}
+
+impl Lane {
+    /// Top to bottom, as the timeline draws them.
+    pub const ALL: [Lane; 5] = [Lane::WorkerA, Lane::WorkerB, Lane::Proxy, Lane::Redis, Lane::Lockwatch];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Lane::WorkerA => "worker A",
+            Lane::WorkerB => "worker B",
+            Lane::Proxy => "network proxy",
+            Lane::Redis => "Redis",
+            Lane::Lockwatch => "lockwatch",
+        }
+    }
+}
+
+/// A period an event opens or closes on its lane: A frozen, a request held in the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Period {
+    Begins,
+    Ends,
+}
+
+/// One moment of the run, for the timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// Milliseconds since the run started.
+    pub at_ms: u64,
+    pub lane: Lane,
+    /// A few words.
+    pub what: String,
+    /// The step it belongs to, if any.
+    pub step: Option<usize>,
+    /// `false`: a deviation.
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period: Option<Period>,
+}
+
+impl Event {
+    /// A moment of no step and no period.
+    pub fn at(at_ms: u64, lane: Lane, what: impl Into<String>, ok: bool) -> Self {
+        Event {
+            at_ms,
+            lane,
+            what: what.into(),
+            step: None,
+            ok,
+            period: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub run_id: String,
@@ -38,8 +105,12 @@ pub struct Report {
     /// `stale-holder`, `network-delay` or `pause-and-delay`.
     pub scenario: String,
     pub lock_key: String,
+    /// The namespace's TTL.
+    pub ttl_ms: u64,
     pub preflight: Vec<(String, String)>,
     pub steps: Vec<Step>,
+    /// The first cycle's moments, in the order they happened.
+    pub events: Vec<Event>,
     pub counters: Vec<CounterCheck>,
     pub alerts: Vec<(String, String)>,
     pub cycles: Option<SustainSummary>,
@@ -58,6 +129,12 @@ pub struct SustainSummary {
 }
 
 impl Report {
+    /// Milliseconds from the start to the last step or event.
+    pub fn span_ms(&self) -> u64 {
+        let steps = self.steps.iter().map(|s| s.at_ms);
+        steps.chain(self.events.iter().map(|e| e.at_ms)).max().unwrap_or(0)
+    }
+
     pub fn deviations(&self) -> usize {
         self.steps.iter().filter(|s| !s.ok).count() + self.counters.iter().filter(|c| !c.ok).count()
     }

@@ -14,7 +14,7 @@ use super::narrator::{Narrator, Progress, Said};
 use super::plan::Plan;
 use super::probes::{self, Probes};
 use super::proxy::Proxy;
-use super::report::{Report, Step, SustainSummary};
+use super::report::{Event, Lane, Period, Report, Step, SustainSummary};
 use super::worker::{Worker, WorkerError};
 use crate::access::scripts::LockScripts;
 
@@ -38,6 +38,8 @@ pub(crate) struct Session<'a> {
     /// Keeps the run's fencing counters and resources alive while it runs, no longer.
     pub(crate) lease: Lease,
     pub(crate) probes: Probes,
+    /// The timeline's moments are marked (the narrated first cycle).
+    pub(crate) recording: bool,
 }
 
 impl<'a> Session<'a> {
@@ -49,6 +51,7 @@ impl<'a> Session<'a> {
             namespace: plan.ns.name.clone(),
             scenario: opts.scenario.name().into(),
             lock_key: plan.keys(1).lock,
+            ttl_ms: plan.ttl_ms(),
             ..Report::default()
         };
         let lease = Lease::start(conn.clone(), lease::lease(plan.ns.ttl));
@@ -64,12 +67,30 @@ impl<'a> Session<'a> {
             started: Instant::now(),
             created: Vec::new(),
             probes: Probes::new(opts.exporter.clone(), opts.prometheus.clone()),
+            recording: false,
         }
     }
 
     /// Milliseconds since the run started.
     pub(crate) fn at_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A moment inside the current step for the timeline, now.
+    pub(crate) fn mark(&mut self, lane: Lane, what: impl Into<String>, period: Option<Period>) {
+        let event = Event {
+            step: Some(self.next_n()),
+            period,
+            ..Event::at(self.at_ms(), lane, what, true)
+        };
+        self.record(event);
+    }
+
+    /// An event of the timeline; nothing outside the first cycle.
+    pub(crate) fn record(&mut self, event: Event) {
+        if self.recording {
+            self.report.events.push(event);
+        }
     }
 
     /// The number the next recorded step gets.
@@ -127,6 +148,10 @@ pub(crate) async fn scenario(s: &mut Session<'_>, narrator: &mut dyn Narrator) -
             checks: &checks,
             watched,
         });
+        let moved = checks.iter().filter(|c| c.ok).count();
+        let what = format!("{moved} of {} counters moved as expected", checks.len());
+        let event = Event::at(s.at_ms(), Lane::Lockwatch, what, moved == checks.len());
+        s.report.events.push(event);
         s.report.counters = checks;
     }
     if let Some(d) = s.opts.sustain {
@@ -136,6 +161,9 @@ pub(crate) async fn scenario(s: &mut Session<'_>, narrator: &mut dyn Narrator) -
         None => {}
         Some(Ok(a)) => {
             narrator.say(Said::Alerts(&a));
+            let firing = a.iter().filter(|(_, st)| st == "firing").count();
+            let what = format!("{} lock alert(s) active, {firing} firing", a.len());
+            s.report.events.push(Event::at(s.at_ms(), Lane::Lockwatch, what, true));
             s.report.alerts = a;
         }
         Some(Err(e)) => s.report.alerts = vec![("prometheus".into(), e)],

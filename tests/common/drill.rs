@@ -40,3 +40,25 @@ pub fn text(b: &[u8]) -> String {
 pub fn process_gone(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
 }
+
+/// The unsafe release a drill must fail on: a Lua script that just DELs, in `dir`.
+pub fn plain_del_release(dir: &Path) -> PathBuf {
+    let script = dir.join("release.lua");
+    std::fs::write(&script, "return redis.call('del', KEYS[1])\n").unwrap();
+    script
+}
+
+/// A redis-server with keyspace notifications, the drill's config for it in `dir` (TTL
+/// 1 s), and `lockwatch serve` of that config, subscribed: the server, the config's path,
+/// the exporter and its URL.
+pub async fn served(dir: &Path) -> (super::RedisChild, PathBuf, super::Served, String) {
+    let r = super::redis(&["--notify-keyspace-events", "KEA"]);
+    let config = write_config(dir, &r.url(), "", "1s");
+    let s = super::Served::start(lockwatch::config::Config::load(&config, &Default::default()).unwrap()).await;
+    s.wait_for(std::time::Duration::from_secs(5), "subscribed", |m| {
+        m.get("lockwatch_notifications_connected", &[]) == Some(1.0)
+    })
+    .await;
+    let url = format!("http://{}", s.addr);
+    (r, config, s, url)
+}

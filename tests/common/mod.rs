@@ -5,6 +5,7 @@
 
 pub mod cdp;
 pub mod drill;
+pub mod headless;
 pub mod pki;
 pub mod prometheus;
 
