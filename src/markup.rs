@@ -1,5 +1,5 @@
-//! HTML escaping for the pages lockwatch writes (the drill's HTML report; the status page
-//! can share it): text from outside — keys, owners, run data — never becomes markup.
+//! HTML escaping for the pages lockwatch writes (the drill's HTML report, the status page
+//! and the key page): text from outside — keys, owners, run data — never becomes markup.
 
 /// `s` safe in HTML text and in a quoted attribute.
 pub fn esc(s: &str) -> String {

@@ -7,21 +7,7 @@ use std::fmt::Write;
 
 use crate::locks::recent::Bucket;
 
-/// Escape text for HTML (content and attribute values).
-pub(super) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub(super) use crate::markup::esc;
 
 /// Which of a bucket's values a chart shows.
 #[derive(Debug, Clone, Copy)]
