@@ -86,7 +86,15 @@ impl RedisChild {
             args: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
         };
-        child.spawn()?;
+        // Another server may take the port between `free_port` and the bind (tests start
+        // many at once): then ours exits, and it starts again on another port.
+        for attempt in 1.. {
+            match child.spawn() {
+                Ok(()) => break,
+                Err(ChildError::NotReady { .. }) if attempt < 5 => child.port = free_port()?,
+                Err(e) => return Err(e),
+            }
+        }
         Ok(child)
     }
 
@@ -126,7 +134,10 @@ impl RedisChild {
                 break;
             }
             if ping(self.port) {
-                return Ok(());
+                if self.answering_is_ours() {
+                    return Ok(());
+                }
+                break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -137,6 +148,17 @@ impl RedisChild {
             secs: limit.as_secs(),
             log: log.lines().last().unwrap_or("").to_string(),
         })
+    }
+
+    /// Whether the server that answered on our port is our child, not another process's
+    /// server that had the port first (ours then fails to bind and exits within moments).
+    fn answering_is_ours(&mut self) -> bool {
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(child) = self.child.as_mut() else { return false };
+        if !matches!(child.try_wait(), Ok(None)) {
+            return false;
+        }
+        server_pid(self.port).is_none_or(|pid| pid == child.id())
     }
 
     pub fn port(&self) -> u16 {
@@ -177,6 +199,26 @@ impl Drop for RedisChild {
     }
 }
 
+/// The `process_id` that `INFO server` on `port` reports; `None` when it cannot be asked
+/// (a password) or did not say.
+fn server_pid(port: u16) -> Option<u32> {
+    let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(b"INFO server\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !reply.windows(11).any(|w| w == b"process_id:") || !reply.ends_with(b"\r\n") {
+        let n = s.read(&mut buf).ok()?;
+        reply.extend_from_slice(&buf[..n]);
+        if n == 0 || reply.len() > 64 * 1024 || reply.first() == Some(&b'-') {
+            return None;
+        }
+    }
+    let text = String::from_utf8_lossy(&reply);
+    let line = text.lines().find_map(|l| l.strip_prefix("process_id:"))?;
+    line.trim().parse().ok()
+}
+
 /// Does a Redis on `port` answer `PING`? `+PONG`, or `-NOAUTH` from one with a password.
 fn ping(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) else {
@@ -185,4 +227,30 @@ fn ping(port: u16) -> bool {
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
     let mut buf = [0u8; 7];
     s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && (&buf == b"+PONG\r\n" || &buf == b"-NOAUTH")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_server_already_on_the_port_is_not_taken_for_ours() {
+        let first = RedisChild::start(None, &[]).unwrap();
+        assert_eq!(server_pid(first.port()), first.pid());
+        // A second server told to use the same port fails to bind and exits; the PONG of
+        // the first must not make it look started.
+        let mut second = RedisChild {
+            binary: first.binary.clone(),
+            dir: tempfile::tempdir().unwrap(),
+            port: first.port(),
+            args: Vec::new(),
+            child: None,
+        };
+        assert!(matches!(second.spawn(), Err(ChildError::NotReady { .. })));
+        // `start` picks another port then.
+        let third = RedisChild::start(None, &[]).unwrap();
+        assert_ne!(third.port(), first.port());
+        assert_eq!(server_pid(third.port()), third.pid());
+    }
 }
