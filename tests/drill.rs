@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Served;
-use common::drill::{run as drill, text, write_config};
+use common::drill::{exited, run as drill, text, write_config};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
 
@@ -55,13 +55,7 @@ async fn the_drill_passes_and_the_exporter_counts_exactly_what_happened() {
     let out = tokio::task::spawn_blocking(move || drill(&cfg, &["--yes", "--exporter", &exporter, "--format", "json"]))
         .await
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    exited(&out, 0, "");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["result"].as_str().unwrap().starts_with("passed"), "{report}");
     let steps = report["steps"].as_array().unwrap();

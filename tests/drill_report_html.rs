@@ -11,7 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::drill::{run as drill, text, write_config};
+use common::drill::{exited, run as drill, text, write_config};
 use common::headless;
 
 /// The value of each `attr="…"` in `s`, in order.
@@ -294,13 +294,7 @@ fn delayed_run(scenario: &str) -> (String, Vec<Drawn>) {
         &config,
         &["--yes", "--scenario", scenario, "--report", record.to_str().unwrap()],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    exited(&out, 0, "");
     let (dom, drawn) = check_page(&record, scenario, 9, &[]);
     assert!(dom.contains("data-lane=\"proxy\""));
     assert!(

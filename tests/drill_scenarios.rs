@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::drill::{process_gone, run as drill, text, write_config};
+use common::drill::{exited, process_gone, run as drill, text, write_config};
 use lockwatch::access::child::RedisChild;
 use lockwatch::drill::narrator::{Narrator, Progress, Said};
 use lockwatch::drill::{self, Options, Report, Scenario};
@@ -103,13 +103,7 @@ async fn each_scenario_passes_and_the_exporter_counts_exactly_what_happened() {
         })
         .await
         .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{scenario}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
+        exited(&out, 0, scenario);
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(report["scenario"], *scenario);
         let steps = report["steps"].as_array().unwrap();

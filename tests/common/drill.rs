@@ -62,3 +62,14 @@ pub async fn served(dir: &Path) -> (super::RedisChild, PathBuf, super::Served, S
     let url = format!("http://{}", s.addr);
     (r, config, s, url)
 }
+
+/// Assert a finished drill exited with `code`, showing `what`, its stdout and its stderr.
+pub fn exited(out: &Output, code: i32, what: impl std::fmt::Display) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: {}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
