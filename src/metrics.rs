@@ -125,7 +125,10 @@ impl Registry {
 
     /// The text exposition format of everything registered.
     pub fn encode(&self) -> Result<String, prometheus::Error> {
-        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).retain(|hook| hook());
+        self.hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|hook| hook());
         let families = self.inner.gather();
         let mut buf = Vec::with_capacity(16 * 1024);
         TextEncoder::new().encode(&families, &mut buf)?;

@@ -35,6 +35,9 @@ pub(super) async fn reload(State(s): State<AppState>) -> Result<&'static str, Ht
     reloads.0.send(tx).await.map_err(|_| gone())?;
     match rx.await.map_err(|_| gone())? {
         Ok(()) => Ok("config reloaded\n"),
-        Err(e) => Err(HttpError(StatusCode::BAD_REQUEST, format!("reload failed, the running config stays: {e}"))),
+        Err(e) => Err(HttpError(
+            StatusCode::BAD_REQUEST,
+            format!("reload failed, the running config stays: {e}"),
+        )),
     }
 }

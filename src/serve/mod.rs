@@ -108,7 +108,14 @@ pub async fn run_with(
             Some(answer) = asks.recv() => Some(answer),
         };
         let why = if answer.is_some() { "POST /-/reload" } else { "SIGHUP" };
-        let done = reload::reload(why, options.reload_from.as_ref(), &mut current, &mut parts, &reload_metrics).await;
+        let done = reload::reload(
+            why,
+            options.reload_from.as_ref(),
+            &mut current,
+            &mut parts,
+            &reload_metrics,
+        )
+        .await;
         if done.is_ok() {
             live.send_replace(http::live(state(&current, &parts)));
         }

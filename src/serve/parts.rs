@@ -156,7 +156,11 @@ impl Parts {
             }
             lifecycle::preflight(t, &new.namespaces).await?;
             built.push(build(t, new, &self.families)?);
-            let names = if running.is_some() { &mut changes.restarted } else { &mut changes.added };
+            let names = if running.is_some() {
+                &mut changes.restarted
+            } else {
+                &mut changes.added
+            };
             names.push(format!("target {}", t.name));
         }
         let classifier = if classifier_changed {
@@ -167,9 +171,9 @@ impl Parts {
         make_state_dir(new)?;
 
         // Nothing fails from here on.
-        let (stopping, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.targets)
-            .into_iter()
-            .partition(|r| built.iter().any(|b| b.config.name == r.config.name) || !new.targets.iter().any(|t| t.name == r.config.name));
+        let (stopping, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.targets).into_iter().partition(|r| {
+            built.iter().any(|b| b.config.name == r.config.name) || !new.targets.iter().any(|t| t.name == r.config.name)
+        });
         self.targets = kept;
         for mut r in stopping {
             r.stop.cancel();
@@ -303,7 +307,13 @@ fn build(target: &TargetConfig, config: &Config, families: &Families) -> Result<
     let (follower, nodes) = Follower::new(target, &families.topology).map_err(SamplerError::from)?;
     let sampler = Sampler::new(target, locks.clone(), families.sampler.clone(), nodes.clone())?;
     let watcher = if target.notifications != Notifications::Off {
-        Some(Watcher::new(target, &config.namespaces, locks.clone(), &families.watcher, nodes)?)
+        Some(Watcher::new(
+            target,
+            &config.namespaces,
+            locks.clone(),
+            &families.watcher,
+            nodes,
+        )?)
     } else {
         None
     };
@@ -346,7 +356,11 @@ pub(super) fn same_target(a: &TargetConfig, b: &TargetConfig) -> bool {
                 all.extend(seeds.iter().map(|s| s.redis_settings().password().map(str::to_string)));
             }
             crate::config::Topology::Sentinel(s) => {
-                all.extend(s.sentinels.iter().map(|s| s.redis_settings().password().map(str::to_string)));
+                all.extend(
+                    s.sentinels
+                        .iter()
+                        .map(|s| s.redis_settings().password().map(str::to_string)),
+                );
             }
         }
         all
