@@ -85,7 +85,10 @@ fn the_kustomization_names_every_manifest_and_they_fit_together() {
     // The HA pair: two replicas on different nodes, updated and disrupted one at a time,
     // rolled when the generated ConfigMap's content (hence its name) changes.
     assert_eq!(d["spec"]["replicas"].as_u64(), Some(2));
-    assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"].as_u64(), Some(1));
+    assert_eq!(
+        d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"].as_u64(),
+        Some(1)
+    );
     let anti = &spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
     assert_eq!(anti["topologyKey"].as_str(), Some("kubernetes.io/hostname"));
     assert_eq!(&anti["labelSelector"]["matchLabels"], labels);

@@ -18,7 +18,9 @@ pub(super) fn across(expr: &str) -> String {
             rest = &rest[at + agg.len()..];
             continue;
         };
-        let Some(end) = matching(&body[open..]).map(|e| open + e) else { break };
+        let Some(end) = matching(&body[open..]).map(|e| open + e) else {
+            break;
+        };
         let inner = &body[open + 1..end];
         let (kept, per) = if labels.is_empty() {
             ("job".to_string(), "job, instance, pod".to_string())
@@ -29,7 +31,8 @@ pub(super) fn across(expr: &str) -> String {
         rest = &body[end + 1..];
     }
     out.push_str(rest);
-    out.replace("on (job, instance, ", "on (job, ").replace("on (job, instance)", "on (job)")
+    out.replace("on (job, instance, ", "on (job, ")
+        .replace("on (job, instance)", "on (job)")
 }
 
 const BY: &str = " by (job, instance";
