@@ -116,11 +116,16 @@ pub async fn run_with(
             &reload_metrics,
         )
         .await;
-        if done.is_ok() {
+        if let Ok(changes) = &done {
+            // The old state (and the tables of removed targets) goes first: nothing can
+            // publish a removed target's series again once they are dropped.
             live.send_replace(http::live(state(&current, &parts)));
+            for (label, value) in &changes.gone {
+                registry.drop_series(label, value);
+            }
         }
         if let Some(answer) = answer {
-            let _ = answer.send(done);
+            let _ = answer.send(done.map(|_| ()));
         }
     };
     drop(live);

@@ -1,7 +1,8 @@
 //! The running parts of one exporter run, by what they watch: per target its topology
 //! follower, sampler and lifecycle watcher (stopped together, with their lock tables), per
 //! `[[logs]]` source its tailer. `apply` brings them to a new config: what did not change
-//! keeps running untouched; a changed part restarts alone; a removed one stops and its series go.
+//! keeps running untouched; a changed part restarts alone; a removed one stops, and
+//! `serve` drops its series once the handlers no longer hold it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +81,8 @@ pub(super) struct Changes {
     pub(super) restarted: Vec<String>,
     pub(super) added: Vec<String>,
     pub(super) removed: Vec<String>,
+    /// The series to drop once nothing publishes them any more: (label, value).
+    pub(super) gone: Vec<(&'static str, String)>,
 }
 
 /// Everything running for the current config.
@@ -140,7 +143,8 @@ impl Parts {
 
     /// Bring the parts from `old` to `new` (validated): everything new is built first, so
     /// an error (a preflight, a classifier) changes nothing; then changed and removed parts
-    /// stop, removed ones' series are dropped, and changed and added ones start.
+    /// stop, and changed and added ones start. The series of removed ones are listed in
+    /// `Changes::gone`, for the caller to drop once the new state is published.
     pub(super) async fn apply(&mut self, old: &Config, new: &Config) -> Result<Changes, ServeError> {
         // Every target watches every namespace, and the classifier knows them all.
         let shared_changed = old.namespaces != new.namespaces || old.server.show_owners != new.server.show_owners;
@@ -180,8 +184,7 @@ impl Parts {
             finish(&mut r.tasks, &r.config.name).await;
             if !new.targets.iter().any(|t| t.name == r.config.name) {
                 changes.removed.push(format!("target {}", r.config.name));
-                drop(r.locks);
-                self.families.registry.drop_series("target", &r.config.name);
+                changes.gone.push(("target", r.config.name.clone()));
             }
         }
         self.classifier = classifier;
@@ -215,7 +218,7 @@ impl Parts {
                 }
                 None => {
                     changes.removed.push(format!("logs {}", s.config.name));
-                    self.families.registry.drop_series("source", &s.config.name);
+                    changes.gone.push(("source", s.config.name.clone()));
                 }
             }
         }
@@ -228,7 +231,7 @@ impl Parts {
         for ns in &old.namespaces {
             if !new.namespaces.iter().any(|n| n.name == ns.name) {
                 changes.removed.push(format!("namespace {}", ns.name));
-                self.families.registry.drop_series("namespace", &ns.name);
+                changes.gone.push(("namespace", ns.name.clone()));
             }
         }
         Ok(changes)

@@ -63,14 +63,14 @@ impl ReloadMetrics {
 }
 
 /// Reload from `source` (`why`: what asked): validated whole, then the parts brought to it
-/// and `current` replaced. The error, one sentence, names file, line and key.
+/// and `current` replaced; what changed. The error, one sentence, names file, line and key.
 pub(super) async fn reload(
     why: &str,
     source: Option<&ConfigSource>,
     current: &mut Config,
     parts: &mut Parts,
     metrics: &ReloadMetrics,
-) -> Result<(), String> {
+) -> Result<Changes, String> {
     let Some(source) = source else {
         let e = "this run was given its config in memory, not a file: nothing to reload".to_string();
         tracing::warn!(trigger = why, "{e}");
@@ -101,5 +101,5 @@ pub(super) async fn reload(
         "config reloaded");
     *current = new;
     metrics.succeeded();
-    Ok(())
+    Ok(changes)
 }
