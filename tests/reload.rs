@@ -316,3 +316,35 @@ async fn sighup_reloads_a_running_process() {
     assert_eq!(m.val("lockwatch_up", &[("target", "a")]), 1.0, "still running");
     assert_eq!(m.val("lockwatch_config_last_reload_successful", &[]), 1.0);
 }
+
+/// A changed log source restarts from its saved offsets: nothing read twice, its counts
+/// continued, not added again from the saved state.
+#[tokio::test]
+async fn a_changed_log_source_restarts_from_its_offsets_without_counting_twice() {
+    let r = redis(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log");
+    append(&log, &(0..5).map(|i| event(i) + &ordinary(i)).collect::<String>());
+    let state = format!("[state]\ndir = \"{}\"\n", dir.path().join("state").display());
+    let path = write_config(dir.path(), &[("a", r.url(), "1s")], "");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}{state}")).unwrap();
+    let run = start(&path, true).await;
+    wait_for(run.addr, "5 events", |m| not_owned(m, "workflow") == 5.0).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await; // offsets saved
+    std::fs::write(
+        &path,
+        format!(
+            "{}{state}",
+            text.replace("start_at = \"beginning\"", "start_at = \"end\"")
+        ),
+    )
+    .unwrap();
+    assert_eq!(post_reload(run.addr).await.0, 200);
+    append(&log, &(5..7).map(|i| event(i) + &ordinary(i)).collect::<String>());
+    let m = wait_for(run.addr, "7 events", |m| not_owned(m, "workflow") >= 7.0).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let m2 = metrics(run.addr).await;
+    assert_eq!((not_owned(&m, "workflow"), not_owned(&m2, "workflow")), (7.0, 7.0));
+    assert_eq!(lines_of(&m2, "app"), (7.0, 7.0, 0.0));
+}
