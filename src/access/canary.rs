@@ -123,9 +123,85 @@ pub async fn write(conn: &mut impl ConnectionLike, key: &[u8], value: &str) -> r
         .await;
     match r {
         Ok(_) => Ok(Written::Ok),
-        Err(e) if super::notify::is_refusal(&e) => Ok(Written::Refused(e.to_string())),
+        // MOVED: the key's slot is another node's, which is no refusal.
+        Err(e)
+            if super::notify::is_refusal(&e) && e.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::Moved) =>
+        {
+            Ok(Written::Refused(e.to_string()))
+        }
         Err(e) => Err(e),
     }
+}
+
+/// What one round on connections of its own found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// The events that arrived (`Seen` bits; `ALL`: proven).
+    Seen(u8),
+    /// The write was refused: Redis's answer.
+    Refused(String),
+    /// `PSUBSCRIBE` of the canary channel was refused: Redis's answer.
+    ChannelRefused(String),
+}
+
+/// One round on `link`'s node (`check-config --connect`): subscribe to the canary channel of
+/// `db`, write a canary on a slot the node serves (a cluster node answers MOVED for others),
+/// read it after its TTL, and gather its events until the deadline.
+pub async fn probe(link: &super::Link, db: i64, instance: &str) -> redis::RedisResult<Probe> {
+    use futures_util::StreamExt;
+    let timed_out = |what: &str| redis::RedisError::from((redis::ErrorKind::Io, "timed out", what.to_string()));
+    let pubsub = tokio::time::timeout(DEADLINE, link.pubsub())
+        .await
+        .map_err(|_| timed_out("connecting for pub/sub"))??;
+    let (mut sink, mut stream) = pubsub.split();
+    let chan = channel(db);
+    match tokio::time::timeout(DEADLINE, sink.psubscribe(chan.as_str())).await {
+        Err(_) => return Err(timed_out("PSUBSCRIBE")),
+        Ok(Err(e)) if super::notify::is_refusal(&e) => return Ok(Probe::ChannelRefused(e.to_string())),
+        Ok(r) => r?,
+    }
+    let mut conn = link.once().await?;
+    let mut written = None;
+    for n in 0..256u32 {
+        let k = key(&n.to_string(), instance);
+        match write(&mut conn, &k, instance).await {
+            Ok(Written::Ok) => {
+                written = Some(k);
+                break;
+            }
+            Ok(Written::Refused(why)) => return Ok(Probe::Refused(why)),
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let Some(k) = written else {
+        return Ok(Probe::Refused("no canary key this node serves was found".into()));
+    };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let prefix = format!("__keyspace@{db}__:").into_bytes();
+    let mut seen = 0u8;
+    let mut touched = false;
+    let touch_at = tokio::time::Instant::now() + TOUCH_AFTER;
+    while seen & ALL != ALL {
+        let until = if touched { deadline } else { touch_at };
+        match tokio::time::timeout_at(until, stream.next()).await {
+            Ok(Some(msg)) => {
+                let ours = msg
+                    .get_channel::<Vec<u8>>()
+                    .is_ok_and(|c| c.strip_prefix(prefix.as_slice()) == Some(k.as_slice()));
+                if ours && let Some(bit) = Seen::of(msg.get_payload_bytes()) {
+                    seen |= bit as u8;
+                }
+            }
+            Ok(None) => break,
+            Err(_) if !touched => {
+                touched = true;
+                touch(&mut conn, &k).await?;
+            }
+            Err(_) => break,
+        }
+    }
+    Ok(Probe::Seen(seen))
 }
 
 /// Read the canary after its TTL: the primary expires it now (the `expired` event) rather

@@ -17,6 +17,7 @@ mod session;
 pub(crate) mod tracker;
 mod verify;
 
+pub(crate) use canary::EVERY as CANARY_EVERY;
 pub(crate) use verify::Verdict;
 
 use std::sync::atomic::{AtomicBool, Ordering};

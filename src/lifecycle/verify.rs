@@ -55,6 +55,9 @@ pub(super) struct Verify {
     rounds: Vec<(String, Round)>,
     passive: u8,
     silent: Option<u64>,
+    /// Repairs seen in an interval that also had notifications: silent unless one arrives
+    /// by the next check.
+    suspect: Option<u64>,
     received_mark: u64,
     repaired_mark: u64,
 }
@@ -68,6 +71,7 @@ impl Verify {
             rounds: primaries.iter().map(|p| (p.clone(), Round::Running)).collect(),
             passive: 0,
             silent: None,
+            suspect: None,
             received_mark: received,
             repaired_mark: repaired,
         }
@@ -86,20 +90,25 @@ impl Verify {
     }
 
     /// A check interval ended with these counters: repairs and not one lock notification is
-    /// silence; a notification ends it.
+    /// silence; repairs beside notifications are silence if none arrives by the next check
+    /// (the notifications may all have come before the changes they missed). A notification
+    /// ends it.
     pub(super) fn check(&mut self, received: u64, repaired: u64) {
+        let repairs = repaired.saturating_sub(self.repaired_mark);
         if received > self.received_mark {
             self.silent = None;
-        } else if repaired > self.repaired_mark {
-            self.silent = Some(repaired - self.repaired_mark);
+            self.suspect = (repairs > 0).then_some(repairs);
+        } else if repairs > 0 || self.suspect.is_some() {
+            self.silent = Some(repairs + self.suspect.take().unwrap_or(0));
         }
         self.received_mark = received;
         self.repaired_mark = repaired;
     }
 
-    /// A lock notification arrived: not silent.
+    /// A lock notification arrived: not silent, and no repair seen so far is suspect.
     pub(super) fn received(&mut self) {
         self.silent = None;
+        self.suspect = None;
     }
 
     fn refused(&self) -> Option<&str> {
@@ -295,5 +304,19 @@ mod tests {
         assert_eq!(v.verdict().state, State::Silent, "stays until a notification");
         v.received();
         assert_eq!(v.verdict().state, State::Verified);
+        // Repairs beside notifications: silent only if no notification follows by the next check.
+        v.check(9, 5);
+        assert_eq!(v.verdict().state, State::Verified);
+        v.check(9, 5);
+        assert_eq!(v.verdict().state, State::Silent);
+        v.received();
+        v.check(12, 7);
+        v.received();
+        v.check(12, 7);
+        assert_eq!(
+            v.verdict().state,
+            State::Verified,
+            "a notification after the repairs clears them"
+        );
     }
 }
