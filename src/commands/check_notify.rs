@@ -156,7 +156,6 @@ pub(super) async fn check(
     }
     let db = db_of(t);
     let link = crate::access::Link::new(t).map_err(|e| e.source)?;
-    let grant = format!("grant `+set ~{}* &{}`", canary::PREFIX, canary::channel(db));
     let fallback = match flags_read {
         true => "the flags CONFIG GET reads",
         false => "lock notifications that reads agree with (passive: events mode once locks are taken)",
@@ -179,11 +178,21 @@ pub(super) async fn check(
                 )?;
             }
         },
-        Probe::Refused(why) | Probe::ChannelRefused(why) => {
+        Probe::Refused(why) => {
             missing_permission = true;
+            let grant = format!("`+set` and `~{}*`", canary::PREFIX);
             writeln!(
                 out,
-                "  ! notifications: the canary cannot run ({why}) — serve verifies by {fallback} instead; to let it prove them every {} s, {grant}",
+                "  ! notifications: the canary cannot run ({why}) — serve verifies by {fallback} instead; to let it prove them every {} s (grant {grant})",
+                crate::lifecycle::CANARY_EVERY.as_secs()
+            )?;
+        }
+        Probe::ChannelRefused(why) => {
+            missing_permission = true;
+            let grant = format!("`&{}`", canary::channel(db));
+            writeln!(
+                out,
+                "  ! notifications: the canary cannot run ({why}) — serve verifies by {fallback} instead; to let it prove them every {} s (grant {grant})",
                 crate::lifecycle::CANARY_EVERY.as_secs()
             )?;
         }
