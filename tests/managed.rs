@@ -571,3 +571,97 @@ async fn a_three_primary_cluster_proves_each_primary_and_names_the_one_that_lose
     );
     s.stop().await;
 }
+
+/// `check-config --connect` against `args`' server as `user` (default user when `None`),
+/// with `extra` target lines: exit code and output.
+fn check_config(args: &[String], user: Option<&[String]>, extra: &str) -> (Option<i32>, String) {
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = common::redis(&argv);
+    let auth = match user {
+        Some(rules) => {
+            let mut cmd = redis::cmd("ACL");
+            cmd.arg("SETUSER").arg("lw").arg("reset").arg("on").arg(">pw");
+            for rule in rules {
+                cmd.arg(rule);
+            }
+            let _: () = cmd.query(&mut common::conn(&r)).unwrap();
+            "lw:pw@"
+        }
+        None => "",
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lockwatch.toml");
+    let seed = format!("redis://{auth}127.0.0.1:{}/0", r.port());
+    let target = match extra {
+        "cluster" => format!("mode = \"cluster\"\nnodes = [\"{seed}\"]"),
+        _ => format!("url = \"{seed}\""),
+    };
+    std::fs::write(
+        &path,
+        format!("[[target]]\nname = \"main\"\n{target}\n\n[[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+        .args(["check-config", "--connect", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    (out.status.code(), common::output_text(&out))
+}
+
+#[test]
+fn check_config_says_what_each_provider_refusal_means() {
+    let flags = |f: &str| vec!["--notify-keyspace-events".to_string(), f.to_string()];
+    // CONFIG renamed away, the flags set in the console: the canary proves them.
+    let (code, out) = check_config(&renamed_config("KEA"), None, "");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("CONFIG is not available here") && out.contains("ElastiCache"),
+        "{out}"
+    );
+    assert!(out.contains("✓ notifications: the canary proved them"), "{out}");
+    assert!(out.contains("tracking: events"), "{out}");
+    // The guides' `Ex`: nothing on the keyspace channels; scan mode, the line to set.
+    let (code, out) = check_config(&renamed_config("Ex"), None, "");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("lacks `K`") && out.contains("set notify-keyspace-events to 'Kg$xe'"),
+        "{out}"
+    );
+    assert!(out.contains("tracking: scan"), "{out}");
+    // No `x`: expiries and takeovers unseen, named.
+    let (_, out) = check_config(&renamed_config("Kg$"), None, "");
+    assert!(
+        out.contains("lacks `x` (no `expired`: expiries, and so takeovers, unseen)"),
+        "{out}"
+    );
+    assert!(out.contains("tracking: scan"), "{out}");
+    // NOPERM on CONFIG, as Memorystore answers.
+    let all_but_config: Vec<String> = ["~*", "&*", "+@all", "-config"].map(String::from).into();
+    let (code, out) = check_config(&flags("KEA"), Some(&all_but_config), "");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("Memorystore answers NOPERM"), "{out}");
+    assert!(out.contains("✓ notifications: the canary proved them"), "{out}");
+    // A read-only user: no canary; verified by the flags, and the grant named.
+    let (code, out) = check_config(&flags("KEA"), Some(&rules(&["+config|get"])), "");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("the canary cannot run")
+            && out.contains("serve verifies by the flags CONFIG GET reads")
+            && out.contains("(grant `&__keyspace@0__:lockwatch:canary:*`)"),
+        "{out}"
+    );
+    // No pub/sub at all.
+    let mut no_pubsub = vec!["--rename-command".to_string(), "PSUBSCRIBE".into(), "".into()];
+    no_pubsub.extend(flags("KEA"));
+    let (code, out) = check_config(&no_pubsub, None, "");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("PSUBSCRIBE is not available here") && out.contains("scan mode"),
+        "{out}"
+    );
+    // mode = "cluster" on an endpoint without cluster commands (a proxy, or a plain server).
+    let (code, out) = check_config(&flags("KEA"), None, "cluster");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("use mode = \"standalone\""), "{out}");
+}
