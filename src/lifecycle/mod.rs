@@ -20,7 +20,6 @@ mod verify;
 pub(crate) use canary::EVERY as CANARY_EVERY;
 pub(crate) use verify::Verdict;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -97,10 +96,6 @@ enum SessionError {
 /// What the HTTP side may read about a target's watcher.
 pub(crate) struct LifecycleState {
     pub(crate) target: String,
-    /// Subscribed and verified: notifications arrive.
-    connected: AtomicBool,
-    /// The subscription is up (receiving or not).
-    subscribed: AtomicBool,
     /// The verification verdict in force.
     verdict: Mutex<Verdict>,
     history: Mutex<History>,
@@ -113,8 +108,6 @@ impl LifecycleState {
     fn new(target: &str, takeovers: Vec<(String, IntCounter)>) -> Self {
         LifecycleState {
             target: target.to_string(),
-            connected: AtomicBool::new(false),
-            subscribed: AtomicBool::new(false),
             verdict: Mutex::new(Verdict {
                 state: Verification::NotSubscribed,
                 method: Method::Canary,
@@ -128,19 +121,6 @@ impl LifecycleState {
     /// Expiry takeovers counted so far in namespace `ns`.
     pub(crate) fn takeovers(&self, ns: &str) -> u64 {
         self.takeovers.iter().find(|(n, _)| n == ns).map_or(0, |(_, c)| c.get())
-    }
-    /// Subscribed, and notifications verified to arrive.
-    pub(crate) fn connected(&self) -> bool {
-        self.connected.load(Ordering::Relaxed)
-    }
-    /// Subscribed, receiving or not.
-    pub(crate) fn subscribed(&self) -> bool {
-        self.subscribed.load(Ordering::Relaxed)
-    }
-    /// Why a subscription is not verified, when it is not.
-    pub(crate) fn blind(&self) -> Option<String> {
-        let v = self.verification();
-        (v.state != Verification::Verified).then(|| v.words.unwrap_or_default())
     }
     /// The verification verdict: state, method and words.
     pub(crate) fn verification(&self) -> Verdict {
@@ -313,8 +293,6 @@ impl Watcher {
         for m in Method::ALL {
             self.metrics.method[m.index()].set(i64::from(m == v.method));
         }
-        self.state.subscribed.store(subscribed, Ordering::Relaxed);
-        self.state.connected.store(connected, Ordering::Relaxed);
         *self.state.verdict.lock().unwrap_or_else(|p| p.into_inner()) = v.clone();
     }
 
