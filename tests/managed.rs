@@ -19,9 +19,10 @@ use lockwatch::config::{Config, Overrides};
 /// `CONFIG` under a name only the test knows: lockwatch meets "unknown command", as on a
 /// provider that renamed it away, while the test can still play the provider's console.
 const SECRET_CONFIG: &str = "provider-console-config";
-/// The bound the README states for a canary-verified target: interval 10 s, a short round
-/// run again once (2 × 2 s), scheduling slack.
-const CANARY_BOUND: Duration = Duration::from_secs(20);
+/// The bound the README states for a canary-verified target: two rounds 10 s apart (a short
+/// round after a proven one counts when the next is short too) and the 2 s deadline: 22 s,
+/// within the 30 s the design allows.
+const CANARY_BOUND: Duration = Duration::from_secs(25);
 const SAMPLE: Duration = Duration::from_secs(1);
 
 /// A read-only monitor user: what serve reads, no `CONFIG`, no write.
@@ -85,17 +86,32 @@ impl Admin {
             .unwrap();
     }
     fn lock(&mut self, key: &str, owner: &str, px: u64) {
-        let _: () = redis::cmd("SET")
-            .arg(key)
-            .arg(owner)
-            .arg("PX")
-            .arg(px)
-            .query(&mut self.c)
-            .unwrap();
+        set_px(&mut self.c, key, owner, px);
     }
     fn del(&mut self, key: &str) {
         let _: () = redis::cmd("DEL").arg(key).query(&mut self.c).unwrap();
     }
+}
+
+/// `SET key owner PX px` on any connection (a server's, or a cluster's).
+fn set_px(c: &mut impl redis::ConnectionLike, key: &str, owner: &str, px: u64) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(owner)
+        .arg("PX")
+        .arg(px)
+        .query(c)
+        .unwrap();
+}
+
+/// The user `lw` (password `pw`) with exactly `rules`.
+fn acl_user(c: &mut redis::Connection, rules: &[String]) {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER").arg("lw").arg("reset").arg("on").arg(">pw");
+    for rule in rules {
+        cmd.arg(rule);
+    }
+    let _: () = cmd.query(c).unwrap();
 }
 
 fn gauge(m: &Metrics, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
@@ -143,12 +159,7 @@ async fn run(p: Profile) {
     };
     let auth = match &p.user {
         Some(rules) => {
-            let mut cmd = redis::cmd("ACL");
-            cmd.arg("SETUSER").arg("lw").arg("reset").arg("on").arg(">pw");
-            for rule in rules {
-                cmd.arg(rule);
-            }
-            let _: () = cmd.query(&mut admin.c).unwrap();
+            acl_user(&mut admin.c, rules);
             "lw:pw@"
         }
         None => "",
@@ -275,6 +286,15 @@ fn profile(name: &'static str, args: Vec<String>, user: Option<Vec<String>>) -> 
     }
 }
 
+/// A profile whose canary rounds come short: scan mode, `events_missing`.
+fn short_of_events(name: &'static str, args: Vec<String>) -> Profile {
+    Profile {
+        state: "events_missing",
+        mode: "scan",
+        ..profile(name, args, None)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn self_managed_with_config_and_the_flags() {
     run(profile(
@@ -308,32 +328,25 @@ async fn config_noperm_with_the_flags() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_flags_many_guides_suggest_are_not_enough() {
-    run(Profile {
-        state: "events_missing",
-        mode: "scan",
-        ..profile("CONFIG unknown, Ex (guides' flags)", renamed_config("Ex"), None)
-    })
+    run(short_of_events(
+        "CONFIG unknown, Ex (guides' flags)",
+        renamed_config("Ex"),
+    ))
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_flags_at_all() {
-    run(Profile {
-        state: "events_missing",
-        mode: "scan",
-        ..profile("CONFIG unknown, no flags (Azure Basic)", renamed_config(""), None)
-    })
+    run(short_of_events(
+        "CONFIG unknown, no flags (Azure Basic)",
+        renamed_config(""),
+    ))
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flags_without_expired_are_partial() {
-    run(Profile {
-        state: "events_missing",
-        mode: "scan",
-        ..profile("CONFIG unknown, Kg$ (no x)", renamed_config("Kg$"), None)
-    })
-    .await;
+    run(short_of_events("CONFIG unknown, Kg$ (no x)", renamed_config("Kg$"))).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,12 +404,7 @@ async fn neither_canary_nor_config_is_verified_passively_and_silence_is_found() 
         c: common::conn(&r),
         config: "CONFIG",
     };
-    let mut cmd = redis::cmd("ACL");
-    cmd.arg("SETUSER").arg("lw").arg("reset").arg("on").arg(">pw");
-    for rule in rules(&[]) {
-        cmd.arg(rule);
-    }
-    let _: () = cmd.query(&mut admin.c).unwrap();
+    acl_user(&mut admin.c, &rules(&[]));
     for i in 0..35 {
         admin.lock(&format!("wf:lock:{i}"), &format!("worker-{i}"), 120_000);
     }
@@ -470,13 +478,7 @@ async fn a_three_primary_cluster_proves_each_primary_and_names_the_one_that_lose
     }
     let mut cc = c.client();
     for i in 0..35 {
-        let _: () = redis::cmd("SET")
-            .arg(format!("wf:lock:{i}"))
-            .arg(format!("worker-{i}"))
-            .arg("PX")
-            .arg(120_000)
-            .query(&mut cc)
-            .unwrap();
+        set_px(&mut cc, &format!("wf:lock:{i}"), &format!("worker-{i}"), 120_000);
     }
     let seed = c.seed().replace("redis://", "redis://lw:pw@");
     let text = format!(
@@ -499,13 +501,7 @@ async fn a_three_primary_cluster_proves_each_primary_and_names_the_one_that_lose
     // A change, then a takeover, through the cluster.
     let changed = Instant::now();
     for i in 0..5 {
-        let _: () = redis::cmd("SET")
-            .arg(format!("wf:lock:a{i}"))
-            .arg("new")
-            .arg("PX")
-            .arg(120_000)
-            .query(&mut cc)
-            .unwrap();
+        set_px(&mut cc, &format!("wf:lock:a{i}"), "new", 120_000);
     }
     for i in 30..33 {
         let _: () = redis::cmd("DEL").arg(format!("wf:lock:{i}")).query(&mut cc).unwrap();
@@ -513,13 +509,7 @@ async fn a_three_primary_cluster_proves_each_primary_and_names_the_one_that_lose
     s.wait_for(Duration::from_secs(10), "held 37", |m| held(m) == Some(37.0))
         .await;
     let exact = changed.elapsed() <= SAMPLE * 2 + Duration::from_secs(1);
-    let _: () = redis::cmd("SET")
-        .arg("wf:lock:t")
-        .arg("stalled")
-        .arg("PX")
-        .arg(300)
-        .query(&mut cc)
-        .unwrap();
+    set_px(&mut cc, "wf:lock:t", "stalled", 300);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let _: Option<String> = redis::cmd("SET")
         .arg("wf:lock:t")
@@ -549,13 +539,7 @@ async fn a_three_primary_cluster_proves_each_primary_and_names_the_one_that_lose
     );
     let before = held(&s.metrics().await).unwrap();
     for i in 0..3 {
-        let _: () = redis::cmd("SET")
-            .arg(format!("wf:lock:b{i}"))
-            .arg("new")
-            .arg("PX")
-            .arg(120_000)
-            .query(&mut cc)
-            .unwrap();
+        set_px(&mut cc, &format!("wf:lock:b{i}"), "new", 120_000);
     }
     s.wait_for(Duration::from_secs(10), "exact in scan mode", |m| {
         held(m) == Some(before + 3.0)
@@ -577,12 +561,7 @@ fn check_config(args: &[String], user: Option<&[String]>, extra: &str) -> (Optio
     let r = common::redis(&argv);
     let auth = match user {
         Some(rules) => {
-            let mut cmd = redis::cmd("ACL");
-            cmd.arg("SETUSER").arg("lw").arg("reset").arg("on").arg(">pw");
-            for rule in rules {
-                cmd.arg(rule);
-            }
-            let _: () = cmd.query(&mut common::conn(&r)).unwrap();
+            acl_user(&mut common::conn(&r), rules);
             "lw:pw@"
         }
         None => "",

@@ -1,7 +1,8 @@
 //! The watcher's canary rounds (`access::canary`): every `EVERY` on each primary, the canary
 //! written and read after its TTL by a task of its own, its events picked out of the
 //! subscription's own stream, and the round judged when all three arrived or at its deadline.
-//! A round short of events after a proven one is run again at once before it counts.
+//! A round short of events after a proven one counts only if the next one is short too, so
+//! one late message does not flip the mode and a primary never gets two writes in an interval.
 
 use std::time::Duration;
 
@@ -22,13 +23,8 @@ pub(super) enum Note {
     Due(usize, u64),
 }
 
-/// What the session does next with primary `i`.
-pub(super) enum Next {
-    /// The round ended: this is the verdict's input.
-    Judged(usize, Round),
-    /// Short once after a proven round: run it again now before it counts.
-    Again(usize),
-}
+/// A round that ended with a verdict on primary `i`: the verification's input.
+pub(super) struct Judged(pub(super) usize, pub(super) Round);
 
 /// Per primary: the round under way (number, events seen), whether one was ever proven, and
 /// whether the last one came short.
@@ -101,7 +97,7 @@ impl Canaries {
 
     /// A message from primary `node`: `None` when it is not a canary's; else `Some`, with the
     /// round's end when it completed the round.
-    pub(super) fn seen(&mut self, node: usize, msg: &redis::Msg) -> Option<Option<Next>> {
+    pub(super) fn seen(&mut self, node: usize, msg: &redis::Msg) -> Option<Option<Judged>> {
         let pattern = msg.get_pattern::<Option<Vec<u8>>>().ok().flatten()?;
         if pattern != self.pattern {
             return None;
@@ -125,11 +121,11 @@ impl Canaries {
         p.open = None;
         p.proven = true;
         p.short_once = false;
-        Some(Some(Next::Judged(node, Round::Proven)))
+        Some(Some(Judged(node, Round::Proven)))
     }
 
     /// A task's note: what it means for the round, if anything.
-    pub(super) fn note(&mut self, note: Note) -> Option<Next> {
+    pub(super) fn note(&mut self, note: Note) -> Option<Judged> {
         let (i, round) = match &note {
             Note::Wrote(i, r, _) | Note::Due(i, r) => (*i, *r),
         };
@@ -142,7 +138,7 @@ impl Canaries {
             Note::Wrote(_, _, Ok(Written::Ok)) => None,
             Note::Wrote(_, _, Ok(Written::Refused(why))) => {
                 p.open = None;
-                Some(Next::Judged(
+                Some(Judged(
                     i,
                     Round::Refused(format!("the canary write was refused: {why}")),
                 ))
@@ -154,11 +150,12 @@ impl Canaries {
             }
             Note::Due(..) => {
                 p.open = None;
+                // Short once after a proven round: the next round decides.
                 if p.proven && !std::mem::replace(&mut p.short_once, true) {
-                    return Some(Next::Again(i));
+                    return None;
                 }
                 p.short_once = false;
-                Some(Next::Judged(i, Round::Short(seen)))
+                Some(Judged(i, Round::Short(seen)))
             }
         }
     }

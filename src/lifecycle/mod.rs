@@ -319,8 +319,8 @@ impl Watcher {
             }
             Applied::Unknown { why } => {
                 tracing::info!(target_name = %t, why = %why,
-                    "cannot read notify-keyspace-events (CONFIG is denied, as on managed Redis): subscribing anyway; enable '{}' in the server's settings", self.needed);
-                format!("unknown ({why}); subscribed anyway")
+                    "cannot read notify-keyspace-events (CONFIG is denied, as on managed Redis): the canary shows whether notifications arrive; enable '{}' in the provider's settings", self.needed);
+                format!("notify-keyspace-events unreadable ({why})")
             }
         };
         let words = match primaries {

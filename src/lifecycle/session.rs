@@ -11,7 +11,7 @@ use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::canary::{Canaries, EVERY as CANARY_EVERY, Next, Note};
+use super::canary::{Canaries, EVERY as CANARY_EVERY, Judged, Note};
 use super::checks::fold_all;
 use super::migration::{Admit, Deferrals, Verified};
 use super::recorder::{Recorder, wall_ms};
@@ -185,17 +185,9 @@ impl Watcher {
                     }
                 }
                 Some(note) = crx.recv() => {
-                    match canaries.note(note) {
-                        Some(Next::Judged(i, round)) => {
-                            verify.round(i, round);
-                            self.follow(&mut shown, &verify);
-                        }
-                        Some(Next::Again(i)) => {
-                            if let Some((_, conn)) = flag_conns.get(i) {
-                                canaries.start(i, conn.clone(), &ctx);
-                            }
-                        }
-                        None => {}
+                    if let Some(Judged(i, round)) = canaries.note(note) {
+                        verify.round(i, round);
+                        self.follow(&mut shown, &verify);
                     }
                 }
                 _ = nodes.changed() => {
@@ -216,7 +208,7 @@ impl Watcher {
                     while let Some((node, m)) = next.take() {
                         taken += 1;
                         if let Some(judged) = canaries.seen(node, &m) {
-                            if let Some(Next::Judged(i, round)) = judged {
+                            if let Some(Judged(i, round)) = judged {
                                 verify.round(i, round);
                             }
                         } else if let Some(ev) = obs.parse(node, &m) {
