@@ -5,6 +5,7 @@
 mod advise;
 mod check_config;
 mod check_nodes;
+mod check_notify;
 mod classify;
 mod demo;
 mod drill;

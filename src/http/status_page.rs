@@ -120,19 +120,7 @@ fn render(s: &AppState) -> String {
             took = st.last_duration.as_millis(),
             watch = match s.lifecycles.iter().find(|l| l.target == t.name) {
                 None => "off in config".to_string(),
-                Some(l) if l.connected() => format!(
-                    r#"<span class="ok">subscribed, receiving</span>; {}"#,
-                    esc(&l.notifications())
-                ),
-                Some(l) if l.subscribed() => format!(
-                    r#"<span class="down">subscribed but not receiving</span>: {}; {}"#,
-                    esc(&l.blind().unwrap_or_default()),
-                    esc(&l.notifications())
-                ),
-                Some(l) => format!(
-                    r#"<span class="down">not subscribed</span>; {}"#,
-                    esc(&l.notifications())
-                ),
+                Some(l) => watch_words(l),
             },
             trunc = if st.last_truncated {
                 " (truncated by sample_budget)"
@@ -287,4 +275,40 @@ fn events_section(h: &mut String, s: &AppState) {
         );
     }
     h.push_str("</table></div>\n");
+}
+
+/// The notifications line of a target: subscribed or not, verified or why not (the state of
+/// `lockwatch_notifications_verification` as `data-verification`), and the server's setting.
+fn watch_words(l: &crate::lifecycle::LifecycleState) -> String {
+    use crate::vocab::{Method, Verification};
+    let v = l.verification();
+    let state = v.state.as_str();
+    let words = esc(v.words.as_deref().unwrap_or(""));
+    let setting = esc(&l.notifications());
+    match v.state {
+        Verification::Verified => {
+            let how = match v.method {
+                Method::Canary => "verified by the canary",
+                Method::Flags => "verified by the flags",
+                Method::Passive => "verified passively",
+            };
+            let more = if words.is_empty() {
+                String::new()
+            } else {
+                format!(" ({words})")
+            };
+            format!(
+                r#"<span class="ok" data-verification="{state}">subscribed, receiving</span> — {how}{more}; {setting}"#
+            )
+        }
+        Verification::Pending => {
+            format!(r#"<span data-verification="{state}">subscribed, verifying</span>: {words}; {setting}"#)
+        }
+        Verification::NotSubscribed | Verification::PubsubRefused => format!(
+            r#"<span class="down" data-verification="{state}">not subscribed</span> ({state}): {words}; {setting}"#
+        ),
+        _ => format!(
+            r#"<span class="down" data-verification="{state}">subscribed but not receiving</span>: {words} ({state}); {setting}"#
+        ),
+    }
 }

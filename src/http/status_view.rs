@@ -30,7 +30,20 @@ pub(super) struct Status {
 #[derive(Serialize)]
 pub(super) struct TargetView {
     pub(super) name: String,
+    /// `events` or `scan`.
+    pub(super) mode: &'static str,
+    /// Whether keyspace notifications are shown to arrive; `None` when they are off.
+    pub(super) notifications: Option<NotificationsView>,
     pub(super) namespaces: Vec<NamespaceView>,
+}
+
+/// The verification of a target's notifications (`lockwatch_notifications_verification`).
+#[derive(Serialize)]
+pub(super) struct NotificationsView {
+    pub(super) state: &'static str,
+    pub(super) method: &'static str,
+    /// Why, or how, in words.
+    pub(super) words: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -134,6 +147,18 @@ pub(super) fn status(s: &AppState) -> Status {
                 .collect();
             TargetView {
                 name: t.name.clone(),
+                mode: match t.subscription() {
+                    Some(_) => "events",
+                    None => "scan",
+                },
+                notifications: lifecycle.map(|l| {
+                    let v = l.verification();
+                    NotificationsView {
+                        state: v.state.as_str(),
+                        method: v.method.as_str(),
+                        words: v.words,
+                    }
+                }),
                 namespaces,
             }
         })
