@@ -20,7 +20,7 @@ fn read(path: &str) -> String {
 /// A valid config with `extra` placed per `at`: `top` before everything, else inside the
 /// first table of that name.
 fn config_with(at: &str, extra: &str) -> String {
-    let mut sections = vec![
+    let mut sections = [
         ("server", "[server]\n".to_string()),
         (
             "target",
