@@ -8,6 +8,7 @@ pub mod advise;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod discover;
 pub(crate) mod demo;
 pub mod drill;
 pub(crate) mod duration;

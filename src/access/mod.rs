@@ -2,7 +2,7 @@
 //! connecting (`connect`; `tls` for `rediss://` targets and for explaining TLS failures),
 //! SCAN pages and reads of lock values, owners and fencing counters (`read`, `owner`),
 //! `notify-keyspace-events` and the keyspace channels (`notify`), one-off probes of keys
-//! and permissions (`probe`), and the lock scripts (`scripts`); Redis Cluster slots, shards and routed reads
+//! and permissions (`probe`), `discover`'s sample of every key (`survey`), and the lock scripts (`scripts`); Redis Cluster slots, shards and routed reads
 //! (`cluster`) and Sentinel questions (`sentinel`). `child` starts a private `redis-server` for the demo and the tests.
 //!
 //! It knows the config's target and namespace shapes, and nothing of metrics, state or HTTP.
@@ -15,6 +15,7 @@ pub(crate) mod owner;
 pub(crate) mod probe;
 pub(crate) mod read;
 pub(crate) mod reader;
+pub(crate) mod survey;
 pub mod scripts;
 pub mod sentinel;
 pub mod tls;
