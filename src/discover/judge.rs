@@ -153,15 +153,17 @@ pub(crate) fn judge(families: Vec<Family>) -> Vec<Pattern> {
         if !matches!(firsts[c], First::Counter) {
             continue;
         }
+        // Beside: ids in common, and a name that says so (a common first word, or a
+        // counter's word); the closest name first, then the most ids in common.
         let best = families
             .iter()
             .enumerate()
             .filter(|(l, _)| matches!(firsts[*l], First::Lock { .. }))
             .filter(|(l, _)| fenced[*l].is_none())
-            .map(|(l, lf)| (cf.shared_ids(lf), l))
-            .filter(|(n, _)| *n > 0)
+            .map(|(l, lf)| (beside(&cf.template, &lf.template), cf.shared_ids(lf), l))
+            .filter(|(near, n, _)| *near > 0 && *n > 0)
             .max();
-        if let Some((_, l)) = best
+        if let Some((_, _, l)) = best
             && disjoint(&cf.template, &families[l].template)
         {
             fence_of[c] = Some(l);
@@ -222,6 +224,26 @@ pub(crate) fn judge(families: Vec<Family>) -> Vec<Pattern> {
     };
     out.sort_by(|a, b| rank(a.verdict).cmp(&rank(b.verdict)).then(b.keys.cmp(&a.keys)).then(a.pattern.cmp(&b.pattern)));
     out
+}
+
+/// How closely a counter family's name sits beside a lock family's: the literal words they
+/// share before the first `*`, plus one for a counter's word (`fence`, `token`, `epoch`…);
+/// 0 when they share no word and the counter's name says nothing.
+fn beside(counter: &str, lock: &str) -> usize {
+    let words = |t: &str| -> Vec<String> {
+        let literal = t.split('*').next().unwrap_or("");
+        literal
+            .split([':', '/', '{', '}', '-', '_', '.'])
+            .filter(|w| !w.is_empty())
+            .map(str::to_ascii_lowercase)
+            .collect()
+    };
+    let (c, l) = (words(counter), words(lock));
+    let shared = c.iter().zip(&l).take_while(|(a, b)| a == b).count();
+    let named = ["fenc", "token", "epoch", "seq", "counter", "version", "generation"]
+        .iter()
+        .any(|w| counter.to_ascii_lowercase().contains(w));
+    shared + usize::from(named)
 }
 
 /// Whether no key can match both patterns.
@@ -312,8 +334,15 @@ pub(crate) fn estimate_ttl(longest_ms: i64) -> String {
     crate::duration::format(Duration::from_millis(step))
 }
 
+/// A PTTL for reading: whole seconds from 10 s, tenths of a second from 1 s.
 pub(crate) fn show_ms(ms: i64) -> String {
-    crate::duration::format(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+    let ms = u64::try_from(ms).unwrap_or(0);
+    let rounded = match ms {
+        10_000.. => (ms + 500) / 1000 * 1000,
+        1_000.. => (ms + 50) / 100 * 100,
+        _ => ms,
+    };
+    crate::duration::format(Duration::from_millis(rounded))
 }
 
 /// A namespace name from the pattern's words, without the generic ones; unique in `taken`.

@@ -157,13 +157,14 @@ fn generalise(segment: &str) -> String {
     let open = segment.starts_with('{');
     let close = segment.ends_with('}') && segment.len() > usize::from(open);
     let inner = &segment[usize::from(open)..segment.len() - usize::from(close)];
-    let body = if id_like(inner) {
-        "*".to_string()
-    } else if let Some(at) = inner.rfind(['-', '_', '.'])
-        && at > 0
+    let split = inner.rfind(['-', '_', '.']).filter(|at| *at > 0);
+    let body = if let Some(at) = split
+        && !inner[..at].bytes().any(|b| b.is_ascii_digit())
         && id_like(&inner[at + 1..])
     {
         format!("{}*", escape(&inner[..=at]))
+    } else if id_like(inner) {
+        "*".to_string()
     } else {
         escape(inner)
     };
