@@ -1,5 +1,5 @@
 //! The reads of `discover`: a SCAN page of every key, the server's key count, and for each
-//! key its type, PTTL and a bounded look at its value (a string's length and first bytes, a
+//! key its type, PTTL and a bounded look at its value (a string's first bytes, a
 //! small hash's first fields) — read-only commands, two pipelines a page. What is read stays
 //! in memory for its shape; deciding what it looks like is `discover`'s job.
 
@@ -23,7 +23,8 @@ pub(crate) struct Sampled {
 /// A key's type and what was seen of its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// `len` bytes, of which `head` are the first (at most [`HEAD`]).
+    /// `head`: the first bytes (at most [`HEAD`]); `len`: their number, or one more when the
+    /// value is longer.
     String { len: usize, head: Vec<u8> },
     /// `len` fields, of which `fields` are some (at most [`FIELDS`] when the hash is small).
     Hash { len: usize, fields: Vec<(Vec<u8>, Vec<u8>)> },
@@ -72,18 +73,22 @@ pub(crate) async fn sample(conn: &mut impl ConnectionLike, keys: Vec<Vec<u8>>) -
     second.ignore_errors();
     for (k, t, _) in &typed {
         match t.as_str() {
-            "string" => second.cmd("STRLEN").arg(k).cmd("GETRANGE").arg(k).arg(0).arg(HEAD - 1),
+            // One byte past the head tells a longer value.
+            "string" => second.cmd("GETRANGE").arg(k).arg(0).arg(HEAD),
             "hash" => second.cmd("HLEN").arg(k).cmd("HSCAN").arg(k).arg(0).arg("COUNT").arg(FIELDS),
-            _ => second.cmd("EXISTS").arg(k).cmd("EXISTS").arg(k),
+            _ => second.cmd("EXISTS").arg(k),
         };
     }
     let replies: Vec<Value> = second.query_async(conn).await?;
+    let mut replies = replies.into_iter();
     let mut out = Vec::with_capacity(typed.len());
-    for ((key, t, pttl_ms), pair) in typed.into_iter().zip(replies.chunks(2)) {
+    for (key, t, pttl_ms) in typed {
+        let n = if t == "hash" { 2 } else { 1 };
+        let pair: Vec<Value> = replies.by_ref().take(n).collect();
         let kind = match (t.as_str(), pair.first(), pair.get(1)) {
-            ("string", Some(Value::Int(len)), Some(Value::BulkString(head))) if *len > 0 => Kind::String {
-                len: usize::try_from(*len).unwrap_or(0),
-                head: head.clone(),
+            ("string", Some(Value::BulkString(head)), _) if !head.is_empty() => Kind::String {
+                len: head.len(),
+                head: head[..head.len().min(HEAD)].to_vec(),
             },
             ("hash", Some(Value::Int(len)), Some(Value::Array(scan))) if *len > 0 => Kind::Hash {
                 len: usize::try_from(*len).unwrap_or(0),

@@ -66,6 +66,24 @@ pub struct Report {
 
 /// Keys asked of one SCAN page, at most.
 const PAGE: u64 = 500;
+/// Pages being read at once.
+const IN_FLIGHT: usize = 4;
+
+type PageRead = Result<redis::RedisResult<Vec<survey::Sampled>>, tokio::task::JoinError>;
+
+/// A page's keys into the census.
+fn take(done: Option<PageRead>, census: &mut family::Census, walked: &mut Walked) -> redis::RedisResult<()> {
+    let sampled = match done {
+        Some(Ok(read)) => read?,
+        Some(Err(e)) => return Err(redis::RedisError::from((redis::ErrorKind::Io, "page read failed", e.to_string()))),
+        None => return Ok(()),
+    };
+    for s in &sampled {
+        walked.keys_read += 1;
+        census.add(s);
+    }
+    Ok(())
+}
 
 /// Walk `target` within `budget` and judge what was found.
 pub async fn run(target: &TargetConfig, budget: Budget) -> Result<Report, DiscoverError> {
@@ -99,6 +117,7 @@ pub async fn run(target: &TargetConfig, budget: Budget) -> Result<Report, Discov
     }
     let rate = budget.rate.max(1) as f64;
     let count = conns.len() as u64;
+    let mut reads = tokio::task::JoinSet::new();
     for (i, (_, conn)) in conns.iter_mut().enumerate() {
         // Each primary's share of what is left of the total.
         let share = (budget.max_keys - walked.keys_scanned.min(budget.max_keys)) / (count - i as u64);
@@ -109,9 +128,11 @@ pub async fn run(target: &TargetConfig, budget: Budget) -> Result<Report, Discov
             let (next, keys) = survey::page(conn, cursor, usize::try_from(ask).unwrap_or(1)).await.map_err(fail)?;
             scanned += keys.len() as u64;
             walked.keys_scanned += keys.len() as u64;
-            for s in survey::sample(conn, keys).await.map_err(fail)? {
-                walked.keys_read += 1;
-                census.add(&s);
+            // Each page read on its own task, the next SCAN meanwhile; a few at a time.
+            let mut reader = conn.clone();
+            reads.spawn(async move { survey::sample(&mut reader, keys).await });
+            while reads.len() >= IN_FLIGHT {
+                take(reads.join_next().await, &mut census, &mut walked).map_err(fail)?;
             }
             cursor = next;
             // The pace: never ahead of `rate` keys per second since the start.
@@ -127,6 +148,9 @@ pub async fn run(target: &TargetConfig, budget: Budget) -> Result<Report, Discov
                 break;
             }
         }
+    }
+    while let Some(done) = reads.join_next().await {
+        take(Some(done), &mut census, &mut walked).map_err(fail)?;
     }
     walked.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     walked.unsorted = census.unsorted;

@@ -213,7 +213,7 @@ mod tests {
         assert_eq!(s("aZ3_kq9XbT0pLm2Ws8"), Shape::Token);
         assert_eq!(s("\u{1}\u{2}"), Shape::Binary);
         let long = Kind::String {
-            len: 5000,
+            len: HEAD + 1,
             head: vec![b'a'; HEAD],
         };
         assert_eq!(of(&long), Shape::Text);
