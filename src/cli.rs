@@ -274,7 +274,12 @@ pub struct AdviseArgs {
 pub struct DiscoverArgs {
     /// The Redis to walk (`redis://` or `rediss://`; the password may come from
     /// LOCKWATCH_REDIS_PASSWORD). For a cluster, Sentinel or a private CA use -c and --target.
-    #[arg(long, env = "LOCKWATCH_DISCOVER_URL", required_unless_present = "config", conflicts_with = "config")]
+    #[arg(
+        long,
+        env = "LOCKWATCH_DISCOVER_URL",
+        required_unless_present = "config",
+        conflicts_with = "config"
+    )]
     pub url: Option<String>,
     /// A config file whose target to walk (its TLS, cluster or Sentinel settings).
     #[arg(short = 'c', long, env = "LOCKWATCH_CONFIG")]

@@ -33,9 +33,9 @@ fn discover(args: &[&str]) -> Output {
 }
 
 fn run_client(mut cmd: Command, what: &str) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: {e}: run `scripts/setup.sh test` (or `make test`) to install the lock clients"));
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("{what}: {e}: run `scripts/setup.sh test` (or `make test`) to install the lock clients")
+    });
     assert!(out.status.success(), "{what}: {}", output_text(&out));
 }
 
@@ -79,7 +79,8 @@ fn finds_the_locks_real_clients_wrote_and_says_why_the_rest_are_not() {
     py.args(["-c", PYTHON, &url]);
     run_client(py, "redis-py (PyPI redis in target/test-tools/venv)");
     let mut node = Command::new("node");
-    node.args(["-e", NODE, &url]).env("NODE_PATH", tools().join("node/node_modules"));
+    node.args(["-e", NODE, &url])
+        .env("NODE_PATH", tools().join("node/node_modules"));
     run_client(node, "redlock (npm redlock and ioredis in target/test-tools/node)");
     let mut c = conn(&r);
     for i in 0..30 {
@@ -92,23 +93,36 @@ fn finds_the_locks_real_clients_wrote_and_says_why_the_rest_are_not() {
             .query(&mut c)
             .unwrap();
     }
-    let values: Vec<String> = ["billing:lock:3", "inventory:lock:sku-1003", "session:0003abababababababababababababab"]
-        .iter()
-        .map(|k| redis::cmd("GET").arg(k).query::<String>(&mut c).unwrap())
-        .collect();
+    let values: Vec<String> = [
+        "billing:lock:3",
+        "inventory:lock:sku-1003",
+        "session:0003abababababababababababababab",
+    ]
+    .iter()
+    .map(|k| redis::cmd("GET").arg(k).query::<String>(&mut c).unwrap())
+    .collect();
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
 
     let out = discover(&["--url", &url, "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let patterns = report["patterns"].as_array().unwrap();
-    let find = |p: &str| patterns.iter().find(|x| x["pattern"] == p).unwrap_or_else(|| panic!("no {p}: {report:#}"));
+    let find = |p: &str| {
+        patterns
+            .iter()
+            .find(|x| x["pattern"] == p)
+            .unwrap_or_else(|| panic!("no {p}: {report:#}"))
+    };
     let locks: Vec<&str> = patterns
         .iter()
         .filter(|p| p["verdict"] == "lock")
         .map(|p| p["pattern"].as_str().unwrap())
         .collect();
-    assert_eq!(locks, ["billing:lock:*", "payments:{acct:*}:lock", "inventory:lock:sku-*"], "{report:#}");
+    assert_eq!(
+        locks,
+        ["billing:lock:*", "payments:{acct:*}:lock", "inventory:lock:sku-*"],
+        "{report:#}"
+    );
     let ns = |p: &str| find(p)["namespace"].clone();
     assert_eq!(ns("billing:lock:*")["ttl"], "30s");
     assert_eq!(ns("billing:lock:*")["fence_pattern"], "billing:fence:*");
@@ -124,7 +138,11 @@ fn finds_the_locks_real_clients_wrote_and_says_why_the_rest_are_not() {
         ("stats:views:*", "counters"),
     ] {
         assert_eq!(find(p)["verdict"], "not_a_lock", "{p}");
-        assert!(find(p)["reason"].as_str().unwrap().contains(why), "{p}: {}", find(p)["reason"]);
+        assert!(
+            find(p)["reason"].as_str().unwrap().contains(why),
+            "{p}: {}",
+            find(p)["reason"]
+        );
     }
     assert_eq!(report["walked"]["keys_read"], 40 * 2 + 60 * 4 + 25 + 30);
     assert_eq!(report["walked"]["complete"], true);
@@ -136,17 +154,38 @@ fn finds_the_locks_real_clients_wrote_and_says_why_the_rest_are_not() {
         .filter_map(|l| l.strip_prefix("cmdstat_")?.split(':').next())
         .filter(|cmd| !["config|resetstat", "info"].contains(cmd))
         .collect();
-    let reads = ["scan", "dbsize", "type", "pttl", "getrange", "hlen", "hscan", "exists", "client|setinfo", "hello", "ping"];
+    let reads = [
+        "scan",
+        "dbsize",
+        "type",
+        "pttl",
+        "getrange",
+        "hlen",
+        "hscan",
+        "exists",
+        "client|setinfo",
+        "hello",
+        "ping",
+    ];
     assert!(sent.iter().all(|s| reads.contains(s)), "sent {sent:?}");
 
     // Text: every pattern with its reason, no value; the TOML alone is a config part.
     let text = discover(&["--url", &url]);
     let shown = String::from_utf8(text.stdout).unwrap();
-    for expect in ["Locks", "Fencing counters", "Not locks", "sessions", "fence_pattern = \"billing:fence:*\""] {
+    for expect in [
+        "Locks",
+        "Fencing counters",
+        "Not locks",
+        "sessions",
+        "fence_pattern = \"billing:fence:*\"",
+    ] {
         assert!(shown.contains(expect), "{expect} missing:\n{shown}");
     }
     for v in &values {
-        assert!(!shown.contains(v.as_str()) && !String::from_utf8_lossy(&out.stdout).contains(v.as_str()), "a value was printed");
+        assert!(
+            !shown.contains(v.as_str()) && !String::from_utf8_lossy(&out.stdout).contains(v.as_str()),
+            "a value was printed"
+        );
     }
     let toml = discover(&["--url", &url, "--format", "toml"]);
     let toml = String::from_utf8(toml.stdout).unwrap();
@@ -154,8 +193,40 @@ fn finds_the_locks_real_clients_wrote_and_says_why_the_rest_are_not() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("lockwatch.toml");
     std::fs::write(&file, format!("[[target]]\nname = \"main\"\nurl = \"{url}\"\n{toml}")).unwrap();
-    let checked = Command::new(BIN).args(["check-config", "-c"]).arg(&file).output().unwrap();
+    let checked = Command::new(BIN)
+        .args(["check-config", "-c"])
+        .arg(&file)
+        .output()
+        .unwrap();
     assert_eq!(checked.status.code(), Some(0), "{}\n{toml}", output_text(&checked));
+
+    // The README's read-only ACL is enough.
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "finder", "on", ">pw", "resetkeys", "%R~*", "-@all"])
+        .arg(&[
+            "+scan",
+            "+dbsize",
+            "+type",
+            "+pttl",
+            "+getrange",
+            "+hlen",
+            "+hscan",
+            "+exists",
+        ])
+        .query(&mut c)
+        .unwrap();
+    let limited = discover(&[
+        "--url",
+        &format!("redis://finder:pw@127.0.0.1:{}/0", r.port()),
+        "--format",
+        "toml",
+    ]);
+    assert_eq!(
+        String::from_utf8(limited.stdout).unwrap(),
+        toml,
+        "{}",
+        String::from_utf8_lossy(&limited.stderr)
+    );
 
     // The same through -c and --target.
     let by_config = discover(&["-c", file.to_str().unwrap(), "--target", "main", "--format", "toml"]);
@@ -166,7 +237,12 @@ fn finds_the_locks_real_clients_wrote_and_says_why_the_rest_are_not() {
 fn a_million_keys_walked_within_the_budget() {
     let r = redis(&["--enable-debug-command", "yes"]);
     let mut c = conn(&r);
-    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(1_000_000).arg("item").query(&mut c).unwrap();
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(1_000_000)
+        .arg("item")
+        .query(&mut c)
+        .unwrap();
     for i in 0..2000 {
         let _: () = redis::cmd("SET")
             .arg(format!("jobs:lock:{i}"))
@@ -178,7 +254,16 @@ fn a_million_keys_walked_within_the_budget() {
     }
     // A sample: 200,000 keys at 100,000 keys/s take 2 s, not less.
     let started = Instant::now();
-    let out = discover(&["--url", &r.url(), "--rate", "100000", "--max-keys", "200000", "--format", "json"]);
+    let out = discover(&[
+        "--url",
+        &r.url(),
+        "--rate",
+        "100000",
+        "--max-keys",
+        "200000",
+        "--format",
+        "json",
+    ]);
     let took = started.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -190,7 +275,16 @@ fn a_million_keys_walked_within_the_budget() {
     assert!(took < Duration::from_secs(20), "{took:?}");
     // The whole keyspace at 250,000 keys/s: at least 4 s; the lock family found.
     let started = Instant::now();
-    let out = discover(&["--url", &r.url(), "--rate", "250000", "--max-keys", "2000000", "--format", "json"]);
+    let out = discover(&[
+        "--url",
+        &r.url(),
+        "--rate",
+        "250000",
+        "--max-keys",
+        "2000000",
+        "--format",
+        "json",
+    ]);
     let took = started.elapsed();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let walked = &report["walked"];
@@ -201,9 +295,22 @@ fn a_million_keys_walked_within_the_budget() {
     eprintln!("1,002,000 keys: {scanned} scanned in {took:?}: {rate:.0} keys/s (budget 250,000 keys/s)");
     assert!(rate <= 250_000.0 * 1.01, "{rate} keys/s");
     assert!(took < Duration::from_secs(60), "{took:?}");
-    let lock = report["patterns"].as_array().unwrap().iter().find(|p| p["pattern"] == "jobs:lock:*").unwrap();
-    assert_eq!((lock["verdict"].as_str(), lock["keys"].as_u64()), (Some("lock"), Some(2000)));
-    let item = report["patterns"].as_array().unwrap().iter().find(|p| p["pattern"] == "item:*").unwrap();
+    let lock = report["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pattern"] == "jobs:lock:*")
+        .unwrap();
+    assert_eq!(
+        (lock["verdict"].as_str(), lock["keys"].as_u64()),
+        (Some("lock"), Some(2000))
+    );
+    let item = report["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pattern"] == "item:*")
+        .unwrap();
     assert_eq!(item["verdict"], "not_a_lock");
 }
 
@@ -216,7 +323,10 @@ fn errors_are_one_sentence_with_their_exit_code() {
     assert_eq!(refused.status.code(), Some(1));
     let said = String::from_utf8(refused.stderr).unwrap();
     assert_eq!(said.trim().lines().count(), 1, "{said}");
-    assert!(said.contains("cannot read Redis at") && said.contains("refused"), "{said}");
+    assert!(
+        said.contains("cannot read Redis at") && said.contains("refused"),
+        "{said}"
+    );
     let r = redis(&["--requirepass", "s3cret"]);
     let denied = discover(&["--url", &format!("redis://:wrong@127.0.0.1:{}", r.port())]);
     assert_eq!(denied.status.code(), Some(1));

@@ -15,9 +15,9 @@ pub(crate) mod owner;
 pub(crate) mod probe;
 pub(crate) mod read;
 pub(crate) mod reader;
-pub(crate) mod survey;
 pub mod scripts;
 pub mod sentinel;
+pub(crate) mod survey;
 pub mod tls;
 
 pub use connect::{Link, LinkError, NodeAddr};

@@ -27,7 +27,10 @@ pub(crate) enum Kind {
     /// value is longer.
     String { len: usize, head: Vec<u8> },
     /// `len` fields, of which `fields` are some (at most [`FIELDS`] when the hash is small).
-    Hash { len: usize, fields: Vec<(Vec<u8>, Vec<u8>)> },
+    Hash {
+        len: usize,
+        fields: Vec<(Vec<u8>, Vec<u8>)>,
+    },
     /// Another type (`list`, `set`, `zset`, `stream`…), by its name.
     Other(String),
 }
@@ -38,7 +41,11 @@ pub(crate) async fn dbsize(conn: &mut impl ConnectionLike) -> RedisResult<u64> {
 }
 
 /// One `SCAN cursor COUNT count` page (no `MATCH`: every key is a candidate).
-pub(crate) async fn page(conn: &mut impl ConnectionLike, cursor: u64, count: usize) -> RedisResult<(u64, Vec<Vec<u8>>)> {
+pub(crate) async fn page(
+    conn: &mut impl ConnectionLike,
+    cursor: u64,
+    count: usize,
+) -> RedisResult<(u64, Vec<Vec<u8>>)> {
     redis::cmd("SCAN")
         .arg(cursor)
         .arg("COUNT")
@@ -75,7 +82,14 @@ pub(crate) async fn sample(conn: &mut impl ConnectionLike, keys: Vec<Vec<u8>>) -
         match t.as_str() {
             // One byte past the head tells a longer value.
             "string" => second.cmd("GETRANGE").arg(k).arg(0).arg(HEAD),
-            "hash" => second.cmd("HLEN").arg(k).cmd("HSCAN").arg(k).arg(0).arg("COUNT").arg(FIELDS),
+            "hash" => second
+                .cmd("HLEN")
+                .arg(k)
+                .cmd("HSCAN")
+                .arg(k)
+                .arg(0)
+                .arg("COUNT")
+                .arg(FIELDS),
             _ => second.cmd("EXISTS").arg(k),
         };
     }

@@ -70,7 +70,10 @@ impl Family {
             self.examples.push(s.key.clone());
         }
         if let Some((p, x)) = &self.wildcard
-            && let Some(id) = s.key.strip_prefix(p.as_slice()).and_then(|r| r.strip_suffix(x.as_slice()))
+            && let Some(id) = s
+                .key
+                .strip_prefix(p.as_slice())
+                .and_then(|r| r.strip_suffix(x.as_slice()))
         {
             let mut h = std::hash::DefaultHasher::new();
             id.hash(&mut h);
@@ -82,7 +85,7 @@ impl Family {
     }
 
     fn add_pttl(&mut self, ms: i64) {
-        if self.ttl_seen % self.stride == 0 {
+        if self.ttl_seen.is_multiple_of(self.stride) {
             self.pttls.push(ms);
             if self.pttls.len() >= PTTLS {
                 self.pttls = self.pttls.iter().step_by(2).copied().collect();
@@ -176,7 +179,11 @@ mod tests {
     fn families_by_template_with_sketches_that_meet() {
         let mut c = Census::default();
         for i in 0..5000 {
-            c.add(&key(&format!("a:lock:{i}"), "0123456789abcdef0123456789abcdef", 1000 + i));
+            c.add(&key(
+                &format!("a:lock:{i}"),
+                "0123456789abcdef0123456789abcdef",
+                1000 + i,
+            ));
         }
         for i in (0..5000).rev() {
             c.add(&key(&format!("a:fence:{i}"), "7", -1));
@@ -184,12 +191,19 @@ mod tests {
         let fams = c.into_families();
         assert_eq!(fams.len(), 2);
         let (fence, lock) = (&fams[0], &fams[1]);
-        assert_eq!((fence.template.as_str(), lock.template.as_str()), ("a:fence:*", "a:lock:*"));
+        assert_eq!(
+            (fence.template.as_str(), lock.template.as_str()),
+            ("a:fence:*", "a:lock:*")
+        );
         assert_eq!(lock.with_ttl, 5000);
         assert_eq!(lock.dominant(), Shape::Hex);
         assert_eq!(fence.dominant(), Shape::Integer);
         assert_eq!(lock.shared_ids(fence), IDS);
         let p = lock.pttls();
-        assert!(p.len() < PTTLS && p[0] == 1000 && *p.last().unwrap_or(&0) >= 5900, "{}", p.len());
+        assert!(
+            p.len() < PTTLS && p[0] == 1000 && *p.last().unwrap_or(&0) >= 5900,
+            "{}",
+            p.len()
+        );
     }
 }

@@ -182,7 +182,10 @@ pub(crate) fn judge(families: Vec<Family>) -> Vec<Pattern> {
                 Some(l) => out.push(pattern(
                     f,
                     Verdict::FenceCounter,
-                    format!("integers without a TTL beside the lock family `{}`: its fencing counters", families[l].template),
+                    format!(
+                        "integers without a TTL beside the lock family `{}`: its fencing counters",
+                        families[l].template
+                    ),
                     None,
                 )),
                 None => out.push(pattern(
@@ -203,7 +206,11 @@ pub(crate) fn judge(families: Vec<Family>) -> Vec<Pattern> {
         let longest = f.pttls().last().map_or("none".into(), |ms| show_ms(*ms));
         let mut reason = format!(
             "{} with a TTL (longest seen {longest}: ttl estimated {ttl})",
-            if redisson { "Redisson lock hashes" } else { "owner tokens" }
+            if redisson {
+                "Redisson lock hashes"
+            } else {
+                "owner tokens"
+            }
         );
         if let Some(n) = note {
             reason = format!("{reason}; {n}");
@@ -222,7 +229,12 @@ pub(crate) fn judge(families: Vec<Family>) -> Vec<Pattern> {
         Verdict::FenceCounter => 1,
         Verdict::NotALock => 2,
     };
-    out.sort_by(|a, b| rank(a.verdict).cmp(&rank(b.verdict)).then(b.keys.cmp(&a.keys)).then(a.pattern.cmp(&b.pattern)));
+    out.sort_by(|a, b| {
+        rank(a.verdict)
+            .cmp(&rank(b.verdict))
+            .then(b.keys.cmp(&a.keys))
+            .then(a.pattern.cmp(&b.pattern))
+    });
     out
 }
 
@@ -280,7 +292,10 @@ fn merge_siblings(groups: Vec<LockGroup>, all: &[Family]) -> Vec<LockGroup> {
             continue;
         }
         let wide = format!("{p}*");
-        let members: Vec<&str> = std::iter::once(&g).chain(&siblings).map(|s| s.0.template.as_str()).collect();
+        let members: Vec<&str> = std::iter::once(&g)
+            .chain(&siblings)
+            .map(|s| s.0.template.as_str())
+            .collect();
         let clash = Glob::new(&wide).map_or(true, |glob| {
             all.iter()
                 .filter(|f| !members.contains(&f.template.as_str()))
@@ -315,7 +330,12 @@ fn pattern(f: &Family, verdict: Verdict, reason: String, namespace: Option<Sugge
             p90_ms: at(90),
             max_ms: at(100),
         }),
-        shapes: f.shapes.iter().rev().map(|(s, n)| ShapeCount { shape: *s, keys: *n }).collect(),
+        shapes: f
+            .shapes
+            .iter()
+            .rev()
+            .map(|(s, n)| ShapeCount { shape: *s, keys: *n })
+            .collect(),
         largest: f.max_len,
         verdict,
         reason,

@@ -14,19 +14,31 @@ fn add(c: &mut Census, key: &str, value: &str, pttl: i64) {
 }
 
 fn find<'a>(ps: &'a [Pattern], p: &str) -> &'a Pattern {
-    ps.iter().find(|x| x.pattern == p).unwrap_or_else(|| panic!("no {p} in {ps:#?}"))
+    ps.iter()
+        .find(|x| x.pattern == p)
+        .unwrap_or_else(|| panic!("no {p} in {ps:#?}"))
 }
 
 #[test]
 fn locks_fences_and_what_is_not_a_lock() {
     let mut c = Census::default();
     for i in 0..50 {
-        add(&mut c, &format!("billing:lock:{i}"), "0123456789abcdef0123456789abcdef", 29_000 - i);
+        add(
+            &mut c,
+            &format!("billing:lock:{i}"),
+            "0123456789abcdef0123456789abcdef",
+            29_000 - i,
+        );
         add(&mut c, &format!("billing:fence:{i}"), &i.to_string(), -1);
         add(&mut c, &format!("cache:product:{i}"), r#"{"name": "x"}"#, 300_000);
         add(&mut c, &format!("ratelimit:user:{i}"), "3", 60_000);
         add(&mut c, &format!("stats:views:{i}"), "99", -1);
-        add(&mut c, &format!("session:{i:08x}aa"), "0123456789abcdef0123456789abcdef", 1_800_000);
+        add(
+            &mut c,
+            &format!("session:{i:08x}aa"),
+            "0123456789abcdef0123456789abcdef",
+            1_800_000,
+        );
     }
     add(&mut c, "jobs:lock:daily", "web-1:4312:main", 9_000);
     add(&mut c, "jobs:lock:weekly", "web-1:4312:main", 8_000);

@@ -75,7 +75,13 @@ type PageRead = Result<redis::RedisResult<Vec<survey::Sampled>>, tokio::task::Jo
 fn take(done: Option<PageRead>, census: &mut family::Census, walked: &mut Walked) -> redis::RedisResult<()> {
     let sampled = match done {
         Some(Ok(read)) => read?,
-        Some(Err(e)) => return Err(redis::RedisError::from((redis::ErrorKind::Io, "page read failed", e.to_string()))),
+        Some(Err(e)) => {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "page read failed",
+                e.to_string(),
+            )));
+        }
         None => return Ok(()),
     };
     for s in &sampled {
@@ -125,7 +131,9 @@ pub async fn run(target: &TargetConfig, budget: Budget) -> Result<Report, Discov
         let mut cursor = 0u64;
         loop {
             let ask = PAGE.min(share - scanned.min(share)).max(1);
-            let (next, keys) = survey::page(conn, cursor, usize::try_from(ask).unwrap_or(1)).await.map_err(fail)?;
+            let (next, keys) = survey::page(conn, cursor, usize::try_from(ask).unwrap_or(1))
+                .await
+                .map_err(fail)?;
             scanned += keys.len() as u64;
             walked.keys_scanned += keys.len() as u64;
             // Each page read on its own task, the next SCAN meanwhile; a few at a time.

@@ -80,7 +80,11 @@ fn walked(w: &Walked) -> String {
 }
 
 fn line(p: &Pattern, out: &mut impl Write) -> io::Result<()> {
-    let shapes: Vec<String> = p.shapes.iter().map(|s| format!("{} {}", s.shape.describe(), s.keys)).collect();
+    let shapes: Vec<String> = p
+        .shapes
+        .iter()
+        .map(|s| format!("{} {}", s.shape.describe(), s.keys))
+        .collect();
     let ttl = match &p.ttl {
         Some(t) => format!(
             "TTL {}..{} (p50 {}, p90 {}) on {} of {}",

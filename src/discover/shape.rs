@@ -56,9 +56,8 @@ pub fn of(kind: &Kind) -> Shape {
     match kind {
         Kind::String { len, head } => string_shape(*len, head),
         Kind::Hash { len, fields } => {
-            let redisson = *len <= 16
-                && !fields.is_empty()
-                && fields.iter().all(|(f, v)| redisson_field(f) && integer(v));
+            let redisson =
+                *len <= 16 && !fields.is_empty() && fields.iter().all(|(f, v)| redisson_field(f) && integer(v));
             if redisson { Shape::RedissonHash } else { Shape::Hash }
         }
         Kind::Other(_) => Shape::Other,
@@ -75,7 +74,11 @@ fn string_shape(len: usize, head: &[u8]) -> Shape {
     }
     let t = text.trim();
     if !whole || t.is_empty() {
-        return if t.starts_with('{') || t.starts_with('[') { Shape::Json } else { Shape::Text };
+        return if t.starts_with('{') || t.starts_with('[') {
+            Shape::Json
+        } else {
+            Shape::Text
+        };
     }
     if integer(t.as_bytes()) {
         Shape::Integer
@@ -125,7 +128,9 @@ fn redisson_field(f: &[u8]) -> bool {
 fn host_pid(t: &str) -> bool {
     let parts: Vec<&str> = t.split(':').collect();
     let word = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b));
-    let hostish = parts.first().is_some_and(|h| parts.len() > 2 || h.bytes().any(|b| b.is_ascii_digit() || b == b'-' || b == b'.'));
+    let hostish = parts
+        .first()
+        .is_some_and(|h| parts.len() > 2 || h.bytes().any(|b| b.is_ascii_digit() || b == b'-' || b == b'.'));
     (2..=4).contains(&parts.len())
         && parts.iter().all(word)
         && parts[1..].iter().any(|p| integer(p.as_bytes()))
