@@ -83,7 +83,11 @@ pub(super) fn chart(metric: Metric, hour: &[Option<Bucket>]) -> String {
     let hour_max = values.iter().flatten().copied().max().unwrap_or(0);
     let scale = f64::from(max.max(1));
     let y = |v: u32| f64::from(H) - f64::from(v) / scale * f64::from(H - 4);
-    let step = if drawn.is_empty() { 1.0 } else { W as f64 / drawn.len() as f64 };
+    let step = if drawn.is_empty() {
+        1.0
+    } else {
+        W as f64 / drawn.len() as f64
+    };
     let mut body = format!(
         r#"<line class="mid" x1="0" y1="{m:.1}" x2="{W}" y2="{m:.1}"/><line class="mid" x1="{half}" y1="0" x2="{half}" y2="{H}"/>"#,
         m = y(max.max(1)) / 2.0 + f64::from(H) / 2.0 - 1.0,
@@ -144,16 +148,23 @@ pub(super) fn chart(metric: Metric, hour: &[Option<Bucket>]) -> String {
     }
     let seen = values.iter().flatten().count();
     let (summary, note) = if metric.counts() {
-        (format!("{now} in the last hour"), format!("in the hour · at most {max} a minute"))
+        (
+            format!("{now} in the last hour"),
+            format!("in the hour · at most {max} a minute"),
+        )
     } else {
-        (format!("{now} now, at most {hour_max} in the hour"), format!("now · at most {hour_max} in the hour"))
+        (
+            format!("{now} now, at most {hour_max} in the hour"),
+            format!("now · at most {hour_max} in the hour"),
+        )
     };
     format!(
-        r#"<figure class="chart {cls}" data-metric="{name}" data-now="{now}" data-max="{hour_max}"><figcaption><span>{words}</span> <b>{now}</b> <small>{note}</small></figcaption><div class="plot"><div class="y"><span>{max}</span><span>0</span></div><svg viewBox="0 0 {W} {H}" preserveAspectRatio="none" role="img" aria-label="{words}: {summary}"><title>{words}: {summary} ({seen} of {n} ten-second buckets with data)</title>{body}</svg></div><div class="x"><span>−60 min</span><span>−30 min</span><span>now</span></div></figure>"#,
+        r#"<figure class="chart {cls}" data-metric="{name}" data-now="{now}" data-max="{hour_max}"><figcaption><span>{words}</span> <b>{now}</b> <small>{note}</small></figcaption><div class="plot"><div class="y"><span>{top}</span><span>0</span></div><svg viewBox="0 0 {W} {H}" preserveAspectRatio="none" role="img" aria-label="{words}: {summary}"><title>{words}: {summary} ({seen} of {n} ten-second buckets with data)</title>{body}</svg></div><div class="x"><span>−60 min</span><span>−30 min</span><span>now</span></div></figure>"#,
         cls = if metric.counts() { "bars" } else { "line" },
         name = metric.name(),
         words = metric.words(),
         n = values.len(),
+        top = max.max(1),
     )
 }
 

@@ -131,7 +131,8 @@ pub(super) fn status(s: &AppState) -> Status {
                             _ => charts::chart(*m, &hour),
                         })
                         .collect();
-                    let sum = |b: &[Option<crate::locks::recent::Bucket>], f: fn(&crate::locks::recent::Bucket) -> u32| {
+                    let sum = |b: &[Option<crate::locks::recent::Bucket>],
+                               f: fn(&crate::locks::recent::Bucket) -> u32| {
                         b.iter().flatten().map(|b| u64::from(f(b))).sum::<u64>()
                     };
                     let counts = Counts {
@@ -204,7 +205,10 @@ fn target_line(s: &AppState, t: &TargetLocks) -> Line {
         (_, true) => (Level::Ok, r#"<span class="ok">up</span>"#.to_string()),
         (_, false) => (
             Level::Bad,
-            format!(r#"<span class="down">down</span>: {}"#, esc(st.last_error.as_deref().unwrap_or(""))),
+            format!(
+                r#"<span class="down">down</span>: {}"#,
+                esc(st.last_error.as_deref().unwrap_or(""))
+            ),
         ),
     };
     let (notes_state, notes) = notifications(s, t);
@@ -237,7 +241,10 @@ pub(super) fn notifications(s: &AppState, t: &TargetLocks) -> (Level, String) {
         None => (Level::Ok, "off in config".to_string()),
         Some(l) if l.connected() => (
             Level::Ok,
-            format!(r#"<span class="ok">subscribed, receiving</span>; {}"#, esc(&l.notifications())),
+            format!(
+                r#"<span class="ok">subscribed, receiving</span>; {}"#,
+                esc(&l.notifications())
+            ),
         ),
         Some(l) if l.subscribed() => (
             Level::Warn,
@@ -249,7 +256,10 @@ pub(super) fn notifications(s: &AppState, t: &TargetLocks) -> (Level, String) {
         ),
         Some(l) => (
             Level::Warn,
-            format!(r#"<span class="down">not subscribed</span>; {}"#, esc(&l.notifications())),
+            format!(
+                r#"<span class="down">not subscribed</span>; {}"#,
+                esc(&l.notifications())
+            ),
         ),
     }
 }

@@ -89,7 +89,12 @@ pub(super) struct Line {
 /// state, then by name).
 pub(super) fn summary_html(lines: &mut [Line]) -> String {
     lines.sort_by(|a, b| {
-        (a.state, &a.target, a.namespace.is_some(), &a.namespace).cmp(&(b.state, &b.target, b.namespace.is_some(), &b.namespace))
+        (a.state, &a.target, a.namespace.is_some(), &a.namespace).cmp(&(
+            b.state,
+            &b.target,
+            b.namespace.is_some(),
+            &b.namespace,
+        ))
     });
     let mut h = String::from(r#"<ol class="summary">"#);
     for l in lines.iter() {
@@ -102,7 +107,7 @@ pub(super) fn summary_html(lines: &mut [Line]) -> String {
         };
         let _ = write!(
             h,
-            r#"<li class="line {state}" data-state="{state}" data-target="{target}"{ns_attr}><span class="mark">{mark}</span> <b class="what">{what}</b> <span class="parts">{parts}</span></li>"#,
+            r#"<li class="line {state}" data-state="{state}" data-target="{target}"{ns_attr}><span class="mark">{mark}</span> <b class="what">{what}</b> — <span class="parts">{parts}</span></li>"#,
             state = l.state.as_str(),
             mark = match l.state {
                 Level::Bad => "✖",
@@ -134,9 +139,8 @@ pub(super) fn grouped_html(incidents: &[IncidentView]) -> String {
     let mut groups: Vec<Group<'_>> = Vec::new();
     // Newest first in, so a group's first member seen is its last incident.
     for i in incidents {
-        let same = |g: &&mut Group<'_>| {
-            g.last.kind == i.kind && g.last.target == i.target && g.last.namespace == i.namespace
-        };
+        let same =
+            |g: &&mut Group<'_>| g.last.kind == i.kind && g.last.target == i.target && g.last.namespace == i.namespace;
         match groups.iter_mut().find(|g| same(g)) {
             Some(g) => {
                 g.first = i;
@@ -166,7 +170,11 @@ pub(super) fn grouped_html(incidents: &[IncidentView]) -> String {
             words = i.words,
             ns = esc(&i.namespace),
             times = g.times,
-            target = i.target.as_deref().map(|t| format!("{} / ", esc(t))).unwrap_or_default(),
+            target = i
+                .target
+                .as_deref()
+                .map(|t| format!("{} / ", esc(t)))
+                .unwrap_or_default(),
         );
         if g.times > 1 {
             let _ = write!(h, r#" <span class="count">×{}</span>"#, g.times);
@@ -232,10 +240,27 @@ mod tests {
 
     #[test]
     fn states_worst_first() {
-        let (s, why) = namespace_state(&Counts { overdue: 2, failures_hour: 3, ..Counts::default() }, false);
+        let (s, why) = namespace_state(
+            &Counts {
+                overdue: 2,
+                failures_hour: 3,
+                ..Counts::default()
+            },
+            false,
+        );
         assert_eq!(s, Level::Bad);
         assert_eq!(why, ["2 renewal overdue", "3 lock failures reported in the last hour"]);
-        assert_eq!(namespace_state(&Counts { too_long: 1, ..Counts::default() }, false).0, Level::Warn);
+        assert_eq!(
+            namespace_state(
+                &Counts {
+                    too_long: 1,
+                    ..Counts::default()
+                },
+                false
+            )
+            .0,
+            Level::Warn
+        );
         assert_eq!(namespace_state(&Counts::default(), false), (Level::Ok, vec![]));
         assert_eq!(namespace_state(&Counts::default(), true).0, Level::Bad);
         let line = |state, ns: Option<&str>| Line {
@@ -244,7 +269,11 @@ mod tests {
             namespace: ns.map(str::to_string),
             parts: vec![],
         };
-        let mut lines = vec![line(Level::Ok, Some("a")), line(Level::Bad, Some("b")), line(Level::Ok, None)];
+        let mut lines = vec![
+            line(Level::Ok, Some("a")),
+            line(Level::Bad, Some("b")),
+            line(Level::Ok, None),
+        ];
         let h = summary_html(&mut lines);
         let b = h.find(r#"data-namespace="b""#).unwrap_or(usize::MAX);
         let t = h.find(r#"data-target="main">"#).unwrap_or(0);
@@ -255,12 +284,22 @@ mod tests {
     fn repeats_group_into_one_line_with_first_last_and_keys() {
         let mut v: Vec<IncidentView> = (0..300)
             .rev()
-            .map(|i| inc(1_700_000_000_000 + i * 1000, "takeover", "wf", Some(&format!("wf:lock:{}", i % 7))))
+            .map(|i| {
+                inc(
+                    1_700_000_000_000 + i * 1000,
+                    "takeover",
+                    "wf",
+                    Some(&format!("wf:lock:{}", i % 7)),
+                )
+            })
             .collect();
         v.insert(0, inc(1_700_000_400_000, "failure_burst", "wf", None));
         let h = grouped_html(&v);
         assert_eq!(h.matches("<li ").count(), 2, "{h}");
-        assert!(h.contains(r#"data-times="300""#) && h.contains("×300") && h.contains("7 keys"), "{h}");
+        assert!(
+            h.contains(r#"data-times="300""#) && h.contains("×300") && h.contains("7 keys"),
+            "{h}"
+        );
         assert!(h.find("failure_burst").unwrap_or(usize::MAX) < h.find("takeover").unwrap_or(0));
         assert!(h.contains("first <time") && h.contains(">22:13:20</time>"), "{h}");
     }
