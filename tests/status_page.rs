@@ -3,7 +3,8 @@
 //! on the key's page within one refresh of the live script; charts and numbers agree with
 //! `/metrics` and the history API; no console error, no request leaving 127.0.0.1; numbers
 //! present with JavaScript off; the page works under a proxy path prefix; screenshots in
-//! light and dark at 1280 and 390 px kept in `target/test-artifacts/`.
+//! light and dark at 1280 and 390 px kept in `target/test-artifacts/`. And more than ten
+//! minutes of the demo's incidents leave the state lines above the fold at 1280×800.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

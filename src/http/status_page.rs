@@ -53,14 +53,15 @@ th,td{border:1px solid var(--line);padding:.3em .6em;text-align:right} th:first-
 .bad{background:var(--badbg);color:var(--bad);font-weight:bold} .ok{color:var(--ok)} .down{color:var(--bad);font-weight:bold} code{background:var(--card);padding:0 .2em;word-break:break-all}
 .grid{display:grid;gap:.8em} .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(230px,1fr));gap:0 1.2em}
 .ns{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.5em .7em} .ns h3{margin:0 0 .3em;font-size:1em}
-.chart{margin:.5em 0} .chart figcaption{display:flex;flex-wrap:wrap;align-items:baseline;gap:0 .4em;font-size:.85em;color:var(--mute)} .chart figcaption small{margin-left:auto;white-space:nowrap} .chart b{color:var(--fg);font-size:1.3em;font-variant-numeric:tabular-nums}
+.chart{margin:.5em 0} .chart figcaption{display:flex;flex-wrap:wrap;align-items:baseline;gap:0 .4em;font-size:.85em;color:var(--mute)} .chart b{color:var(--fg);font-size:1.3em;font-variant-numeric:tabular-nums}
 .chart .plot{display:grid;grid-template-columns:2.4em 1fr;gap:.3em} .chart .y{display:flex;flex-direction:column;justify-content:space-between;font-size:.72em;color:var(--mute);text-align:right;font-variant-numeric:tabular-nums;line-height:1}
 .chart svg{width:100%;height:64px;display:block;border-left:1px solid var(--mute);border-bottom:1px solid var(--mute)} .chart .mid{stroke:var(--line);stroke-dasharray:3 3;vector-effect:non-scaling-stroke}
 .chart .x{display:flex;justify-content:space-between;font-size:.72em;color:var(--mute);margin-left:2.7em}
 .chart.line path{fill:none;stroke:var(--accent);stroke-width:2;vector-effect:non-scaling-stroke} .chart.line path.area{fill:var(--accent);opacity:.15;stroke:none}
 .chart.bars rect{fill:var(--bad)} .chart.line rect.last{fill:var(--accent)} .chart[data-metric=overdue] rect.last{fill:var(--warn)} .chart[data-metric=overdue] path{stroke:var(--warn)} .chart[data-metric=overdue] path.area{fill:var(--warn)}
+.chart figcaption small{flex-basis:100%;text-align:right}
 ol.summary{list-style:none;padding:0;margin:.3em 0} .summary .line{padding:.25em .5em;margin:.15em 0;border-left:5px solid var(--ok);background:var(--card);overflow-wrap:anywhere}
-.summary .bad{border-color:var(--bad);background:var(--badbg)} .summary .bad .mark{color:var(--bad)} .summary .warn{border-color:var(--warn)} .summary .warn .mark{color:var(--warn)} .summary .ok .mark{color:var(--ok)}
+.summary .lvl-bad{border-color:var(--bad);background:var(--badbg)} .summary .lvl-bad .mark,.summary .lvl-bad .what{color:var(--bad)} .summary .lvl-warn{border-color:var(--warn)} .summary .lvl-warn .mark{color:var(--warn)} .summary .lvl-ok .mark{color:var(--ok)}
 details{display:inline-block;margin-left:.5em} details[open]{display:block;margin:.2em 0 0 .5em} summary{cursor:pointer;color:var(--accent)} .keys a,.keys code{margin-right:.6em;font-size:.9em}
 ol.timeline{list-style:none;padding:0;margin:.4em 0} .incident{padding:.3em .5em;border-left:4px solid var(--line);margin:.2em 0;background:var(--card);overflow-wrap:anywhere}
 .incident time{font-variant-numeric:tabular-nums;color:var(--mute)} .incident .what{font-weight:bold}

@@ -107,7 +107,7 @@ pub(super) fn summary_html(lines: &mut [Line]) -> String {
         };
         let _ = write!(
             h,
-            r#"<li class="line {state}" data-state="{state}" data-target="{target}"{ns_attr}><span class="mark">{mark}</span> <b class="what">{what}</b> — <span class="parts">{parts}</span></li>"#,
+            r#"<li class="line lvl-{state}" data-state="{state}" data-target="{target}"{ns_attr}><span class="mark">{mark}</span> <b class="what">{what}</b> — <span class="parts">{parts}</span></li>"#,
             state = l.state.as_str(),
             mark = match l.state {
                 Level::Bad => "✖",
