@@ -17,7 +17,7 @@ use crate::access::{connect, survey};
 use crate::config::TargetConfig;
 
 pub use judge::{Pattern, Verdict};
-pub use render::{Format, render};
+pub use render::{Format, quote, render};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {

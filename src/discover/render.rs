@@ -128,8 +128,8 @@ pub(super) fn config(r: &Report) -> String {
     s
 }
 
-/// A TOML basic string.
-fn quote(s: &str) -> String {
+/// `s` as a TOML basic string.
+pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
