@@ -252,15 +252,16 @@ fn a_million_keys_walked_within_the_budget() {
             .query(&mut c)
             .unwrap();
     }
-    // A sample: 200,000 keys at 100,000 keys/s take 2 s, not less.
+    // A sample under a budget well below what the walk can do: 40,000 keys at 10,000
+    // keys/s take 4 s, not less and not much more.
     let started = Instant::now();
     let out = discover(&[
         "--url",
         &r.url(),
         "--rate",
-        "100000",
+        "10000",
         "--max-keys",
-        "200000",
+        "40000",
         "--format",
         "json",
     ]);
@@ -269,10 +270,11 @@ fn a_million_keys_walked_within_the_budget() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let walked = &report["walked"];
     let scanned = walked["keys_scanned"].as_u64().unwrap();
-    assert!((200_000..200_000 + 500).contains(&scanned), "{walked}");
+    assert!((40_000..40_000 + 500).contains(&scanned), "{walked}");
     assert_eq!(walked["complete"], false);
-    assert!(took >= Duration::from_secs(2), "{took:?}: faster than 100,000 keys/s");
-    assert!(took < Duration::from_secs(20), "{took:?}");
+    eprintln!("sample: {scanned} keys in {took:?} at a budget of 10,000 keys/s");
+    assert!(took >= Duration::from_secs(4), "{took:?}: faster than 10,000 keys/s");
+    assert!(took < Duration::from_secs(8), "{took:?}");
     // The whole keyspace at 250,000 keys/s: at least 4 s; the lock family found.
     let started = Instant::now();
     let out = discover(&[

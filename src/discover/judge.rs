@@ -119,7 +119,7 @@ fn first(f: &Family) -> First {
             Hint::RateLimit => not("token values under a rate-limit name"),
             Hint::Lock if none_expire => First::Lock {
                 redisson: false,
-                note: Some("not one key carries a TTL: a holder that dies leaves them forever".into()),
+                note: None,
             },
             _ if none_expire => not("tokens without a TTL: lock libraries always set one"),
             Hint::None if !most_expire => not("tokens, mostly without a TTL: lock libraries always set one"),
@@ -215,6 +215,13 @@ pub(crate) fn judge(families: Vec<Family>) -> Vec<Pattern> {
         if let Some(n) = note {
             reason = format!("{reason}; {n}");
         }
+        if f.with_ttl < f.keys {
+            reason = format!(
+                "{reason}; {} of {} keys carry no TTL: a holder that dies leaves them forever",
+                f.keys - f.with_ttl,
+                f.keys
+            );
+        }
         let suggested = Suggested {
             name,
             pattern: f.template.clone(),
@@ -238,9 +245,10 @@ pub(crate) fn judge(families: Vec<Family>) -> Vec<Pattern> {
     out
 }
 
-/// How closely a counter family's name sits beside a lock family's: the literal words they
-/// share before the first `*`, plus one for a counter's word (`fence`, `token`, `epoch`…);
-/// 0 when they share no word and the counter's name says nothing.
+/// How closely a counter family's name sits beside a lock family's, 0 when not at all: the
+/// literal words before the first `*` must be as many and differ in one at most
+/// (`billing:fence:*` beside `billing:lock:*`); then the more words in common, and a
+/// counter's word (`fence`, `token`, `epoch`…), the closer.
 fn beside(counter: &str, lock: &str) -> usize {
     let words = |t: &str| -> Vec<String> {
         let literal = t.split('*').next().unwrap_or("");
@@ -251,11 +259,14 @@ fn beside(counter: &str, lock: &str) -> usize {
             .collect()
     };
     let (c, l) = (words(counter), words(lock));
-    let shared = c.iter().zip(&l).take_while(|(a, b)| a == b).count();
+    let shared = c.iter().zip(&l).filter(|(a, b)| a == b).count();
+    if c.len() != l.len() || shared + 1 < c.len() {
+        return 0;
+    }
     let named = ["fenc", "token", "epoch", "seq", "counter", "version", "generation"]
         .iter()
         .any(|w| counter.to_ascii_lowercase().contains(w));
-    shared + usize::from(named)
+    1 + shared + usize::from(named)
 }
 
 /// Whether no key can match both patterns.
@@ -343,15 +354,17 @@ fn pattern(f: &Family, verdict: Verdict, reason: String, namespace: Option<Sugge
     }
 }
 
-/// The TTL an application sets, from the longest PTTL seen: the next duration people write.
+/// The TTL an application sets, from the longest PTTL seen: rounded up to 100 ms below a
+/// second, to whole seconds below ten minutes, to whole minutes above (a PTTL just read is a
+/// hair under the TTL set).
 pub(crate) fn estimate_ttl(longest_ms: i64) -> String {
-    const STEPS_MS: [u64; 24] = [
-        100, 200, 250, 500, 1_000, 2_000, 3_000, 5_000, 10_000, 15_000, 20_000, 30_000, 45_000, 60_000, 120_000,
-        180_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 21_600_000, 86_400_000,
-    ];
     let ms = u64::try_from(longest_ms.max(1)).unwrap_or(1);
-    let step = STEPS_MS.iter().copied().find(|s| *s >= ms).unwrap_or(ms);
-    crate::duration::format(Duration::from_millis(step))
+    let unit = match ms {
+        ..1_000 => 100,
+        1_000..600_000 => 1_000,
+        _ => 60_000,
+    };
+    crate::duration::format(Duration::from_millis(ms.div_ceil(unit) * unit))
 }
 
 /// A PTTL for reading: whole seconds from 10 s, tenths of a second from 1 s.

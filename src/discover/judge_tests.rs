@@ -42,6 +42,10 @@ fn locks_fences_and_what_is_not_a_lock() {
     }
     add(&mut c, "jobs:lock:daily", "web-1:4312:main", 9_000);
     add(&mut c, "jobs:lock:weekly", "web-1:4312:main", 8_000);
+    add(&mut c, "jobs:lock:orphan", "web-1:4312:main", -1);
+    for i in 0..50 {
+        add(&mut c, &format!("other:run:fence:{i}"), "9", -1);
+    }
     let ps = judge(c.into_families());
     let lock = find(&ps, "billing:lock:*");
     assert_eq!(lock.verdict, Verdict::Lock);
@@ -50,7 +54,10 @@ fn locks_fences_and_what_is_not_a_lock() {
     assert_eq!(ns.fence_pattern.as_deref(), Some("billing:fence:*"));
     assert_eq!(find(&ps, "billing:fence:*").verdict, Verdict::FenceCounter);
     let jobs = find(&ps, "jobs:lock:*");
-    assert_eq!((jobs.keys, jobs.namespace.as_ref().unwrap().ttl.as_str()), (2, "10s"));
+    assert_eq!((jobs.keys, jobs.namespace.as_ref().unwrap().ttl.as_str()), (3, "10s"));
+    assert!(jobs.reason.contains("1 of 3 keys carry no TTL"), "{}", jobs.reason);
+    // Counters whose name is not beside a lock family's are not its fences.
+    assert_eq!(find(&ps, "other:run:fence:*").verdict, Verdict::NotALock);
     for (p, why) in [
         ("cache:product:*", "cache"),
         ("ratelimit:user:*", "rate-limit"),
@@ -68,8 +75,11 @@ fn locks_fences_and_what_is_not_a_lock() {
 fn ttl_estimates_round_up_to_written_durations() {
     assert_eq!(estimate_ttl(29_870), "30s");
     assert_eq!(estimate_ttl(10_000), "10s");
-    assert_eq!(estimate_ttl(10_001), "15s");
-    assert_eq!(estimate_ttl(61_000), "2m");
+    assert_eq!(estimate_ttl(10_001), "11s");
+    assert_eq!(estimate_ttl(8_700), "9s");
+    assert_eq!(estimate_ttl(61_000), "1m1s");
+    assert_eq!(estimate_ttl(1_799_500), "30m");
+    assert_eq!(estimate_ttl(240), "300ms");
     assert_eq!(estimate_ttl(0), "100ms");
 }
 

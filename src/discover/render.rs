@@ -104,9 +104,9 @@ fn line(p: &Pattern, out: &mut impl Write) -> io::Result<()> {
 /// The `[[namespace]]` entries of the lock patterns.
 pub(super) fn config(r: &Report) -> String {
     let mut s = format!(
-        "# lockwatch discover: {} lock pattern(s) in {} keys read of {}; ttl is the next round\n\
-         # duration above the longest PTTL seen: set it to what the application sets, and add\n\
-         # renew_every when holders renew.\n",
+        "# lockwatch discover: {} lock pattern(s) in {} keys read of {}; ttl is the longest\n\
+         # PTTL seen, rounded up: set it to what the application sets, and add renew_every\n\
+         # when holders renew.\n",
         r.patterns.iter().filter(|p| p.namespace.is_some()).count(),
         r.walked.keys_read,
         r.walked.keys_in_db

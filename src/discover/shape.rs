@@ -15,7 +15,7 @@ pub enum Shape {
     Hex,
     /// `host:pid:thread` and its kin: a name and a number joined by colons.
     HostPid,
-    /// A random-looking word of 16–64 letters, digits, `-`, `_`, `+`, `/`, `=`.
+    /// A word of 8–64 letters and digits (both), `-`, `_`, `+`, `/`, `=`: `wf-2-7-9c4c3537`.
     Token,
     Integer,
     Json,
@@ -90,9 +90,10 @@ fn string_shape(len: usize, head: &[u8]) -> Shape {
         Shape::HostPid
     } else if (t.starts_with('{') && t.ends_with('}')) || (t.starts_with('[') && t.ends_with(']')) {
         Shape::Json
-    } else if (16..=64).contains(&t.len())
+    } else if (8..=64).contains(&t.len())
         && t.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_+/=".contains(&b))
         && t.bytes().any(|b| b.is_ascii_digit())
+        && t.bytes().any(|b| b.is_ascii_alphabetic())
     {
         Shape::Token
     } else {
@@ -216,6 +217,8 @@ mod tests {
         assert_eq!(s(r#"{"user": 1}"#), Shape::Json);
         assert_eq!(s("hello world"), Shape::Text);
         assert_eq!(s("aZ3_kq9XbT0pLm2Ws8"), Shape::Token);
+        assert_eq!(s("wf-2-7-9c4c3537"), Shape::Token);
+        assert_eq!(s("12345678-"), Shape::Text);
         assert_eq!(s("\u{1}\u{2}"), Shape::Binary);
         let long = Kind::String {
             len: HEAD + 1,
