@@ -338,3 +338,56 @@ fn errors_are_one_sentence_with_their_exit_code() {
     let neither = discover(&[]);
     assert_eq!(neither.status.code(), Some(2));
 }
+
+/// A real 3 + 3 Redis Cluster through `-c` and `--target`: every primary walked, the
+/// total budget shared among them.
+#[test]
+fn a_cluster_is_walked_on_every_primary() {
+    let cluster = common::topo::Cluster::start();
+    let mut c = cluster.client();
+    for i in 0..90 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("orders:lock:{i}"))
+            .arg(format!("{:032x}", i * 104_729))
+            .arg("PX")
+            .arg(30_000)
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("cache:page:{i}"))
+            .arg("<html>a cached page</html>")
+            .arg("EX")
+            .arg(600)
+            .query(&mut c)
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.toml");
+    let text = format!(
+        "[[target]]\nname = \"other\"\nurl = \"redis://127.0.0.1:1\"\n[[target]]\nname = \"c\"\nmode = \"cluster\"\nnodes = [\"{}\"]\n",
+        cluster.seed()
+    );
+    std::fs::write(&file, text).unwrap();
+    let cfg = file.to_str().unwrap();
+    let out = discover(&["-c", cfg, "--target", "c", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["walked"]["primaries"], 3, "{report:#}");
+    assert_eq!(report["walked"]["keys_read"], 180);
+    let lock = report["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pattern"] == "orders:lock:*")
+        .unwrap();
+    assert_eq!(
+        (&lock["verdict"], &lock["keys"], &lock["namespace"]["ttl"]),
+        (&"lock".into(), &90.into(), &"30s".into())
+    );
+    let sample = discover(&["-c", cfg, "--target", "c", "--max-keys", "60", "--format", "json"]);
+    let report: Value = serde_json::from_slice(&sample.stdout).unwrap();
+    let scanned = report["walked"]["keys_scanned"].as_u64().unwrap();
+    assert!((60..=75).contains(&scanned), "{report:#}");
+    let which = discover(&["-c", cfg]);
+    assert_eq!(which.status.code(), Some(2), "two targets and no --target");
+}
