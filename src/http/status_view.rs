@@ -147,7 +147,7 @@ pub(super) fn status(s: &AppState) -> Status {
                             .filter(|l| l.namespace == i && l.at_ms > now - 3_600_000)
                             .count() as u64,
                     };
-                    let (state, mut parts) = summary::namespace_state(&counts, down);
+                    let (state, mut parts, weight) = summary::namespace_state(&counts, down);
                     if parts.is_empty() {
                         parts.push(r#"<span class="ok">ok</span>"#.to_string());
                     }
@@ -157,6 +157,7 @@ pub(super) fn status(s: &AppState) -> Status {
                         target: t.name.clone(),
                         namespace: Some(ns.config.name.clone()),
                         parts,
+                        weight,
                     });
                     NamespaceView {
                         name: ns.config.name.clone(),
@@ -223,6 +224,7 @@ fn target_line(s: &AppState, t: &TargetLocks) -> Line {
         target: t.name.clone(),
         namespace: None,
         parts,
+        weight: 0,
     }
 }
 

@@ -43,8 +43,9 @@ pub(super) struct Counts {
     pub lost_hour: u64,
 }
 
-/// A namespace's state and what makes it so, most serious first.
-pub(super) fn namespace_state(c: &Counts, target_down: bool) -> (Level, Vec<String>) {
+/// A namespace's state, what makes it so (most serious first), and its weight among lines
+/// of the same state: the count of what made it bad (or, for warn, of what warns).
+pub(super) fn namespace_state(c: &Counts, target_down: bool) -> (Level, Vec<String>, u64) {
     let mut bad = Vec::new();
     let mut warn = Vec::new();
     let say = |list: &mut Vec<String>, n: u64, words: &str| {
@@ -63,15 +64,18 @@ pub(super) fn namespace_state(c: &Counts, target_down: bool) -> (Level, Vec<Stri
     say(&mut warn, c.failures_hour, "lock failures reported in the last hour");
     say(&mut warn, n(c.too_long), "held too long");
     say(&mut warn, n(c.unreadable), "unreadable keys");
-    let state = if !bad.is_empty() {
-        Level::Bad
+    let (state, weight) = if !bad.is_empty() {
+        (
+            Level::Bad,
+            c.lost_hour + c.takeovers_hour + n(c.overdue) + n(c.without_ttl),
+        )
     } else if !warn.is_empty() {
-        Level::Warn
+        (Level::Warn, c.failures_hour + n(c.too_long) + n(c.unreadable))
     } else {
-        Level::Ok
+        (Level::Ok, 0)
     };
     bad.extend(warn);
-    (state, bad)
+    (state, bad, weight)
 }
 
 /// One line of the summary.
@@ -83,18 +87,21 @@ pub(super) struct Line {
     pub namespace: Option<String>,
     /// The line's parts, already markup: the state's words first.
     pub parts: Vec<String>,
+    /// Among lines of the same state, the heavier first.
+    pub weight: u64,
 }
 
-/// The summary: every line, worst first (a target's line before its namespaces' at equal
-/// state, then by name).
+/// The summary: every line, worst first — by state, then weight (a target's line before
+/// its namespaces' at equal state and weight), then name.
 pub(super) fn summary_html(lines: &mut [Line]) -> String {
-    lines.sort_by(|a, b| {
-        (a.state, &a.target, a.namespace.is_some(), &a.namespace).cmp(&(
-            b.state,
-            &b.target,
-            b.namespace.is_some(),
-            &b.namespace,
-        ))
+    lines.sort_by_key(|l| {
+        (
+            l.state,
+            std::cmp::Reverse(l.weight),
+            l.namespace.is_some(),
+            l.target.clone(),
+            l.namespace.clone(),
+        )
     });
     let mut h = String::from(r#"<ol class="summary">"#);
     for l in lines.iter() {
@@ -240,7 +247,7 @@ mod tests {
 
     #[test]
     fn states_worst_first() {
-        let (s, why) = namespace_state(
+        let (s, why, weight) = namespace_state(
             &Counts {
                 overdue: 2,
                 failures_hour: 3,
@@ -248,7 +255,7 @@ mod tests {
             },
             false,
         );
-        assert_eq!(s, Level::Bad);
+        assert_eq!((s, weight), (Level::Bad, 2));
         assert_eq!(why, ["2 renewal overdue", "3 lock failures reported in the last hour"]);
         assert_eq!(
             namespace_state(
@@ -261,23 +268,30 @@ mod tests {
             .0,
             Level::Warn
         );
-        assert_eq!(namespace_state(&Counts::default(), false), (Level::Ok, vec![]));
+        assert_eq!(namespace_state(&Counts::default(), false), (Level::Ok, vec![], 0));
         assert_eq!(namespace_state(&Counts::default(), true).0, Level::Bad);
-        let line = |state, ns: Option<&str>| Line {
+        let line = |state, ns: Option<&str>, weight| Line {
             state,
             target: "main".into(),
             namespace: ns.map(str::to_string),
             parts: vec![],
+            weight,
         };
         let mut lines = vec![
-            line(Level::Ok, Some("a")),
-            line(Level::Bad, Some("b")),
-            line(Level::Ok, None),
+            line(Level::Ok, Some("a"), 0),
+            line(Level::Bad, Some("b"), 3),
+            line(Level::Ok, None, 0),
+            line(Level::Bad, Some("c"), 61),
         ];
         let h = summary_html(&mut lines);
-        let b = h.find(r#"data-namespace="b""#).unwrap_or(usize::MAX);
-        let t = h.find(r#"data-target="main">"#).unwrap_or(0);
-        assert!(b < t && t < h.find(r#"data-namespace="a""#).unwrap_or(0), "{h}");
+        let at = |s: &str| h.find(s).unwrap_or(usize::MAX);
+        let order = [
+            at(r#"data-namespace="c""#),
+            at(r#"data-namespace="b""#),
+            at(r#"data-target="main">"#),
+            at(r#"data-namespace="a""#),
+        ];
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{h}");
     }
 
     #[test]
