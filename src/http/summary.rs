@@ -108,7 +108,7 @@ pub(super) fn summary_html(lines: &mut [Line]) -> String {
         let (what, ns_attr) = match &l.namespace {
             Some(ns) => (
                 format!("{} / {}", esc(&l.target), esc(ns)),
-                format!(r#" data-namespace="{}""#, esc(ns)),
+                format!(r#" data-ns="{}""#, esc(ns)),
             ),
             None => (format!("target {}", esc(&l.target)), String::new()),
         };
@@ -286,10 +286,10 @@ mod tests {
         let h = summary_html(&mut lines);
         let at = |s: &str| h.find(s).unwrap_or(usize::MAX);
         let order = [
-            at(r#"data-namespace="c""#),
-            at(r#"data-namespace="b""#),
+            at(r#"data-ns="c""#),
+            at(r#"data-ns="b""#),
             at(r#"data-target="main">"#),
-            at(r#"data-namespace="a""#),
+            at(r#"data-ns="a""#),
         ];
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{h}");
     }
