@@ -27,7 +27,7 @@ fn locks_fences_and_what_is_not_a_lock() {
             &mut c,
             &format!("billing:lock:{i}"),
             "0123456789abcdef0123456789abcdef",
-            29_000 - i,
+            30_000 - i * 10,
         );
         add(&mut c, &format!("billing:fence:{i}"), &i.to_string(), -1);
         add(&mut c, &format!("cache:product:{i}"), r#"{"name": "x"}"#, 300_000);
@@ -54,7 +54,7 @@ fn locks_fences_and_what_is_not_a_lock() {
     assert_eq!(ns.fence_pattern.as_deref(), Some("billing:fence:*"));
     assert_eq!(find(&ps, "billing:fence:*").verdict, Verdict::FenceCounter);
     let jobs = find(&ps, "jobs:lock:*");
-    assert_eq!((jobs.keys, jobs.namespace.as_ref().unwrap().ttl.as_str()), (3, "10s"));
+    assert_eq!((jobs.keys, jobs.namespace.as_ref().unwrap().ttl.as_str()), (3, "9s"));
     assert!(jobs.reason.contains("1 of 3 keys carry no TTL"), "{}", jobs.reason);
     // Counters whose name is not beside a lock family's are not its fences.
     assert_eq!(find(&ps, "other:run:fence:*").verdict, Verdict::NotALock);
