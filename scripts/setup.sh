@@ -2,7 +2,9 @@
 # Install what lockwatch's make targets need and the machine lacks (Debian/Ubuntu).
 #   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, prometheus-alertmanager
 #                            (the HA pair test), chromium (status page test),
-#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test)
+#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test);
+#                            then the lock clients `discover` is tested with (tests/discover.rs): PyPI redis
+#                            in target/test-tools/venv, npm redlock and ioredis in target/test-tools/node
 #   scripts/setup.sh demo    redis-server
 #   scripts/setup.sh bench   the above, plus hyperfine, prometheus-redis-exporter, mtail, taskset
 # Nothing is installed when everything is present already.
@@ -11,17 +13,41 @@ set -euo pipefail
 want=(redis-server:redis-server redis-cli:redis-tools)
 case "${1:-test}" in
   demo) ;;
-  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd) ;;
+  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd python3:python3 npm:npm) ;;
   bench) want+=(promtool:prometheus hyperfine:hyperfine prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
   *) echo "usage: $0 test|demo|bench" >&2; exit 2 ;;
 esac
+
+# The real lock clients of tests/discover.rs, pinned, in target/test-tools (kept between runs).
+clients() {
+  local tools sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  tools="$(cd "$(dirname "$0")/.." && pwd)/target/test-tools"
+  mkdir -p "$tools/node"
+  if [ ! -x "$tools/venv/bin/python" ] || ! "$tools/venv/bin/python" -c 'import redis' 2>/dev/null; then
+    echo "installing: PyPI redis into $tools/venv" >&2
+    if ! python3 -m venv "$tools/venv" >/dev/null 2>&1; then
+      rm -rf "$tools/venv"
+      command -v apt-get >/dev/null 2>&1 || { echo "missing: python3-venv — install it with your package manager" >&2; exit 1; }
+      $sudo apt-get install -y --no-install-recommends python3-venv >/dev/null
+      python3 -m venv "$tools/venv"
+    fi
+    "$tools/venv/bin/pip" install --quiet --disable-pip-version-check redis==8.1.0
+  fi
+  if [ ! -d "$tools/node/node_modules/redlock" ] || [ ! -d "$tools/node/node_modules/ioredis" ]; then
+    echo "installing: npm redlock and ioredis into $tools/node" >&2
+    [ -f "$tools/node/package.json" ] || echo '{"private": true}' > "$tools/node/package.json"
+    (cd "$tools/node" && npm install --silent --no-audit --no-fund redlock@5.0.0-beta.2 ioredis@6.0.0)
+  fi
+}
 
 missing=()
 for pair in "${want[@]}"; do
   bin=${pair%%:*} pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/bin/$bin" ] || [ -x "/usr/sbin/$bin" ] || missing+=("$pkg")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+finish() { if [ "${1:-test}" = test ]; then clients; fi; exit 0; }
+[ ${#missing[@]} -eq 0 ] && finish "${1:-test}"
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "missing: ${missing[*]} — install these packages with your package manager" >&2
@@ -42,3 +68,4 @@ for svc in redis-server redis-sentinel prometheus prometheus-alertmanager promet
     $sudo systemctl stop "$svc" >/dev/null 2>&1 || true
   fi
 done
+finish "${1:-test}"

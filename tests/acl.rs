@@ -26,9 +26,9 @@ const NAMESPACES: &str = "[[namespace]]\nname = \"a\"\npattern = \"a:lock:*\"\nf
 /// The patterns of [`NAMESPACES`]: (pattern, fence_pattern).
 const PATTERNS: &[(&str, Option<&str>)] = &[("a:lock:*", Some("a:fence:*")), ("r:lock:*", None)];
 
-/// The README's code line that starts with `start` and contains `containing`.
+/// The code line of docs/security.md that starts with `start` and contains `containing`.
 fn readme_line(start: &str, containing: &str) -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/security.md")).unwrap();
     let found: Vec<&str> = readme
         .lines()
         .filter(|l| l.starts_with(start) && l.contains(containing))

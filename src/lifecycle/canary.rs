@@ -64,12 +64,25 @@ impl Canaries {
         }
     }
 
+    /// The keys to write from the next round on (a round under way keeps its own).
+    pub(super) fn rekey(&mut self, keys: Vec<Vec<u8>>) {
+        for (p, key) in self.primaries.iter_mut().zip(keys) {
+            if p.open.is_none() {
+                p.key = key;
+            }
+        }
+    }
+
     /// Start a round on primary `i` unless one is under way: the write, the read after the
-    /// TTL and the deadline, in a task that tells `tx`.
-    pub(super) fn start(&mut self, i: usize, mut conn: ConnectionManager, tx: &mpsc::Sender<Note>) {
-        let Some(p) = self.primaries.get_mut(i) else { return };
+    /// TTL and the deadline, in a task that tells `tx`. A primary that serves no slot (no
+    /// key fits it) holds no lock: nothing to prove there.
+    pub(super) fn start(&mut self, i: usize, mut conn: ConnectionManager, tx: &mpsc::Sender<Note>) -> Option<Judged> {
+        let p = self.primaries.get_mut(i)?;
+        if p.key.is_empty() {
+            return Some(Judged(i, Round::Proven));
+        }
         if p.open.is_some() {
-            return;
+            return None;
         }
         self.next += 1;
         let round = self.next;
@@ -93,6 +106,7 @@ impl Canaries {
             tokio::time::sleep(canary::DEADLINE.saturating_sub(canary::TOUCH_AFTER)).await;
             let _ = tx.send(Note::Due(i, round)).await;
         });
+        None
     }
 
     /// A message from primary `node`: `None` when it is not a canary's; else `Some`, with the

@@ -62,9 +62,6 @@ impl Watcher {
         }
         let flags = fold_all(each);
         // One canary key per primary, on a slot it serves.
-        let canary_keys: Vec<Vec<u8>> = (0..primaries.len())
-            .map(|i| canary::key_for(&self.instance, |k| layout.primary_of(k) == Some(i)).unwrap_or_default())
-            .collect();
         let reader = match crate::access::cluster::routed(&self.target, limit).await? {
             Some(routed) => Reader::Routed(routed),
             None => Reader::Direct(flag_conns[0].1.clone()),
@@ -120,7 +117,7 @@ impl Watcher {
             self.locks.repaired(),
         );
         let mut canaries = Canaries::new(
-            canary_keys,
+            self.canary_keys(&layout),
             self.prefix_len,
             self.canary_channel.clone(),
             &self.instance,
@@ -180,9 +177,15 @@ impl Watcher {
                     self.follow(&mut shown, &verify);
                 }
                 _ = canary_tick.tick(), if canary_refused.is_none() => {
+                    // Slots move between the same primaries (resharding): each round's key
+                    // on a slot its primary serves now.
+                    canaries.rekey(self.canary_keys(&self.nodes.current()));
                     for (i, (_, conn)) in flag_conns.iter().enumerate() {
-                        canaries.start(i, conn.clone(), &ctx);
+                        if let Some(Judged(i, round)) = canaries.start(i, conn.clone(), &ctx) {
+                            verify.round(i, round);
+                        }
                     }
+                    self.follow(&mut shown, &verify);
                 }
                 Some(note) = crx.recv() => {
                     if let Some(Judged(i, round)) = canaries.note(note) {
@@ -257,6 +260,13 @@ impl Watcher {
                 }
             }
         }
+    }
+
+    /// One canary key per primary of `layout`, on a slot it serves.
+    fn canary_keys(&self, layout: &crate::topology::Layout) -> Vec<Vec<u8>> {
+        (0..layout.primaries.len())
+            .map(|i| canary::key_for(&self.instance, |k| layout.primary_of(k) == Some(i)).unwrap_or_default())
+            .collect()
     }
 
     /// Start read pipelines for what is pending, as far as the in-flight bound allows.
