@@ -6,6 +6,8 @@
 //! After a gap in the stream it forgets its state rather than guess what it missed, and
 //! takes owners from the sampler's passes begun after the resubscribe.
 
+#[doc(hidden)]
+pub mod footprint;
 mod headroom;
 pub(crate) mod history;
 mod liveness;
