@@ -20,7 +20,8 @@ fn weigh(fill: impl FnOnce() -> fp::Filled) -> (i64, i64) {
     let kept = fill();
     let c = region.change();
     drop(kept);
-    let bytes = c.bytes_allocated as i64 - c.bytes_deallocated as i64 + c.bytes_reallocated as i64;
+    // (A realloc counts its growth in `bytes_allocated` and its shrinking in `bytes_deallocated`.)
+    let bytes = c.bytes_allocated as i64 - c.bytes_deallocated as i64;
     (bytes, c.allocations as i64 - c.deallocations as i64)
 }
 
