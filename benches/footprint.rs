@@ -1,18 +1,16 @@
 //! What one tracked lock costs in each structure that holds it: each is filled with N locks
 //! (`lockwatch::lifecycle::footprint`) under a counting allocator, and the heap it holds
-//! afterwards is divided by N. Allocator overhead is not in these figures: the exporter's
-//! RSS per lock (`benches/lifecycle_load.rs`) shows it.
+//! afterwards is divided by N (capacity reserved counts, allocator overhead does not: the
+//! exporter's RSS per lock, `benches/lifecycle_load.rs`, shows that).
 //!
 //! `cargo bench --bench footprint`; sizes from `LOCKWATCH_FOOTPRINT_SIZES=100000,1000000`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::alloc::System;
 
 use lockwatch::lifecycle::footprint as fp;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
 /// Net heap bytes and live allocations `fill` leaves behind.
 fn weigh(fill: impl FnOnce() -> fp::Filled) -> (i64, i64) {
@@ -31,7 +29,7 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    println!("| structure | locks | heap held | bytes per lock | allocations per lock |");
+    println!("| structure | locks | heap held | heap per lock | allocations per lock |");
     println!("|---|---:|---:|---:|---:|");
     for &n in &sizes {
         let rows: [(&str, Box<dyn FnOnce() -> fp::Filled>); 5] = [
@@ -44,7 +42,7 @@ fn main() {
         for (name, fill) in rows {
             let (bytes, allocs) = weigh(fill);
             println!(
-                "| {name} | {n} | {:.1} MiB | {:.1} | {:.2} |",
+                "| {name} | {n} | {:.1} MiB | {:.1} B | {:.2} |",
                 bytes as f64 / 1048576.0,
                 bytes as f64 / n as f64,
                 allocs as f64 / n as f64

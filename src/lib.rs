@@ -11,6 +11,7 @@ pub mod config;
 pub(crate) mod demo;
 pub mod drill;
 pub(crate) mod duration;
+pub mod dense;
 pub mod exposition;
 pub mod glob;
 pub(crate) mod http;
