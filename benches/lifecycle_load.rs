@@ -7,7 +7,8 @@
 //!
 //! `cargo bench --bench lifecycle_load`; rates (transitions/s) from
 //! `LOCKWATCH_LOAD_RATES=10000,50000` (`none`: memory only, cold), seconds per step from
-//! `LOCKWATCH_LOAD_SECS`, locks held for the memory figure from `LOCKWATCH_LOAD_LOCKS`.
+//! `LOCKWATCH_LOAD_SECS`, locks held for the memory figure from `LOCKWATCH_LOAD_LOCKS`, the
+//! exporter binary from `LOCKWATCH_BENCH_BIN` (`scripts/bench.sh` runs a base revision's).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Child, Command, Stdio};
@@ -59,7 +60,8 @@ renew_every = "10s"
         ),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+    let bin = std::env::var("LOCKWATCH_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_lockwatch").to_string());
+    let child = Command::new(bin)
         .args(["serve", "-c", cfg.to_str().unwrap(), "--log-level", "warn"])
         .stdout(Stdio::null())
         .spawn()
