@@ -1,7 +1,7 @@
-//! A compact hash map for millions of small entries: the entries sit in one dense vector
-//! (no allocation per entry beyond what a key owns) and are found through a table of 4-byte
-//! indices, so an empty bucket costs 5 bytes instead of a whole entry. Removal moves the
-//! last entry into the hole; iteration order is arbitrary, as with any hash map.
+//! A compact hash map for millions of small entries: the entries sit densely in chunks of
+//! [`CHUNK`] (no allocation per entry beyond what a key owns, no copy of them all as the map
+//! grows) and are found through a table of 4-byte positions, so an empty bucket costs 5
+//! bytes instead of a whole entry. Removal moves the last entry into the hole.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -9,11 +9,83 @@ use std::hash::{BuildHasher, Hash};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
-/// Keys to values, in a dense vector indexed by a table of `u32` positions.
+/// Entries per chunk; the first chunk grows up to it as a vector does, the others are made
+/// whole, so growing never copies (nor frees) more than one chunk.
+pub const CHUNK: usize = 4096;
+
+/// The entries, position `i` at `chunks[i / CHUNK][i % CHUNK]`; every chunk but the last full.
+#[derive(Clone)]
+struct Slots<K, V> {
+    chunks: Vec<Vec<(K, V)>>,
+    len: usize,
+}
+
+impl<K, V> Slots<K, V> {
+    const fn new() -> Self {
+        Slots {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, i: usize) -> Option<&(K, V)> {
+        self.chunks.get(i / CHUNK)?.get(i % CHUNK)
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut (K, V)> {
+        self.chunks.get_mut(i / CHUNK)?.get_mut(i % CHUNK)
+    }
+
+    fn push(&mut self, entry: (K, V)) {
+        match self.chunks.get_mut(self.len / CHUNK) {
+            Some(c) => c.push(entry),
+            None => {
+                let mut c = Vec::with_capacity(if self.len == 0 { 4 } else { CHUNK });
+                c.push(entry);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Remove position `i`, the last entry taking its place.
+    fn swap_remove(&mut self, i: usize) -> Option<(K, V)> {
+        let last = self.chunks.get_mut((self.len - 1) / CHUNK)?.pop()?;
+        self.len -= 1;
+        // An empty last chunk is kept until the one before it is a quarter empty, so an
+        // insert and a removal in turn at a chunk's edge do not allocate and free each time.
+        if self.chunks.len() >= 2
+            && self.chunks.last().is_some_and(Vec::is_empty)
+            && self.len % CHUNK < CHUNK * 3 / 4
+            && self.len / CHUNK + 2 == self.chunks.len()
+        {
+            self.chunks.pop();
+        }
+        if i == self.len {
+            return Some(last);
+        }
+        self.get_mut(i).map(|s| std::mem::replace(s, last))
+    }
+
+    fn clear(&mut self) {
+        self.chunks.clear();
+        self.len = 0;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(K, V)> {
+        self.chunks.iter().flatten()
+    }
+}
+
+/// Keys to values, in dense chunks indexed by a table of `u32` positions.
 #[derive(Clone)]
 pub struct DenseMap<K, V, S> {
     index: HashTable<u32>,
-    slots: Vec<(K, V)>,
+    slots: Slots<K, V>,
     hasher: S,
 }
 
@@ -21,7 +93,7 @@ impl<K, V, S: Default> Default for DenseMap<K, V, S> {
     fn default() -> Self {
         DenseMap {
             index: HashTable::new(),
-            slots: Vec::new(),
+            slots: Slots::new(),
             hasher: S::default(),
         }
     }
@@ -42,7 +114,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
     pub fn with_hasher(hasher: S) -> Self {
         DenseMap {
             index: HashTable::new(),
-            slots: Vec::new(),
+            slots: Slots::new(),
             hasher,
         }
     }
@@ -52,7 +124,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.slots.len() == 0
     }
 
     fn find<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<usize>
@@ -111,8 +183,9 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
         }
     }
 
-    /// The value of `key`, inserted with `make` first when absent.
-    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+    /// The value of `key`, inserted with `make` first when absent (`None` only past
+    /// `u32::MAX` entries).
+    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> Option<&mut V> {
         let i = match self.find(&key) {
             Some(i) => i,
             None => {
@@ -121,7 +194,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
                 i
             }
         };
-        &mut self.slots[i].1
+        self.slots.get_mut(i).map(|s| &mut s.1)
     }
 
     pub fn remove<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<V>
@@ -129,18 +202,20 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
         K: Borrow<Q>,
     {
         let i = self.find(key)?;
-        Some(self.remove_at(i).1)
+        self.remove_at(i).map(|s| s.1)
     }
 
     /// Remove the entry at position `i`: the last entry moves into its place.
-    fn remove_at(&mut self, i: usize) -> (K, V) {
-        let last = self.slots.len() - 1;
-        let h = self.hasher.hash_one(&self.slots[i].0);
+    fn remove_at(&mut self, i: usize) -> Option<(K, V)> {
+        let last = self.slots.len().checked_sub(1)?;
+        let h = self.hasher.hash_one(&self.slots.get(i)?.0);
         if let Ok(e) = self.index.find_entry(h, |&j| j as usize == i) {
             e.remove();
         }
-        if i != last {
-            let lh = self.hasher.hash_one(&self.slots[last].0);
+        if i != last
+            && let Some(s) = self.slots.get(last)
+        {
+            let lh = self.hasher.hash_one(&s.0);
             if let Some(p) = self.index.find_mut(lh, |&j| j as usize == last) {
                 *p = pos(i);
             }
@@ -151,8 +226,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
     /// Keep only the entries for which `keep` says yes.
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
         let mut i = 0;
-        while i < self.slots.len() {
-            let (k, v) = &mut self.slots[i];
+        while let Some((k, v)) = self.slots.get_mut(i) {
             if keep(k, v) {
                 i += 1;
             } else {
@@ -195,26 +269,32 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let k: Box<[u8]> = format!("k{}", x % 5000).into_bytes().into();
+            let k: Box<[u8]> = format!("k{}", x % 20_000).into_bytes().into();
             match x % 5 {
                 0 | 1 => assert_eq!(d.insert(k.clone(), step), h.insert(k, step)),
                 2 => assert_eq!(d.remove(&k[..]), h.remove(&k)),
                 3 => assert_eq!(d.get(&k[..]), h.get(&k)),
                 _ => {
-                    *d.get_or_insert_with(k.clone(), || 1) += 1;
+                    if let Some(v) = d.get_or_insert_with(k.clone(), || 1) {
+                        *v += 1;
+                    }
                     *h.entry(k).or_insert(1) += 1;
                 }
             }
-            if step % 50_000 == 0 {
+            if step % 50_000 == 0 && step > 0 {
                 d.retain(|_, v| *v % 3 != 0);
                 h.retain(|_, v| *v % 3 != 0);
             }
             assert_eq!(d.len(), h.len());
         }
         let mut a: Vec<_> = d.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        let mut b: Vec<_> = h.into_iter().collect();
+        let mut b: Vec<_> = h.clone().into_iter().collect();
         a.sort();
         b.sort();
         assert_eq!(a, b);
+        for k in h.keys() {
+            assert_eq!(d.remove(&k[..]), h.get(k).copied());
+        }
+        assert!(d.is_empty() && d.slots.chunks.len() <= 1, "emptied, its chunks freed");
     }
 }

@@ -3,8 +3,8 @@
 //! clock of its own, no metrics — the watcher feeds it notices, owner reads and (asked) the
 //! key's last known expiry, and turns what it reports into metrics.
 //!
-//! Per tracked key it keeps one [`Entry`] (88 bytes, plus an 8-byte key hash): the hold in
-//! progress (with when it was last written), or, for one `ttl` after an expiry or eviction,
+//! Per tracked key it keeps one [`Entry`] (40 bytes beside an 8-byte key hash, in a dense
+//! map): the hold in progress (with when it was last written), or, for one `ttl` after an expiry or eviction,
 //! a tombstone with the last owner, so a re-acquisition by another owner is recognised as a
 //! takeover. Released locks leave nothing behind.
 
@@ -203,7 +203,7 @@ impl Tracker {
                 owner: UNKNOWN,
                 at_ms: i64::MIN,
             },
-        });
+        })?;
         Some((e, fresh))
     }
 
