@@ -35,7 +35,7 @@ use metrics::{TargetMetrics, WatcherMetrics};
 pub(crate) use recorder::preflight;
 use tracker::Tracker;
 
-/// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 40-byte entry each).
+/// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 32-byte entry each).
 pub(crate) const MAX_TRACKED: usize = 1_000_000;
 /// History records kept, all keys together (40 bytes each in the ring, 16 per key with records).
 pub(crate) const HISTORY_CAP: usize = 100_000;

@@ -3,7 +3,7 @@
 //! clock of its own, no metrics — the watcher feeds it notices, owner reads and (asked) the
 //! key's last known expiry, and turns what it reports into metrics.
 //!
-//! Per tracked key it keeps one [`Entry`] (40 bytes beside an 8-byte key hash, in a dense
+//! Per tracked key it keeps one [`Entry`] (32 bytes beside an 8-byte key hash, in a dense
 //! map): the hold in progress (with when it was last written), or, for one `ttl` after an expiry or eviction,
 //! a tombstone with the last owner, so a re-acquisition by another owner is recognised as a
 //! takeover. Released locks leave nothing behind.
@@ -121,12 +121,52 @@ enum State {
     Ended { owner: u64, at_ms: i64 },
 }
 
+/// What is kept of one key: a [`State`], flattened to 32 bytes (an enum of it would take 32
+/// on its own, beside the namespace and generation).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    ns: u16,
+    owner: u64,
+    /// Held: since when the owner holds it (`UNSEEN`: not seen). Ended: when it ended.
+    since_ms: i64,
+    /// Held: when last acquired or renewed (`UNSEEN`: neither was seen).
+    written_ms: i64,
     /// Which owner read belongs to this entry's current hold.
     generation: u32,
-    state: State,
+    ns: u16,
+    /// Expired or evicted: a tombstone.
+    ended: bool,
+    /// Held: the next `expire` of this key is the PX of the `set` that acquired it.
+    absorb_expire: bool,
+}
+
+impl Entry {
+    fn state(&self) -> State {
+        if self.ended {
+            State::Ended {
+                owner: self.owner,
+                at_ms: self.since_ms,
+            }
+        } else {
+            State::Held {
+                owner: self.owner,
+                since_ms: self.since_ms,
+                written_ms: self.written_ms,
+                absorb_expire: self.absorb_expire,
+            }
+        }
+    }
+
+    fn set(&mut self, state: State) {
+        (self.owner, self.since_ms, self.written_ms, self.absorb_expire, self.ended) = match state {
+            State::Held {
+                owner,
+                since_ms,
+                written_ms,
+                absorb_expire,
+            } => (owner, since_ms, written_ms, absorb_expire, false),
+            State::Ended { owner, at_ms } => (owner, at_ms, UNSEEN, false, true),
+        };
+    }
 }
 
 /// Lifecycle state of one target's lock keys.
@@ -197,12 +237,13 @@ impl Tracker {
             return None;
         }
         let e = self.keys.get_or_insert_with(id, || Entry {
-            ns: ns as u16,
+            owner: UNKNOWN,
+            since_ms: i64::MIN,
+            written_ms: UNSEEN,
             generation: 0,
-            state: State::Ended {
-                owner: UNKNOWN,
-                at_ms: i64::MIN,
-            },
+            ns: ns as u16,
+            ended: true,
+            absorb_expire: false,
         })?;
         Some((e, fresh))
     }
@@ -239,7 +280,7 @@ impl Tracker {
             obs.transition(ns, key, Transition::Acquired, None);
             return;
         };
-        let pending = match e.state {
+        let pending = match e.state() {
             State::Held {
                 owner,
                 since_ms,
@@ -271,7 +312,7 @@ impl Tracker {
             _ => Pending::None,
         };
         e.generation = generation;
-        e.state = held(now_ms, now_ms, true);
+        e.set(held(now_ms, now_ms, true));
         self.set_pending(id, pending);
         if !matches!(pending, Pending::Reset { .. }) {
             obs.transition(ns, key, Transition::Acquired, None);
@@ -287,23 +328,22 @@ impl Tracker {
             obs.transition(ns, key, Transition::Renewed, None);
             return;
         };
-        match &mut e.state {
-            State::Held { absorb_expire, .. } if !fresh && *absorb_expire => {
+        match e.state() {
+            State::Held { absorb_expire: true, .. } if !fresh => {
                 // The PX of the SET (or the EXPIRE after SETNX) that acquired it.
-                *absorb_expire = false;
+                e.absorb_expire = false;
             }
             State::Held { owner, written_ms, .. } if !fresh => {
-                let owner = opt(*owner);
-                obs.transition(ns, key, Transition::Renewed, owner);
-                let written = seen(*written_ms);
+                obs.transition(ns, key, Transition::Renewed, opt(owner));
+                let written = seen(written_ms);
                 let h = measure(obs.expiry(ns, key), written, ttl, now_ms);
                 renewed(obs, ns, h, written, now_ms);
-                *written_ms = now_ms;
+                e.written_ms = now_ms;
             }
             _ => {
                 // A renewal of a lock whose acquisition was not seen: learn its owner.
                 e.generation = generation;
-                e.state = held(UNSEEN, now_ms, false);
+                e.set(held(UNSEEN, now_ms, false));
                 self.pending.remove(&id);
                 obs.transition(ns, key, Transition::Renewed, None);
                 let h = measure(obs.expiry(ns, key), None, ttl, now_ms);
@@ -321,7 +361,7 @@ impl Tracker {
             return;
         };
         let pending = self.pending.remove(&id);
-        match e.state {
+        match e.state() {
             State::Held {
                 owner,
                 since_ms,
@@ -357,7 +397,7 @@ impl Tracker {
             obs.transition(ns, key, kind, None);
             return;
         };
-        let owner = match e.state {
+        let owner = match e.state() {
             State::Held { owner, since_ms, .. } if !fresh => {
                 settle_unread(ns, key, pending, obs);
                 obs.transition(ns, key, kind, opt(owner));
@@ -372,7 +412,7 @@ impl Tracker {
                 owner
             }
         };
-        e.state = State::Ended { owner, at_ms: now_ms };
+        e.set(State::Ended { owner, at_ms: now_ms });
     }
 
     /// The owner read for `generation` of `key` came back (`None`: gone or unreadable).
@@ -386,9 +426,9 @@ impl Tracker {
         }
         let ns = e.ns as usize;
         let read = owner.map(known).unwrap_or(UNKNOWN);
-        match &mut e.state {
-            State::Held { owner, since_ms, .. } if *owner == UNKNOWN => {
-                *owner = read;
+        match e.state() {
+            State::Held { owner: UNKNOWN, .. } => {
+                e.owner = read;
                 let pending = self.pending.remove(&id).unwrap_or(Pending::None);
                 if read != UNKNOWN && !matches!(pending, Pending::Reset { .. }) {
                     obs.owner_learnt(ns, key, read);
@@ -397,7 +437,7 @@ impl Tracker {
                     Pending::None => {}
                     Pending::Takeover { previous, ended_ms } => {
                         if read != UNKNOWN && read != previous {
-                            obs.takeover(ns, key, previous, read, since_ms.saturating_sub(ended_ms));
+                            obs.takeover(ns, key, previous, read, e.since_ms.saturating_sub(ended_ms));
                         }
                     }
                     Pending::Reset {
@@ -408,7 +448,7 @@ impl Tracker {
                     } => {
                         if read != UNKNOWN && read == previous {
                             // The hold's `since_ms` is the `set`'s time until now.
-                            let set_ms = std::mem::replace(since_ms, previous_since);
+                            let set_ms = std::mem::replace(&mut e.since_ms, previous_since);
                             obs.transition(ns, key, Transition::Renewed, Some(read));
                             renewed(obs, ns, headroom, seen(written_ms), set_ms);
                         } else {
@@ -417,7 +457,7 @@ impl Tracker {
                     }
                 }
             }
-            State::Ended { owner, .. } if *owner == UNKNOWN => *owner = read,
+            State::Ended { owner: UNKNOWN, .. } => e.owner = read,
             _ => {}
         }
     }
@@ -425,7 +465,7 @@ impl Tracker {
     /// Drop tombstones older than their namespace's `ttl`.
     pub(crate) fn sweep(&mut self, now_ms: i64) {
         let ttl = &self.ttl_ms;
-        self.keys.retain(|_, e| match e.state {
+        self.keys.retain(|_, e| match e.state() {
             State::Ended { at_ms, .. } => now_ms.saturating_sub(at_ms) <= ttl.get(e.ns as usize).copied().unwrap_or(0),
             State::Held { .. } => true,
         });

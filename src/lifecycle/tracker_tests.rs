@@ -255,5 +255,5 @@ fn holds_not_seen_from_the_start_measure_only_what_a_read_says() {
 
 #[test]
 fn entries_stay_small() {
-    assert_eq!(std::mem::size_of::<Entry>(), 40, "README: what one tracked lock costs");
+    assert_eq!(std::mem::size_of::<Entry>(), 32, "README: what one tracked lock costs");
 }
