@@ -3,6 +3,8 @@
 #   sampler    one sample pass over 100,000 and 1,000,000 lock keys on a local redis-server,
 #              the exporter's memory per tracked lock, and — on the same 100,000 keys in the
 #              same run — the scrape time of prometheus-redis-exporter with --check-keys;
+#   memory     memory per tracked lock in events mode, 1,000,000 locks announced by
+#              notifications, cold and warm (scripts/memory.sh);
 #   lifecycle  the lifecycle watcher under a rising rate of acquire/renew/release cycles
 #              (its own redis-server and exporter, benches/lifecycle_load.rs);
 #   tracking   a shared database of 10,000,000 cache keys (~2,000 writes/s) and 10,000 lock
@@ -27,7 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake tracking api)
+[ ${#sections[@]} -eq 0 ] && sections=(sampler memory lifecycle intake tracking api)
 out=bench-results
 mkdir -p "$out"
 : > "$out/summary.md"
@@ -483,6 +485,26 @@ print(f"| serve, to every line | {bserve:.2f} s | {serve:.2f} s | {serve/bserve:
 PY
 }
 
+# Memory per tracked lock in events mode at 1,000,000 locks (scripts/memory.sh), cold and
+# warm, the base and this build in turn.
+memory() {
+local base_b n=${LOCKWATCH_BENCH_LOCKS:-1000000} rows=()
+base_b=$(base_bin "$base_rev")
+for kind in cold warm; do
+  local w=""; [ "$kind" = warm ] && w=warm
+  read -r bb bbefore bafter _ _ < <(scripts/memory.sh "$base_b" "$n" $w)
+  read -r nb nbefore nafter _ _ < <(scripts/memory.sh "$new_bin" "$n" $w)
+  rows+=("| $kind | $bb B ($((bbefore / 1024)) → $((bafter / 1024)) MiB) | $nb B ($((nbefore / 1024)) → $((nafter / 1024)) MiB) | $(ratio "$nb" "$bb") |")
+done
+{
+  echo "### Memory per tracked lock, events mode, $n locks (scripts/memory.sh)"
+  echo
+  echo "| | base ($base_rev) | this build | this ÷ base |"
+  echo "|---|---:|---:|---:|"
+  printf '%s\n' "${rows[@]}"
+} > "$out/memory.md"
+}
+
 # The lock listing at 1,000,000 tracked locks, this build against the base revision.
 api() {
 local base=${LOCKWATCH_BENCH_API_BASE:-$base_rev} n=1000000 rport base_b
@@ -552,8 +574,8 @@ pids=()
 
 for s in "${sections[@]}"; do
   case "$s" in
-    sampler|lifecycle|intake|tracking|api) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
-    *) echo "unknown section $s: use sampler, lifecycle, intake, tracking or api" >&2; exit 2 ;;
+    sampler|memory|lifecycle|intake|tracking|api) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, memory, lifecycle, intake, tracking or api" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.md"
