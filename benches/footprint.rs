@@ -12,6 +12,9 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
+/// A structure's name and how to fill it.
+type Row = (&'static str, Box<dyn FnOnce() -> fp::Filled>);
+
 /// Net heap bytes and live allocations `fill` leaves behind.
 fn weigh(fill: impl FnOnce() -> fp::Filled) -> (i64, i64) {
     let region = Region::new(GLOBAL);
@@ -32,12 +35,24 @@ fn main() {
     println!("| structure | locks | heap held | heap per lock | allocations per lock |");
     println!("|---|---:|---:|---:|---:|");
     for &n in &sizes {
-        let rows: [(&str, Box<dyn FnOnce() -> fp::Filled>); 5] = [
-            ("lock table, events mode (entry + key)", Box::new(move || fp::lock_table(n))),
+        let rows: [Row; 5] = [
+            (
+                "lock table, events mode (entry + key)",
+                Box::new(move || fp::lock_table(n)),
+            ),
             ("lifecycle tracker, held", Box::new(move || fp::tracker(n, false))),
-            ("lifecycle tracker, held, a SET … XX renewal pending (headroom kept)", Box::new(move || fp::tracker(n, true))),
-            ("history (capped at 100,000 records per target)", Box::new(move || fp::history(n))),
-            ("suspects (at most 100,000 per namespace)", Box::new(move || fp::suspects(n))),
+            (
+                "lifecycle tracker, held, a SET … XX renewal pending (headroom kept)",
+                Box::new(move || fp::tracker(n, true)),
+            ),
+            (
+                "history (capped at 100,000 records per target)",
+                Box::new(move || fp::history(n)),
+            ),
+            (
+                "suspects (at most 100,000 per namespace)",
+                Box::new(move || fp::suspects(n)),
+            ),
         ];
         for (name, fill) in rows {
             let (bytes, allocs) = weigh(fill);

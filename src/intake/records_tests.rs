@@ -141,7 +141,10 @@ fn off_makes_every_line_a_record() {
 #[test]
 fn a_json_object_line_is_complete_at_once() {
     // The last line of what has arrived: handed out now, with the line held before it.
-    let (got, used) = records("plain line\n{\"level\":\"error\",\"msg\":\"unlock failed\"}\n", End::More);
+    let (got, used) = records(
+        "plain line\n{\"level\":\"error\",\"msg\":\"unlock failed\"}\n",
+        End::More,
+    );
     let got: Vec<&str> = got.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(got, ["plain line", "{\"level\":\"error\",\"msg\":\"unlock failed\"}"]);
     assert_eq!(used, 51);

@@ -52,7 +52,16 @@ pub fn lock_table(n: usize) -> Filled {
         let k = key(i);
         let seq = t.announce(&k, NOW);
         let o = owner(i);
-        t.event_read(&ns, &k, seq, Found::Lock { owner: &o, pttl_ms: 600_000 }, NOW);
+        t.event_read(
+            &ns,
+            &k,
+            seq,
+            Found::Lock {
+                owner: &o,
+                pttl_ms: 600_000,
+            },
+            NOW,
+        );
     }
     Box::new(t)
 }
@@ -64,7 +73,16 @@ pub fn suspects(n: usize) -> Filled {
     let Some(ns) = ns() else { return Box::new(t) };
     for i in 0..n {
         let o = owner(i);
-        t.walk_found(&ns, &key(i), Found::Lock { owner: &o, pttl_ms: 600_000 }, NOW, true);
+        t.walk_found(
+            &ns,
+            &key(i),
+            Found::Lock {
+                owner: &o,
+                pttl_ms: 600_000,
+            },
+            NOW,
+            true,
+        );
     }
     Box::new(t)
 }

@@ -138,7 +138,12 @@ impl History {
     /// The records of `key`, oldest first.
     pub(crate) fn of(&self, key: &[u8]) -> Vec<Record> {
         let h = self.hasher.hash_one(key);
-        let mut out: Vec<Record> = self.chain(h).into_iter().filter_map(|q| self.slot(q)).map(|s| s.rec).collect();
+        let mut out: Vec<Record> = self
+            .chain(h)
+            .into_iter()
+            .filter_map(|q| self.slot(q))
+            .map(|s| s.rec)
+            .collect();
         out.reverse();
         out
     }

@@ -271,7 +271,9 @@ impl Tracker {
             return;
         };
         match e.state() {
-            State::Held { absorb_expire: true, .. } if !fresh => {
+            State::Held {
+                absorb_expire: true, ..
+            } if !fresh => {
                 // The PX of the SET (or the EXPIRE after SETNX) that acquired it.
                 e.absorb_expire = false;
             }

@@ -53,7 +53,13 @@ impl Entry {
     }
 
     pub(super) fn set(&mut self, state: State) {
-        (self.owner, self.since_ms, self.written_ms, self.absorb_expire, self.ended) = match state {
+        (
+            self.owner,
+            self.since_ms,
+            self.written_ms,
+            self.absorb_expire,
+            self.ended,
+        ) = match state {
             State::Held {
                 owner,
                 since_ms,
@@ -64,4 +70,3 @@ impl Entry {
         };
     }
 }
-
