@@ -2,7 +2,8 @@
 # scripts/memory.sh BINARY N [warm]: memory per tracked lock in events mode. A private
 # redis-server with keyspace notifications, `BINARY serve` watching it; N locks are written
 # (SET NX PX, 23-byte keys) in chunks of 50,000, each counted before the next, into a fresh
-# exporter (cold) or one that first took 1,000,000 acquire/release transitions (warm). Prints
+# exporter (cold) or one that first took 1,000,000 acquire/release transitions (warm, in
+# chunks the same way: a faster burst overflows Redis's pub/sub buffer on a loaded machine). Prints
 # the RSS before and 2 s after, and the growth per lock. Used by `scripts/bench.sh memory`.
 set -euo pipefail
 bin=$1; n=$2; warm=${3:-}
@@ -33,8 +34,10 @@ m() { curl -sf http://127.0.0.1:$lport/metrics | awk -v p="$1" 'index($0,p)==1{s
 for _ in $(seq 200); do [ "$(m lockwatch_notifications_connected)" = 1 ] && break; sleep 0.05; done
 if [ -n "$warm" ]; then
   # a churn first: 1,000,000 acquire + release on 20,000 keys, as a load would leave the exporter
-  awk 'BEGIN{for(i=0;i<500000;i++){k=i%20000; printf "SET bench:lock:w:%d o%d NX PX 30000\r\nDEL bench:lock:w:%d\r\n", k, i, k}}' | redis-cli -p $rport --pipe >/dev/null
-  for _ in $(seq 600); do [ "$(m lockwatch_lock_transitions_total)" -ge 1000000 ] && break; sleep 0.1; done
+  for ((c = 0; c < 500000; c += 25000)); do
+    awk -v a=$c 'BEGIN{for(i=a;i<a+25000;i++){k=i%20000; printf "SET bench:lock:w:%d o%d NX PX 30000\r\nDEL bench:lock:w:%d\r\n", k, i, k}}' | redis-cli -p $rport --pipe >/dev/null
+    for _ in $(seq 1200); do [ "$(m lockwatch_lock_transitions_total)" -ge $(( (c + 25000) * 2 )) ] && break; sleep 0.05; done
+  done
   sleep 2
 fi
 base=$(m lockwatch_lock_transitions_total)
