@@ -358,7 +358,7 @@ fn main() {
             .unwrap_or(1_000_000);
         let (before, after, per) = memory_per_lock(&client, &exporter, &http, n).await;
         println!(
-            "\nmemory: {n} locks held at once: exporter RSS {before} KiB → {after} KiB, {per:.0} bytes per tracked lock (keys of 22 bytes; includes the capped history)"
+            "\nmemory: {n} locks held at once: exporter RSS {before} KiB → {after} KiB, {per:.0} bytes per tracked lock (keys of 23 bytes; includes the capped history)"
         );
     });
 }
