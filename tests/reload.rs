@@ -2,7 +2,8 @@
 //! `--web.enable-lifecycle` (403 without), SIGHUP on a real `lockwatch serve` process, an
 //! invalid config refused naming file, line and key, and what a valid reload keeps: the
 //! unchanged target's Redis connections and counters, the unchanged log source's offsets and
-//! counts; a changed target restarted alone; a removed one's series gone; the web config too.
+//! counts; a changed target restarted alone; a changed namespace restarted alone, the other
+//! namespaces' lock tables kept; a removed one's series gone; the web config too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -347,4 +348,106 @@ async fn a_changed_log_source_restarts_from_its_offsets_without_counting_twice()
     let m2 = metrics(run.addr).await;
     assert_eq!((not_owned(&m, "workflow"), not_owned(&m2, "workflow")), (7.0, 7.0));
     assert_eq!(lines_of(&m2, "app"), (7.0, 7.0, 0.0));
+}
+
+/// Namespaces `alpha` (`a:lock:*`) and `beta` (`beta_pattern`) on target `t` at `url`.
+fn write_two_namespaces(dir: &Path, url: &str, beta_pattern: &str) -> PathBuf {
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\
+         [[target]]\nname = \"t\"\nurl = \"{url}\"\nsample_interval = \"200ms\"\n\
+         [[namespace]]\nname = \"alpha\"\npattern = \"a:lock:*\"\nttl = \"30s\"\n\
+         [[namespace]]\nname = \"beta\"\npattern = \"{beta_pattern}\"\nttl = \"30s\"\n"
+    );
+    let path = dir.join("lockwatch.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A reload that changes only namespace `beta` keeps `alpha`'s table: its held count stays
+/// exact throughout and its locks' ages go on growing (their PTTL, above the namespace's
+/// ttl, does not tell when they were taken: a new table would start them at 0); `beta`
+/// restarts on its new pattern. In events mode (`notify`) and in scan mode.
+async fn a_namespace_change_keeps_the_others_tables(notify: bool) {
+    let r = redis(if notify { &NOTIFY } else { &[] });
+    let mut c = conn(&r);
+    for key in ["a:lock:1", "a:lock:2", "b:lock:1", "b:lock:2", "c:lock:1"] {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg("me")
+            .arg("PX")
+            .arg(300_000)
+            .query(&mut c)
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_two_namespaces(dir.path(), &r.url(), "b:lock:*");
+    let run = start(&path, true).await;
+    let ns = |n: &'static str| [("target", "t"), ("namespace", n)];
+    let held = |m: &Metrics, n| m.get("lockwatch_locks_held", &ns(n));
+    let age = |m: &Metrics, n| m.val("lockwatch_lock_held_max_seconds", &ns(n));
+    let mode = if notify { "events" } else { "scan" };
+    let in_mode = |m: &Metrics| m.get("lockwatch_tracking_mode", &[("target", "t"), ("mode", mode)]) == Some(1.0);
+    wait_for(run.addr, "both namespaces' locks", |m| {
+        in_mode(m) && held(m, "alpha") == Some(2.0) && held(m, "beta") == Some(2.0)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let before = age(&metrics(run.addr).await, "alpha");
+    assert!(before >= 2.0, "{before}");
+
+    write_two_namespaces(dir.path(), &r.url(), "c:lock:*");
+    assert_eq!(post_reload(run.addr).await.0, 200);
+    let (mut last, started) = (before, Instant::now());
+    let mut beta_restarted = None;
+    while started.elapsed() < Duration::from_secs(4) {
+        let m = metrics(run.addr).await;
+        assert_eq!(held(&m, "alpha"), Some(2.0), "alpha's count stays exact:\n{}", m.0);
+        let now = age(&m, "alpha");
+        assert!(now >= last, "alpha's lock age went back from {last} to {now}:\n{}", m.0);
+        last = now;
+        if beta_restarted.is_none() && held(&m, "beta") == Some(1.0) && in_mode(&m) {
+            beta_restarted = Some(age(&m, "beta"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let beta = beta_restarted.expect("beta's series follow its new pattern");
+    assert!(
+        beta < 1.5,
+        "beta's table started anew: its lock first seen now ({beta})"
+    );
+    let m = metrics(run.addr).await;
+    assert!(in_mode(&m), "{}", m.0);
+    assert!(
+        age(&m, "alpha") >= before + 3.5,
+        "alpha's ages went on: {before} → {}",
+        age(&m, "alpha")
+    );
+    // The carried table follows what happens next.
+    let _: () = redis::cmd("DEL").arg("a:lock:2").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("a:lock:3")
+        .arg("me")
+        .arg("PX")
+        .arg(20_000)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("a:lock:4")
+        .arg("me")
+        .arg("PX")
+        .arg(20_000)
+        .query(&mut c)
+        .unwrap();
+    let m = wait_for(run.addr, "alpha's new locks", |m| held(m, "alpha") == Some(3.0)).await;
+    assert!(age(&m, "alpha") >= before + 3.5, "{}", m.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_change_keeps_the_other_namespaces_tables_in_events_mode() {
+    a_namespace_change_keeps_the_others_tables(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_change_keeps_the_other_namespaces_tables_in_scan_mode() {
+    a_namespace_change_keeps_the_others_tables(false).await;
 }

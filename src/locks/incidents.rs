@@ -83,6 +83,17 @@ impl IncidentLog {
         });
     }
 
+    /// The incidents whose namespace `index` maps to a new index, renumbered (a reload
+    /// carrying some namespaces over); the others go.
+    pub fn carried(&self, index: impl Fn(usize) -> Option<usize>) -> IncidentLog {
+        let ring = self
+            .ring
+            .iter()
+            .filter_map(|i| index(i.namespace).map(|namespace| Incident { namespace, ..i.clone() }))
+            .collect();
+        IncidentLog { ring }
+    }
+
     /// The incidents kept, oldest first.
     pub fn all(&self) -> impl Iterator<Item = &Incident> {
         self.ring.iter()
@@ -125,5 +136,18 @@ mod tests {
             (last.kind, last.count, last.key.is_none(), last.cut),
             (Kind::Overdue, 3, true, false)
         );
+    }
+
+    #[test]
+    fn carried_over_renumbered_and_only_the_kept_namespaces() {
+        let mut log = IncidentLog::default();
+        for (at, ns) in [(1, 0), (2, 1), (3, 2), (4, 1)] {
+            log.push(at, ns, Kind::Takeover, 1, Some(b"k"));
+        }
+        // Namespace 1 changed; 0 and 2 kept, now at 1 and 0.
+        let carried = log.carried(|ns| [Some(1), None, Some(0)][ns]);
+        let got: Vec<(i64, usize)> = carried.all().map(|i| (i.at_ms, i.namespace)).collect();
+        assert_eq!(got, [(1, 1), (3, 0)]);
+        assert_eq!(log.len(), 4, "the old log is left as it was");
     }
 }

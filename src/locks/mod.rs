@@ -14,7 +14,7 @@ pub(crate) mod view;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use foldhash::fast::RandomState;
@@ -54,6 +54,17 @@ impl NamespaceLocks {
     }
 }
 
+/// An empty table (and last hour) for namespace `n`, its owner hashes seeded anew.
+fn fresh(n: &NamespaceConfig, show_owners: bool) -> NamespaceLocks {
+    let hasher = RandomState::default();
+    NamespaceLocks {
+        config: n.clone(),
+        hasher: hasher.clone(),
+        table: Mutex::new(NamespaceTable::with_hasher(show_owners, hasher)),
+        recent: Mutex::default(),
+    }
+}
+
 /// How the target's sampling is going, for `/`, `/readyz` and the API.
 #[derive(Debug, Clone, Default)]
 pub struct TargetStatus {
@@ -69,7 +80,8 @@ pub struct TargetStatus {
 pub struct TargetLocks {
     pub name: String,
     pub display_url: String,
-    pub namespaces: Vec<NamespaceLocks>,
+    /// Shared only with the tables of the same target before a reload that carried them over.
+    pub namespaces: Vec<Arc<NamespaceLocks>>,
     status: Mutex<TargetStatus>,
     /// Origin of the sampler clock: lock ages are measured from it.
     origin: Instant,
@@ -87,23 +99,54 @@ impl TargetLocks {
         TargetLocks {
             name: target.name.clone(),
             display_url: target.display_url.clone(),
-            namespaces: namespaces
-                .iter()
-                .map(|n| {
-                    let hasher = RandomState::default();
-                    NamespaceLocks {
-                        config: n.clone(),
-                        hasher: hasher.clone(),
-                        table: Mutex::new(NamespaceTable::with_hasher(show_owners, hasher)),
-                        recent: Mutex::default(),
-                    }
-                })
-                .collect(),
+            namespaces: namespaces.iter().map(|n| Arc::new(fresh(n, show_owners))).collect(),
             status: Mutex::new(TargetStatus::default()),
             incidents: Mutex::default(),
             origin: Instant::now(),
             subscription: AtomicU64::new(0),
             subscriptions: AtomicU64::new(0),
+        }
+    }
+
+    /// The tables of the same target for new `namespaces` (a reload): a namespace whose
+    /// config did not change shares its table and last hour with `from` (on the same
+    /// clock); a changed or new one starts empty. Once `from`'s sampler and watcher have
+    /// stopped, [`TargetLocks::resume`] takes the rest over.
+    pub fn carrying(
+        from: &TargetLocks,
+        target: &TargetConfig,
+        namespaces: &[NamespaceConfig],
+        show_owners: bool,
+    ) -> Self {
+        let kept = |n: &NamespaceConfig| from.namespaces.iter().find(|o| o.config == *n).cloned();
+        TargetLocks {
+            name: target.name.clone(),
+            display_url: target.display_url.clone(),
+            namespaces: namespaces
+                .iter()
+                .map(|n| kept(n).unwrap_or_else(|| Arc::new(fresh(n, show_owners))))
+                .collect(),
+            status: Mutex::new(TargetStatus::default()),
+            incidents: Mutex::default(),
+            origin: from.origin,
+            subscription: AtomicU64::new(0),
+            subscriptions: AtomicU64::new(0),
+        }
+    }
+
+    /// Take over from `from` (this was made `carrying` it; its sampler and watcher have
+    /// stopped): its status, the incidents of the namespaces carried over, and every table
+    /// in scan mode (what only events mode keeps dropped, a fresh cycle next), as nothing
+    /// followed them since `from`'s tasks stopped.
+    pub fn resume(&self, from: &TargetLocks) {
+        *self.status.lock().unwrap_or_else(|p| p.into_inner()) = from.status();
+        let incidents = from.incidents.lock().unwrap_or_else(|p| p.into_inner()).carried(|old| {
+            let carried = from.namespaces.get(old)?;
+            self.namespaces.iter().position(|n| Arc::ptr_eq(n, carried))
+        });
+        *self.incidents.lock().unwrap_or_else(|p| p.into_inner()) = incidents;
+        for ns in &self.namespaces {
+            ns.table().enter_scan_mode();
         }
     }
 

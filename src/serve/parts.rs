@@ -1,8 +1,7 @@
-//! The running parts of one exporter run, by what they watch: per target its topology
-//! follower, sampler and lifecycle watcher (stopped together, with their lock tables), per
-//! `[[logs]]` source its tailer. `apply` brings them to a new config: what did not change
-//! keeps running untouched; a changed part restarts alone; a removed one stops, and
-//! `serve` drops its series once the handlers no longer hold it.
+//! The running parts of one run: per target its follower, sampler and watcher (stopped
+//! together), per `[[logs]]` source its tailer. `apply` brings them to a new config: what
+//! did not change runs on; a changed part restarts alone (a namespace change: each target's
+//! tasks, the unchanged namespaces' tables carried over); a removed one stops.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +61,8 @@ struct TargetRun {
 struct Built {
     config: TargetConfig,
     locks: Arc<TargetLocks>,
+    /// The tables of unchanged namespaces come from the running target's (a reload).
+    carried: bool,
     follower: Follower,
     sampler: Sampler,
     watcher: Option<Watcher>,
@@ -107,7 +108,7 @@ impl Parts {
         let built = config
             .targets
             .iter()
-            .map(|t| build(t, config, &families))
+            .map(|t| build(t, config, &families, None))
             .collect::<Result<Vec<_>, _>>()?;
         make_state_dir(config)?;
         let mut parts = Parts {
@@ -146,26 +147,32 @@ impl Parts {
     /// stop, and changed and added ones start. The series of removed ones are listed in
     /// `Changes::gone`, for the caller to drop once the new state is published.
     pub(super) async fn apply(&mut self, old: &Config, new: &Config) -> Result<Changes, ServeError> {
-        // Every target watches every namespace, and the classifier knows them all.
-        let shared_changed = old.namespaces != new.namespaces || old.server.show_owners != new.server.show_owners;
-        let classifier_changed =
-            old.namespaces != new.namespaces || format!("{:?}", old.rules) != format!("{:?}", new.rules);
+        // Every target watches every namespace, and the classifier knows them all. A target
+        // whose own settings did not change restarts its tasks when the namespaces do, and
+        // carries over the tables of those that did not; `show_owners` changes every table.
+        let namespaces_changed = old.namespaces != new.namespaces;
+        let owners_changed = old.server.show_owners != new.server.show_owners;
+        let classifier_changed = namespaces_changed || format!("{:?}", old.rules) != format!("{:?}", new.rules);
         let mut changes = Changes::default();
         let mut built = Vec::new();
         for t in &new.targets {
             let running = self.targets.iter().find(|r| r.config.name == t.name);
-            if running.is_some_and(|r| !shared_changed && same_target(&r.config, t)) {
+            let same = running.filter(|r| same_target(&r.config, t));
+            if same.is_some() && !namespaces_changed && !owners_changed {
                 changes.kept += 1;
                 continue;
             }
             lifecycle::preflight(t, &new.namespaces).await?;
-            built.push(build(t, new, &self.families)?);
-            let names = if running.is_some() {
-                &mut changes.restarted
-            } else {
-                &mut changes.added
-            };
-            names.push(format!("target {}", t.name));
+            let carry = same.filter(|_| !owners_changed).map(|r| r.locks.as_ref());
+            built.push(build(t, new, &self.families, carry)?);
+            match (running, carry) {
+                (_, Some(_)) => changes.restarted.push(format!(
+                    "target {} (its namespaces; unchanged ones' tables kept)",
+                    t.name
+                )),
+                (Some(_), None) => changes.restarted.push(format!("target {}", t.name)),
+                (None, _) => changes.added.push(format!("target {}", t.name)),
+            }
         }
         let classifier = if classifier_changed {
             Arc::new(Classifier::new(new)?)
@@ -179,16 +186,27 @@ impl Parts {
             built.iter().any(|b| b.config.name == r.config.name) || !new.targets.iter().any(|t| t.name == r.config.name)
         });
         self.targets = kept;
+        let mut stopped = Vec::new();
         for mut r in stopping {
             r.stop.cancel();
             finish(&mut r.tasks, &r.config.name).await;
+            // Its scrape hook publishes nothing more, even from tables now carried over.
+            r.locks.unsubscribed();
             if !new.targets.iter().any(|t| t.name == r.config.name) {
                 changes.removed.push(format!("target {}", r.config.name));
                 changes.gone.push(("target", r.config.name.clone()));
             }
+            stopped.push(r.locks);
         }
         self.classifier = classifier;
         for b in built {
+            if b.carried
+                && let Some(old) = stopped.iter().find(|l| l.name == b.config.name)
+            {
+                // Not followed since the old tasks stopped: scan mode, a fresh cycle (or, once
+                // the new watcher subscribes, the reconciling walk and a full re-read).
+                b.locks.resume(old);
+            }
             self.launch(b, new);
         }
         self.targets
@@ -304,9 +322,19 @@ impl Parts {
     }
 }
 
-/// Build `target`'s parts for `config` (they connect once started).
-fn build(target: &TargetConfig, config: &Config, families: &Families) -> Result<Built, ServeError> {
-    let locks = Arc::new(TargetLocks::new(target, &config.namespaces, config.server.show_owners));
+/// Build `target`'s parts for `config` (they connect once started); with `carry`, the
+/// tables of the namespaces that did not change are those of the target running.
+fn build(
+    target: &TargetConfig,
+    config: &Config,
+    families: &Families,
+    carry: Option<&TargetLocks>,
+) -> Result<Built, ServeError> {
+    let (namespaces, owners) = (&config.namespaces, config.server.show_owners);
+    let locks = Arc::new(match carry {
+        Some(from) => TargetLocks::carrying(from, target, namespaces, owners),
+        None => TargetLocks::new(target, namespaces, owners),
+    });
     let (follower, nodes) = Follower::new(target, &families.topology).map_err(SamplerError::from)?;
     let sampler = Sampler::new(target, locks.clone(), families.sampler.clone(), nodes.clone())?;
     let watcher = if target.notifications != Notifications::Off {
@@ -323,6 +351,7 @@ fn build(target: &TargetConfig, config: &Config, families: &Families) -> Result<
     Ok(Built {
         config: target.clone(),
         locks,
+        carried: carry.is_some(),
         follower,
         sampler,
         watcher,
