@@ -21,7 +21,6 @@ use crate::locks::TargetLocks;
 use crate::metrics::Registry;
 use crate::sampler::{Sampler, SamplerError, SamplerMetrics};
 use crate::topology::{Follower, TopologyMetrics};
-use crate::vocab::PUSH_SOURCE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -133,7 +132,8 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     }
     let push = Arc::new(PushIntake::new(
         classifier,
-        Counters::new(&intake_metrics, &namespaces, PUSH_SOURCE),
+        &intake_metrics,
+        &namespaces,
         config.server.push_token.clone(),
     ));
     let state = AppState {

@@ -154,6 +154,14 @@ pub const UNKNOWN_NAMESPACE: &str = "unknown";
 /// The `source` label of lines and events pushed to `POST /api/v1/events`; no `[[logs]]`
 /// may take this name.
 pub const PUSH_SOURCE: &str = "push";
+/// The `source` label of records sent to `POST /v1/logs` (OTLP/HTTP).
+pub const OTLP_SOURCE: &str = "otlp";
+/// The `source` label of entries sent to `POST /loki/api/v1/push`.
+pub const LOKI_SOURCE: &str = "loki";
+/// The `source` label of records sent to `POST /api/v1/logs` (a shipper's `http` output).
+pub const HTTP_SOURCE: &str = "http";
+/// Every push endpoint's `source` label, one per protocol; no `[[logs]]` may take these.
+pub const PUSH_SOURCES: [&str; 4] = [PUSH_SOURCE, OTLP_SOURCE, LOKI_SOURCE, HTTP_SOURCE];
 
 /// The names of every metric family lockwatch exports (DESIGN.md fixes them).
 pub mod metric {

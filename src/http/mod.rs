@@ -1,5 +1,5 @@
 //! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, the status page `/`, the JSON API
-//! and the event push, over HTTP or HTTPS, behind basic auth when the web config asks.
+//! the event push and the log shippers' endpoints, over HTTP or HTTPS, behind basic auth when the web config asks.
 //!
 //! Handlers only read what the collectors published; none of them talks to Redis, so any
 //! scrape rate costs Redis nothing. `router` is built from shared state so tests can call
@@ -10,6 +10,7 @@ mod auth;
 mod charts;
 mod gate;
 mod key_page;
+mod logs;
 pub(crate) mod push;
 mod server;
 mod slots;
@@ -49,6 +50,9 @@ pub(crate) struct AppState {
     pub(crate) views: gate::Gate,
 }
 
+/// The push endpoints: open to the push token instead of basic auth when one is set.
+pub(crate) const PUSH_PATHS: [&str; 4] = ["/api/v1/events", "/v1/logs", "/loki/api/v1/push", "/api/v1/logs"];
+
 /// An error a handler answers with: a status and one sentence naming the problem.
 #[derive(Debug)]
 pub(crate) struct HttpError(pub StatusCode, pub String);
@@ -81,6 +85,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/v1/status", get(status_view::api))
         .route("/locks/{namespace}", get(key_page::page))
         .route("/api/v1/events", post(push::events))
+        .route("/v1/logs", post(logs::otlp))
+        .route("/loki/api/v1/push", post(logs::loki))
+        .route("/api/v1/logs", post(logs::plain))
         .fallback(not_found)
         .with_state(state);
     match auth {

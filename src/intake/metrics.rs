@@ -6,14 +6,15 @@ use prometheus::{IntCounterVec, IntGauge, IntGaugeVec};
 
 use crate::config::Config;
 use crate::metrics::Registry;
-use crate::vocab::{LineResult, Op, Outcome, PUSH_SOURCE, UNKNOWN_NAMESPACE, metric};
+use crate::vocab::{LineResult, Op, Outcome, PUSH_SOURCES, UNKNOWN_NAMESPACE, metric};
 
 /// The intake's families.
 #[derive(Clone)]
 pub struct IntakeMetrics {
     /// Labels namespace, op, outcome.
     pub(crate) lock_events_total: IntCounterVec,
-    /// Labels source, result: lines taken in from each `[[logs]]` source and from pushes.
+    /// Labels source, result: lines taken in from each `[[logs]]` source and from each push
+    /// endpoint (`push`, `otlp`, `loki`, `http`).
     pub(crate) log_lines_total: IntCounterVec,
     /// Label source: files a `[[logs]]` source is reading (rotated ones being finished included).
     log_files: IntGaugeVec,
@@ -55,7 +56,7 @@ impl IntakeMetrics {
                 }
             }
         }
-        let sources = config.logs.iter().map(|l| l.name.as_str()).chain([PUSH_SOURCE]);
+        let sources = config.logs.iter().map(|l| l.name.as_str()).chain(PUSH_SOURCES);
         for source in sources {
             for result in LineResult::ALL {
                 m.log_lines_total.with_label_values(&[source, result.as_str()]);
