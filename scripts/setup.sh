@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Install what lockwatch's make targets need and the machine lacks (Debian/Ubuntu).
 #   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, chromium (status page test),
-#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test)
+#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test),
+#                            python3 with venv, node and npm; then the log shippers' client libraries
+#                            at pinned versions (scripts/push-clients.sh, into target/push-clients)
 #   scripts/setup.sh demo    redis-server
 #   scripts/setup.sh bench   the above, plus hyperfine, prometheus-redis-exporter, mtail, taskset
 # Nothing is installed when everything is present already.
 set -euo pipefail
 
 want=(redis-server:redis-server redis-cli:redis-tools)
-case "${1:-test}" in
+mode=${1:-test}
+case "$mode" in
   demo) ;;
-  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd) ;;
+  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd
+               python3:python3 node:nodejs npm:npm) ;;
   bench) want+=(promtool:prometheus hyperfine:hyperfine prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
   *) echo "usage: $0 test|demo|bench" >&2; exit 2 ;;
 esac
@@ -20,7 +24,13 @@ for pair in "${want[@]}"; do
   bin=${pair%%:*} pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/bin/$bin" ] || [ -x "/usr/sbin/$bin" ] || missing+=("$pkg")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# python3 without its venv module (Debian splits it out).
+if [ "$mode" = test ] && command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip' 2>/dev/null; then
+  missing+=(python3-venv)
+fi
+# The push tests' clients, once the interpreters are there.
+clients() { [ "$mode" != test ] || "$(dirname "$0")/push-clients.sh"; }
+[ ${#missing[@]} -eq 0 ] && { clients; exit 0; }
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "missing: ${missing[*]} — install these packages with your package manager" >&2
@@ -41,3 +51,4 @@ for svc in redis-server redis-sentinel prometheus prometheus-redis-exporter mtai
     $sudo systemctl stop "$svc" >/dev/null 2>&1 || true
   fi
 done
+clients
