@@ -42,7 +42,9 @@ fn script(name: &str) -> PathBuf {
 async fn run(mut cmd: Command) -> String {
     let what = format!("{cmd:?}");
     let started = std::time::Instant::now();
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
     eprintln!("{:.1?} {what}", started.elapsed());
     assert!(out.status.success(), "{what} failed: {}", common::output_text(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -134,7 +136,10 @@ async fn real_shippers_are_counted_exactly_in_their_namespace_and_bucket() {
     let mut c = node(&dir, "otlp_logs.js");
     otel_env(&mut c, &s, "none");
     run(c).await;
-    ev.extend([("workflow", "renew", "not_owned", 3.0), ("payout", "release", "not_owned", 1.0)]);
+    ev.extend([
+        ("workflow", "renew", "not_owned", 3.0),
+        ("payout", "release", "not_owned", 1.0),
+    ]);
     expect(&s, "otlp", (9.0, 32.0, 0.0), &ev).await;
 
     // python-logging-loki: JSON, one push per record; the stream's namespace label decides.
@@ -184,7 +189,12 @@ fn snappy(data: &[u8]) -> Vec<u8> {
 }
 
 /// POST `body` to `path` with these headers (the token always); (status, headers, body).
-async fn post(s: &Served, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+async fn post(
+    s: &Served,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
     let mut req = reqwest::Client::new()
         .post(format!("http://{}{path}", s.addr))
         .header("authorization", format!("Bearer {TOKEN}"))
@@ -198,6 +208,8 @@ async fn post(s: &Served, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -
     (status, headers, resp.bytes().await.unwrap().to_vec())
 }
 
+type Headers = Vec<(&'static str, &'static str)>;
+
 const PROTO: (&str, &str) = ("content-type", "application/x-protobuf");
 const JSON: (&str, &str) = ("content-type", "application/json");
 const GZ: (&str, &str) = ("content-encoding", "gzip");
@@ -210,28 +222,131 @@ async fn bad_bodies_get_their_code_and_count_nothing() {
     let before = s.metrics().await;
     let bomb = gzip(&vec![b' '; 64 << 20]);
     assert!(bomb.len() < 200 << 10, "the bomb is {} bytes", bomb.len());
-    let good_otlp = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"lock not owned wf:lock:1"}}]}]}]}"#;
-    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
-        ("/v1/logs", vec![PROTO], b"\x0a\xff\xff\xff".to_vec(), 400, "not a protobuf ExportLogsServiceRequest"),
-        ("/v1/logs", vec![JSON], br#"{"resourceLogs":{}}"#.to_vec(), 400, "`resourceLogs` must be an array"),
+    let good_otlp =
+        br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"lock not owned wf:lock:1"}}]}]}]}"#;
+    let cases: Vec<(&str, Headers, Vec<u8>, u16, &str)> = vec![
+        (
+            "/v1/logs",
+            vec![PROTO],
+            b"\x0a\xff\xff\xff".to_vec(),
+            400,
+            "not a protobuf ExportLogsServiceRequest",
+        ),
+        (
+            "/v1/logs",
+            vec![JSON],
+            br#"{"resourceLogs":{}}"#.to_vec(),
+            400,
+            "`resourceLogs` must be an array",
+        ),
         ("/v1/logs", vec![JSON], b"[1, 2]".to_vec(), 400, "must be an object"),
-        ("/v1/logs", vec![JSON, GZ], b"\x1f\x8b\x08\x00corrupt".to_vec(), 400, "not valid gzip"),
+        (
+            "/v1/logs",
+            vec![JSON, GZ],
+            b"\x1f\x8b\x08\x00corrupt".to_vec(),
+            400,
+            "not valid gzip",
+        ),
         ("/v1/logs", vec![PROTO, GZ], bomb.clone(), 413, "once decompressed"),
-        ("/v1/logs", vec![("content-type", "application/msgpack")], good_otlp.to_vec(), 415, "application/msgpack"),
-        ("/v1/logs", vec![JSON, ("content-encoding", "br")], good_otlp.to_vec(), 415, "Content-Encoding `br`"),
-        ("/loki/api/v1/push", vec![PROTO], b"not snappy at all".to_vec(), 400, "not valid snappy"),
-        ("/loki/api/v1/push", vec![PROTO], snappy(b"\x0a\xff\xff\xff"), 400, "not a protobuf PushRequest"),
-        ("/loki/api/v1/push", vec![PROTO], snappy(&vec![0u8; 8 << 20]), 413, "once decompressed"),
-        ("/loki/api/v1/push", vec![JSON], br#"{"streams":[{"stream":{},"values":[["1",2]]}]}"#.to_vec(), 400, "values[0]"),
-        ("/loki/api/v1/push", vec![JSON, GZ], gzip(&b"{\"streams\": 3}".repeat(1)), 400, "`streams` array"),
-        ("/loki/api/v1/push", vec![JSON, GZ], bomb.clone(), 413, "once decompressed"),
-        ("/loki/api/v1/push", vec![("content-type", "text/plain")], b"lock".to_vec(), 415, "text/plain"),
-        ("/api/v1/logs", vec![JSON], b"[{\"message\": \"lock lost\"}, 7]".to_vec(), 400, "record 2"),
-        ("/api/v1/logs", vec![JSON], b"{\"message\": \"lock lost\"}\n{\"level\": \"info\"}".to_vec(), 400, "no text"),
-        ("/api/v1/logs", vec![JSON, ("content-encoding", "zstd")], b"(\xb5/\xfd garbage".to_vec(), 400, "not valid zstd"),
-        ("/api/v1/logs", vec![JSON, ("content-encoding", "deflate")], b"\x78\x9c garbage".to_vec(), 400, "not valid deflate"),
+        (
+            "/v1/logs",
+            vec![("content-type", "application/msgpack")],
+            good_otlp.to_vec(),
+            415,
+            "application/msgpack",
+        ),
+        (
+            "/v1/logs",
+            vec![JSON, ("content-encoding", "br")],
+            good_otlp.to_vec(),
+            415,
+            "Content-Encoding `br`",
+        ),
+        (
+            "/loki/api/v1/push",
+            vec![PROTO],
+            b"not snappy at all".to_vec(),
+            400,
+            "not valid snappy",
+        ),
+        (
+            "/loki/api/v1/push",
+            vec![PROTO],
+            snappy(b"\x0a\xff\xff\xff"),
+            400,
+            "not a protobuf PushRequest",
+        ),
+        (
+            "/loki/api/v1/push",
+            vec![PROTO],
+            snappy(&vec![0u8; 8 << 20]),
+            413,
+            "once decompressed",
+        ),
+        (
+            "/loki/api/v1/push",
+            vec![JSON],
+            br#"{"streams":[{"stream":{},"values":[["1",2]]}]}"#.to_vec(),
+            400,
+            "values[0]",
+        ),
+        (
+            "/loki/api/v1/push",
+            vec![JSON, GZ],
+            gzip(b"{\"streams\": 3}"),
+            400,
+            "`streams` array",
+        ),
+        (
+            "/loki/api/v1/push",
+            vec![JSON, GZ],
+            bomb.clone(),
+            413,
+            "once decompressed",
+        ),
+        (
+            "/loki/api/v1/push",
+            vec![("content-type", "text/plain")],
+            b"lock".to_vec(),
+            415,
+            "text/plain",
+        ),
+        (
+            "/api/v1/logs",
+            vec![JSON],
+            b"[{\"message\": \"lock lost\"}, 7]".to_vec(),
+            400,
+            "record 2",
+        ),
+        (
+            "/api/v1/logs",
+            vec![JSON],
+            b"{\"message\": \"lock lost\"}\n{\"level\": \"info\"}".to_vec(),
+            400,
+            "no text",
+        ),
+        (
+            "/api/v1/logs",
+            vec![JSON, ("content-encoding", "zstd")],
+            b"(\xb5/\xfd garbage".to_vec(),
+            400,
+            "not valid zstd",
+        ),
+        (
+            "/api/v1/logs",
+            vec![JSON, ("content-encoding", "deflate")],
+            b"\x78\x9c garbage".to_vec(),
+            400,
+            "not valid deflate",
+        ),
         ("/api/v1/logs", vec![JSON, GZ], bomb.clone(), 413, "once decompressed"),
-        ("/api/v1/logs", vec![("content-type", "application/x-protobuf")], b"x".to_vec(), 415, "application/x-protobuf"),
+        (
+            "/api/v1/logs",
+            vec![("content-type", "application/x-protobuf")],
+            b"x".to_vec(),
+            415,
+            "application/x-protobuf",
+        ),
     ];
     for (path, headers, body, code, says) in cases {
         let (status, h, answer) = post(&s, path, &headers, body).await;
@@ -243,7 +358,10 @@ async fn bad_bodies_get_their_code_and_count_nothing() {
             String::from_utf8_lossy(&answer).into_owned()
         };
         assert_eq!(status, code, "{path} {headers:?}: {text}");
-        assert!(text.contains(says), "{path} {headers:?}: {text:?} does not say {says:?}");
+        assert!(
+            text.contains(says),
+            "{path} {headers:?}: {text:?} does not say {says:?}"
+        );
     }
     // No token: 401, on every shipper endpoint.
     for path in ["/v1/logs", "/loki/api/v1/push", "/api/v1/logs"] {
@@ -266,20 +384,41 @@ async fn bad_bodies_get_their_code_and_count_nothing() {
     let mixed = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[
         {"body":{"stringValue":"lock not owned wf:lock:1"}},{"body":{"bytesValue":"AAEC"}}]}]}]}"#;
     let (status, h, answer) = post(&s, "/v1/logs", &[JSON], mixed.to_vec()).await;
-    assert_eq!((status, &h["content-type"]), (200, &"application/json".parse::<reqwest::header::HeaderValue>().unwrap()));
+    assert_eq!(
+        (status, &h["content-type"]),
+        (
+            200,
+            &"application/json".parse::<reqwest::header::HeaderValue>().unwrap()
+        )
+    );
     let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
     assert_eq!(answer["partialSuccess"]["rejectedLogRecords"], "1", "{answer}");
-    assert!(answer["partialSuccess"]["errorMessage"].as_str().unwrap().contains("bytes body"), "{answer}");
+    assert!(
+        answer["partialSuccess"]["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("bytes body"),
+        "{answer}"
+    );
     // A full success in protobuf: an empty ExportLogsServiceResponse.
     let (status, h, answer) = post(&s, "/v1/logs", &[PROTO], Vec::new()).await;
-    assert_eq!((status, h["content-type"].to_str().unwrap(), answer.len()), (200, "application/x-protobuf", 0));
+    assert_eq!(
+        (status, h["content-type"].to_str().unwrap(), answer.len()),
+        (200, "application/x-protobuf", 0)
+    );
     let m = s.metrics().await;
     assert_eq!(lines_of(&m, "otlp"), (1.0, 0.0, 1.0));
     assert_eq!(events(&m), want(&[("workflow", "release", "not_owned", 1.0)]));
 
     // Loki JSON, gzip, with a tenant header: 204.
     let loki = br#"{"streams":[{"stream":{"namespace":"payout"},"values":[["1763719200000000000","releasing the lock failed: lock not owned"]]}]}"#;
-    let (status, _, _) = post(&s, "/loki/api/v1/push", &[JSON, GZ, ("x-scope-orgid", "team-a")], gzip(loki)).await;
+    let (status, _, _) = post(
+        &s,
+        "/loki/api/v1/push",
+        &[JSON, GZ, ("x-scope-orgid", "team-a")],
+        gzip(loki),
+    )
+    .await;
     assert_eq!(status, 204);
     s.stop().await;
 }
@@ -298,12 +437,30 @@ async fn plain_records_in_every_framing_and_encoding() {
     let mut deflate = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
     deflate.write_all(ndjson).unwrap();
     let zstd = ruzstd::encoding::compress_to_vec(&concat[..], ruzstd::encoding::CompressionLevel::Fastest);
-    let bodies: Vec<(Vec<(&str, &str)>, Vec<u8>, serde_json::Value)> = vec![
-        (vec![JSON, GZ], gzip(array), serde_json::json!({"lines": 2, "matched": 1, "ignored": 1, "malformed": 0})),
-        (vec![("content-type", "application/x-ndjson"), ("content-encoding", "deflate")], deflate.finish().unwrap(),
-            serde_json::json!({"lines": 2, "matched": 1, "ignored": 1, "malformed": 0})),
-        (vec![JSON, ("content-encoding", "zstd")], zstd, serde_json::json!({"lines": 2, "matched": 1, "ignored": 1, "malformed": 0})),
-        (vec![("content-type", "text/plain")], text.to_vec(), serde_json::json!({"lines": 6, "matched": 5, "ignored": 1, "malformed": 0})),
+    let bodies: Vec<(Headers, Vec<u8>, serde_json::Value)> = vec![
+        (
+            vec![JSON, GZ],
+            gzip(array),
+            serde_json::json!({"lines": 2, "matched": 1, "ignored": 1, "malformed": 0}),
+        ),
+        (
+            vec![
+                ("content-type", "application/x-ndjson"),
+                ("content-encoding", "deflate"),
+            ],
+            deflate.finish().unwrap(),
+            serde_json::json!({"lines": 2, "matched": 1, "ignored": 1, "malformed": 0}),
+        ),
+        (
+            vec![JSON, ("content-encoding", "zstd")],
+            zstd,
+            serde_json::json!({"lines": 2, "matched": 1, "ignored": 1, "malformed": 0}),
+        ),
+        (
+            vec![("content-type", "text/plain")],
+            text.to_vec(),
+            serde_json::json!({"lines": 6, "matched": 5, "ignored": 1, "malformed": 0}),
+        ),
     ];
     for (headers, body, answer) in bodies {
         let (status, _, got) = post(&s, "/api/v1/logs", &headers, body).await;
@@ -328,7 +485,9 @@ async fn plain_records_in_every_framing_and_encoding() {
         let head = format!(
             "POST /v1/logs HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
         );
-        tokio::io::AsyncWriteExt::write_all(&mut c, head.as_bytes()).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut c, head.as_bytes())
+            .await
+            .unwrap();
         held.push(c);
     }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -57,7 +57,7 @@ struct Counted {
 }
 
 pub(crate) async fn otlp(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    if let Err(refused) = s.push.check_token(&headers) {
+    if let Some(refused) = s.push.refused(&headers) {
         return refused;
     }
     let json = match essence(&headers).as_str() {
@@ -97,7 +97,7 @@ pub(crate) async fn otlp(State(s): State<AppState>, headers: HeaderMap, body: Bo
 }
 
 pub(crate) async fn loki(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    if let Err(refused) = s.push.check_token(&headers) {
+    if let Some(refused) = s.push.refused(&headers) {
         return refused;
     }
     let json = match essence(&headers).as_str() {
@@ -112,7 +112,7 @@ pub(crate) async fn loki(State(s): State<AppState>, headers: HeaderMap, body: Bo
 }
 
 pub(crate) async fn plain(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    if let Err(refused) = s.push.check_token(&headers) {
+    if let Some(refused) = s.push.refused(&headers) {
         return refused;
     }
     match essence(&headers).as_str() {

@@ -55,16 +55,16 @@ impl PushIntake {
         }
     }
 
-    /// 401 unless the request carries the push token (when one is set).
-    pub(super) fn check_token(&self, headers: &HeaderMap) -> Result<(), Response> {
+    /// The 401 of a request without the push token (when one is set).
+    pub(super) fn refused(&self, headers: &HeaderMap) -> Option<Response> {
         match &self.token {
-            Some(token) if !authorized(headers, token) => Err((
+            Some(token) if !authorized(headers, token) => Some((
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
                 "missing or wrong bearer token: send Authorization: Bearer <the token in push_token_file>\n",
             )
                 .into_response()),
-            _ => Ok(()),
+            _ => None,
         }
     }
 }
@@ -105,7 +105,7 @@ enum Kind {
 
 pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
     let push = &s.push;
-    if let Err(refused) = push.check_token(&headers) {
+    if let Some(refused) = push.refused(&headers) {
         return Ok(refused);
     }
     let kind = content_kind(&headers)?;

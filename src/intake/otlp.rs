@@ -147,7 +147,7 @@ fn text(v: Option<&AnyValue>) -> Option<String> {
     }
 }
 
-fn lookup<'a>(kvs: &'a [KeyValue], names: &[&str]) -> Option<String> {
+fn lookup(kvs: &[KeyValue], names: &[&str]) -> Option<String> {
     names.iter().find_map(|n| {
         kvs.iter()
             .find(|kv| kv.key == *n)
