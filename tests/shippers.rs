@@ -379,6 +379,30 @@ async fn bad_bodies_get_their_code_and_count_nothing() {
         assert_eq!(lines_of(&after, source), (0.0, 0.0, 0.0), "{source}");
     }
     assert_eq!(events(&after), events(&before));
+    // Each refusal counted by endpoint and reason.
+    let refused = |source, reason| {
+        after.val(
+            "lockwatch_log_pushes_refused_total",
+            &[("source", source), ("reason", reason)],
+        )
+    };
+    for (source, undecodable, too_large, unsupported) in [
+        ("otlp", 4.0, 1.0, 2.0),
+        ("loki", 4.0, 2.0, 1.0),
+        ("http", 4.0, 1.0, 1.0),
+    ] {
+        assert_eq!(
+            [
+                refused(source, "undecodable"),
+                refused(source, "too_large"),
+                refused(source, "unsupported"),
+                refused(source, "unauthorized")
+            ],
+            [undecodable, too_large, unsupported, 1.0],
+            "{source}"
+        );
+    }
+    assert_eq!(refused("push", "undecodable"), 0.0);
 
     // A readable record beside an unreadable one: 200 with partialSuccess, in JSON.
     let mixed = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[
@@ -502,6 +526,14 @@ async fn plain_records_in_every_framing_and_encoding() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (status, _, _) = post(&s, "/loki/api/v1/push", &[JSON], br#"{"streams":[]}"#.to_vec()).await;
     assert_eq!(status, 204);
-    assert_eq!(lines_of(&s.metrics().await, "otlp"), (0.0, 0.0, 0.0));
+    let m = s.metrics().await;
+    assert_eq!(lines_of(&m, "otlp"), (0.0, 0.0, 0.0));
+    let busy = |source| {
+        m.val(
+            "lockwatch_log_pushes_refused_total",
+            &[("source", source), ("reason", "busy")],
+        )
+    };
+    assert_eq!((busy("otlp"), busy("loki")), (1.0, 1.0));
     s.stop().await;
 }

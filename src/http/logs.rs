@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use prost::Message;
 use serde_json::json;
 
-use super::push::{busy, read_body};
+use super::push::{account, busy, read_body};
 use super::{AppState, HttpError};
 use crate::intake::batch::Batch;
 use crate::intake::decode::{self, DecodeError, Encoding, MAX_DECODED};
@@ -57,6 +57,11 @@ struct Counted {
 }
 
 pub(crate) async fn otlp(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let answer = otlp_answer(&s, headers, body).await;
+    account(&s, OTLP_SOURCE, answer)
+}
+
+async fn otlp_answer(s: &AppState, headers: HeaderMap, body: Body) -> Response {
     if let Some(refused) = s.push.refused(&headers) {
         return refused;
     }
@@ -66,7 +71,7 @@ pub(crate) async fn otlp(State(s): State<AppState>, headers: HeaderMap, body: Bo
         other => return unsupported(other, "application/x-protobuf or application/json (OTLP/HTTP)"),
     };
     let p = Protocol::Otlp { json };
-    match take(&s, &headers, body, p).await {
+    match take(s, &headers, body, p).await {
         Ok(c) => {
             let partial = (c.rejected > 0).then(|| ExportLogsPartialSuccess {
                 rejected_log_records: i64::try_from(c.rejected).unwrap_or(i64::MAX),
@@ -97,6 +102,11 @@ pub(crate) async fn otlp(State(s): State<AppState>, headers: HeaderMap, body: Bo
 }
 
 pub(crate) async fn loki(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let answer = loki_answer(&s, headers, body).await;
+    account(&s, LOKI_SOURCE, answer)
+}
+
+async fn loki_answer(s: &AppState, headers: HeaderMap, body: Body) -> Response {
     if let Some(refused) = s.push.refused(&headers) {
         return refused;
     }
@@ -105,13 +115,18 @@ pub(crate) async fn loki(State(s): State<AppState>, headers: HeaderMap, body: Bo
         "application/json" => true,
         other => return unsupported(other, "application/x-protobuf (snappy) or application/json (Loki push)"),
     };
-    match take(&s, &headers, body, Protocol::Loki { json }).await {
+    match take(s, &headers, body, Protocol::Loki { json }).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(refusal) => refusal.text(),
     }
 }
 
 pub(crate) async fn plain(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let answer = plain_answer(&s, headers, body).await;
+    account(&s, HTTP_SOURCE, answer)
+}
+
+async fn plain_answer(s: &AppState, headers: HeaderMap, body: Body) -> Response {
     if let Some(refused) = s.push.refused(&headers) {
         return refused;
     }
@@ -131,7 +146,7 @@ pub(crate) async fn plain(State(s): State<AppState>, headers: HeaderMap, body: B
             );
         }
     }
-    match take(&s, &headers, body, Protocol::Plain).await {
+    match take(s, &headers, body, Protocol::Plain).await {
         Ok(c) => {
             let [matched, ignored, malformed] = c.lines;
             axum::Json(json!({"lines": matched + ignored + malformed, "matched": matched,

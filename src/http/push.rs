@@ -22,7 +22,7 @@ use super::{AppState, HttpError};
 use crate::config::Secret;
 use crate::intake::push::{self as parse, MAX_BODY};
 use crate::intake::{Classifier, Counters, IntakeMetrics};
-use crate::vocab::PUSH_SOURCE;
+use crate::vocab::{PUSH_SOURCE, Refused};
 
 /// Pushes whose bodies are read at once; more are refused (503) rather than held open.
 pub(crate) const MAX_PUSHES: usize = 32;
@@ -58,12 +58,14 @@ impl PushIntake {
     /// The 401 of a request without the push token (when one is set).
     pub(super) fn refused(&self, headers: &HeaderMap) -> Option<Response> {
         match &self.token {
-            Some(token) if !authorized(headers, token) => Some((
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "missing or wrong bearer token: send Authorization: Bearer <the token in push_token_file>\n",
-            )
-                .into_response()),
+            Some(token) if !authorized(headers, token) => Some(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Bearer")],
+                    "missing or wrong bearer token: send Authorization: Bearer <the token in push_token_file>\n",
+                )
+                    .into_response(),
+            ),
             _ => None,
         }
     }
@@ -103,7 +105,31 @@ enum Kind {
     Text,
 }
 
-pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
+pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let answer = take_events(&s, headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response);
+    account(&s, PUSH_SOURCE, answer)
+}
+
+/// Count a refused push (`lockwatch_log_pushes_refused_total`) by its answer's status.
+pub(super) fn account(s: &AppState, source: &'static str, answer: Response) -> Response {
+    let reason = match answer.status() {
+        StatusCode::UNAUTHORIZED => Some(Refused::Unauthorized),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Some(Refused::Unsupported),
+        StatusCode::PAYLOAD_TOO_LARGE => Some(Refused::TooLarge),
+        StatusCode::BAD_REQUEST => Some(Refused::Undecodable),
+        StatusCode::SERVICE_UNAVAILABLE => Some(Refused::Busy),
+        StatusCode::REQUEST_TIMEOUT => Some(Refused::Timeout),
+        _ => None,
+    };
+    if let Some(reason) = reason {
+        s.intake.refused(source, reason);
+    }
+    answer
+}
+
+async fn take_events(s: &AppState, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
     let push = &s.push;
     if let Some(refused) = push.refused(&headers) {
         return Ok(refused);
@@ -112,7 +138,7 @@ pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: 
     let Ok(_reading) = push.reading.try_acquire() else {
         return Ok(([(header::RETRY_AFTER, "1")], busy()).into_response());
     };
-    let body = read_body(&s, &headers, body, MAX_BODY).await?;
+    let body = read_body(s, &headers, body, MAX_BODY).await?;
     let reply = match kind {
         Kind::Events => {
             let mut batch = parse::events(&body, &push.classifier).map_err(|e| {
