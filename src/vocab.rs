@@ -180,6 +180,8 @@ pub const LOKI_SOURCE: &str = "loki";
 pub const HTTP_SOURCE: &str = "http";
 /// Every push endpoint's `source` label, one per protocol; no `[[logs]]` may take these.
 pub const PUSH_SOURCES: [&str; 4] = [PUSH_SOURCE, OTLP_SOURCE, LOKI_SOURCE, HTTP_SOURCE];
+/// The path each of `PUSH_SOURCES` is posted to, in the same order.
+pub const PUSH_PATHS: [&str; 4] = ["/api/v1/events", "/v1/logs", "/loki/api/v1/push", "/api/v1/logs"];
 
 /// The names of every metric family lockwatch exports (DESIGN.md fixes them).
 pub mod metric {

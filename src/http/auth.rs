@@ -67,7 +67,7 @@ impl WebAuth {
     }
 
     fn open(&self, path: &str) -> bool {
-        self.users.is_empty() || path == "/healthz" || (self.push_token && super::PUSH_PATHS.contains(&path))
+        self.users.is_empty() || path == "/healthz" || (self.push_token && crate::vocab::PUSH_PATHS.contains(&path))
     }
 
     /// Whether the request's basic auth names a user and that user's password.

@@ -50,9 +50,6 @@ pub(crate) struct AppState {
     pub(crate) views: gate::Gate,
 }
 
-/// The push endpoints: open to the push token instead of basic auth when one is set.
-pub(crate) const PUSH_PATHS: [&str; 4] = ["/api/v1/events", "/v1/logs", "/loki/api/v1/push", "/api/v1/logs"];
-
 /// An error a handler answers with: a status and one sentence naming the problem.
 #[derive(Debug)]
 pub(crate) struct HttpError(pub StatusCode, pub String);
