@@ -178,34 +178,34 @@ impl Classifier {
         } else {
             self.rule_set.matches(record).iter().next()
         };
-        let first_and_rest = || match memchr::memchr(b'\n', record) {
-            Some(nl) => (text[..nl].strip_suffix('\r').unwrap_or(&text[..nl]), &text[nl + 1..]),
-            None => (text, ""),
-        };
         if rule.is_none() && !self.prefilter.is_match(record) {
             return match format {
-                LogFormat::Json if !fields::looks_like_json(first_and_rest().0) => {
+                LogFormat::Json if !fields::looks_like_json(first_and_rest(record, text).0) => {
                     Verdict::Malformed("not a JSON object")
                 }
                 _ => Verdict::Ignored("no lock word"),
             };
         }
-        let (first, rest) = first_and_rest();
+        let (first, rest) = first_and_rest(record, text);
         let (f, rest) = match fields::read_record(first, rest, text, format) {
             Ok(v) => v,
             Err(m) => return Verdict::Malformed(m.as_str()),
         };
-        let t = Text::of(&f, rest);
+        self.decide(rule, &f, &Text::of(&f, rest))
+    }
+
+    /// The verdict of a record read: the configured rule that matched, else the built-in rules.
+    fn decide(&self, rule: Option<usize>, f: &Fields<'_>, t: &Text) -> Verdict {
         if let Some(i) = rule {
             let r = &self.rules[i];
             return Verdict::Event {
-                namespace: r.namespace.or_else(|| self.namespace_of(&f, &t)),
+                namespace: r.namespace.or_else(|| self.namespace_of(f, t)),
                 op: r.op,
                 outcome: r.outcome,
                 by: format!("rule[{i}]"),
             };
         }
-        self.builtin(&f, &t)
+        self.builtin(f, t)
     }
 
     /// Classify a record that arrived with fields of its own (an OTLP record's attributes,
@@ -232,10 +232,7 @@ impl Classifier {
         if rule.is_none() && !self.prefilter.is_match(record) && !extra.clone().any(|e| self.prefilter.is_match(e)) {
             return Verdict::Ignored("no lock word");
         }
-        let (first, rest) = match memchr::memchr(b'\n', record) {
-            Some(nl) => (text[..nl].strip_suffix('\r').unwrap_or(&text[..nl]), &text[nl + 1..]),
-            None => (text, ""),
-        };
+        let (first, rest) = first_and_rest(record, text);
         let (mut f, rest) = fields::read_record(first, rest, text, LogFormat::Auto).unwrap_or_default();
         if f.key.is_none() {
             f.key = given.key.map(Into::into);
@@ -257,16 +254,7 @@ impl Classifier {
             Some(trace) => Text::of(&f, &format!("{rest}\n{trace}")),
             None => Text::of(&f, rest),
         };
-        if let Some(i) = rule {
-            let r = &self.rules[i];
-            return Verdict::Event {
-                namespace: r.namespace.or_else(|| self.namespace_of(&f, &t)),
-                op: r.op,
-                outcome: r.outcome,
-                by: format!("rule[{i}]"),
-            };
-        }
-        self.builtin(&f, &t)
+        self.decide(rule, &f, &t)
     }
 
     fn builtin(&self, f: &Fields<'_>, t: &Text) -> Verdict {
@@ -326,6 +314,14 @@ impl Classifier {
             })
             .min()
             .map(|(_, i)| i)
+    }
+}
+
+/// A record's first line (without its `\r`) and the lines after it.
+fn first_and_rest<'a>(record: &[u8], text: &'a str) -> (&'a str, &'a str) {
+    match memchr::memchr(b'\n', record) {
+        Some(nl) => (text[..nl].strip_suffix('\r').unwrap_or(&text[..nl]), &text[nl + 1..]),
+        None => (text, ""),
     }
 }
 
