@@ -299,16 +299,9 @@ kill "${pids[@]}" 2>/dev/null || true
 pids=()
 }
 
-intake() {
-local lines=5000000 log="$work/app.log" progs="$work/mtail" cfg="$work/intake.toml"
-cargo bench --locked --bench classify -- --noplot >&2
-cargo build --release --locked --example gen_log >&2
-target/release/examples/gen_log "$log" "$lines"
-mkdir -p "$progs"
-cp bench/locks.mtail "$progs/"
-local size_mb
-size_mb=$(( $(stat -c %s "$log") / 1000000 ))
-cat > "$cfg" <<TOML
+# The config of the generated log's namespaces (a target that is never reached).
+intake_toml() {
+cat <<TOML
 [[target]]
 name = "bench"
 url = "redis://127.0.0.1:1/0"
@@ -328,6 +321,18 @@ pattern = "payout:batch:lock:*"
 ttl = "30s"
 log_phrases = ["payout"]
 TOML
+}
+
+intake() {
+local lines=5000000 log="$work/app.log" progs="$work/mtail" cfg="$work/intake.toml"
+cargo bench --locked --bench classify -- --noplot >&2
+cargo build --release --locked --example gen_log >&2
+target/release/examples/gen_log "$log" "$lines"
+mkdir -p "$progs"
+cp bench/locks.mtail "$progs/"
+local size_mb
+size_mb=$(( $(stat -c %s "$log") / 1000000 ))
+intake_toml > "$cfg"
 local mport
 mport=$(free_port)
 local lw="taskset -c 1 target/release/lockwatch classify --summary -c $cfg $log"
@@ -406,24 +411,7 @@ cargo build --release --locked --bin lockwatch --example gen_log --example otlp_
 target/release/examples/gen_log "$log" "$lines"
 local port cfg="$work/shippers.toml"
 port=$(free_port)
-cat > "$cfg" <<TOML
-[server]
-listen = "127.0.0.1:$port"
-[[target]]
-name = "bench"
-url = "redis://127.0.0.1:1/0"
-notifications = "off"
-[[namespace]]
-name = "workflow"
-pattern = "cordum:wf:run:lock:*"
-ttl = "30s"
-log_phrases = ["run lock"]
-[[namespace]]
-name = "payout"
-pattern = "payout:batch:lock:*"
-ttl = "30s"
-log_phrases = ["payout"]
-TOML
+{ printf '[server]\nlisten = "127.0.0.1:%s"\n' "$port"; intake_toml | sed 's/^name = "bench"$/name = "bench"\nnotifications = "off"/'; } > "$cfg"
 # The file, tailed.
 cp "$cfg" "$cfg.tail"
 printf '[[logs]]\nname = "app"\npath = "%s"\nstart_at = "beginning"\n' "$log" >> "$cfg.tail"
