@@ -264,6 +264,8 @@ async fn take(s: &AppState, headers: &HeaderMap, body: Body, p: Protocol) -> Res
                 }
             },
         };
+        // The decoded body is no longer needed: free it before the records are joined.
+        drop(bytes);
         Ok((batch.tally(&push.classifier), batch.unreadable, batch.first_unreadable))
     })
     .await

@@ -167,11 +167,9 @@ impl Classifier {
     /// Classify one record read as `format`: a line (without its newline), or lines joined
     /// by newlines whose first line starts the record.
     pub fn classify(&self, record: &[u8], format: LogFormat) -> Verdict {
-        if memchr::memchr(0, record).is_some() {
-            return Verdict::Malformed("binary data (NUL bytes)");
-        }
-        let Ok(text) = std::str::from_utf8(record) else {
-            return Verdict::Malformed("invalid UTF-8");
+        let text = match readable(record) {
+            Ok(text) => text,
+            Err(malformed) => return malformed,
         };
         let rule = if self.rules.is_empty() {
             None
@@ -216,11 +214,10 @@ impl Classifier {
     pub fn classify_given(&self, record: &[u8], given: &Given<'_>) -> Verdict {
         let extra = [given.error, given.trace];
         let extra = extra.iter().flatten();
-        if memchr::memchr(0, record).is_some() || extra.clone().any(|e| e.contains('\0')) {
-            return Verdict::Malformed("binary data (NUL bytes)");
-        }
-        let Ok(text) = std::str::from_utf8(record) else {
-            return Verdict::Malformed("invalid UTF-8");
+        let text = match readable(record) {
+            Ok(_) if extra.clone().any(|e| e.contains('\0')) => return Verdict::Malformed(NUL),
+            Ok(text) => text,
+            Err(malformed) => return malformed,
         };
         let rule = if self.rules.is_empty() {
             None
@@ -315,6 +312,16 @@ impl Classifier {
             .min()
             .map(|(_, i)| i)
     }
+}
+
+const NUL: &str = "binary data (NUL bytes)";
+
+/// The record as text, or why it is malformed.
+fn readable(record: &[u8]) -> Result<&str, Verdict> {
+    if memchr::memchr(0, record).is_some() {
+        return Err(Verdict::Malformed(NUL));
+    }
+    std::str::from_utf8(record).map_err(|_| Verdict::Malformed("invalid UTF-8"))
 }
 
 /// A record's first line (without its `\r`) and the lines after it.
