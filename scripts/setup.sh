@@ -1,36 +1,56 @@
 #!/usr/bin/env bash
 # Install what lockwatch's make targets need and the machine lacks (Debian/Ubuntu).
 #   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, chromium (status page test),
-#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test),
-#                            python3 with venv, node and npm; then the log shippers' client libraries
-#                            at pinned versions (scripts/push-clients.sh, into target/push-clients)
+#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test);
+#                            then the lock clients `discover` is tested with (tests/discover.rs): PyPI redis
+#                            in target/test-tools/venv, npm redlock and ioredis in target/test-tools/node;
+#                            and the log shippers' clients the push tests run (tests/shippers.rs), pinned,
+#                            in target/push-clients (scripts/push-clients.sh)
 #   scripts/setup.sh demo    redis-server
 #   scripts/setup.sh bench   the above, plus hyperfine, prometheus-redis-exporter, mtail, taskset
 # Nothing is installed when everything is present already.
 set -euo pipefail
 
 want=(redis-server:redis-server redis-cli:redis-tools)
-mode=${1:-test}
-case "$mode" in
+case "${1:-test}" in
   demo) ;;
-  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd
-               python3:python3 node:nodejs npm:npm) ;;
+  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd python3:python3 npm:npm) ;;
   bench) want+=(promtool:prometheus hyperfine:hyperfine prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
   *) echo "usage: $0 test|demo|bench" >&2; exit 2 ;;
 esac
+
+# The real lock clients of tests/discover.rs, pinned, in target/test-tools (kept between runs);
+# then the log shippers' clients of tests/shippers.rs.
+clients() {
+  local tools sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  tools="$(cd "$(dirname "$0")/.." && pwd)/target/test-tools"
+  mkdir -p "$tools/node"
+  if [ ! -x "$tools/venv/bin/python" ] || ! "$tools/venv/bin/python" -c 'import redis' 2>/dev/null; then
+    echo "installing: PyPI redis into $tools/venv" >&2
+    if ! python3 -m venv "$tools/venv" >/dev/null 2>&1; then
+      rm -rf "$tools/venv"
+      command -v apt-get >/dev/null 2>&1 || { echo "missing: python3-venv — install it with your package manager" >&2; exit 1; }
+      $sudo apt-get install -y --no-install-recommends python3-venv >/dev/null
+      python3 -m venv "$tools/venv"
+    fi
+    "$tools/venv/bin/pip" install --quiet --disable-pip-version-check redis==8.1.0
+  fi
+  if [ ! -d "$tools/node/node_modules/redlock" ] || [ ! -d "$tools/node/node_modules/ioredis" ]; then
+    echo "installing: npm redlock and ioredis into $tools/node" >&2
+    [ -f "$tools/node/package.json" ] || echo '{"private": true}' > "$tools/node/package.json"
+    (cd "$tools/node" && npm install --silent --no-audit --no-fund redlock@5.0.0-beta.2 ioredis@6.0.0)
+  fi
+  "$(dirname "$0")/push-clients.sh"
+}
 
 missing=()
 for pair in "${want[@]}"; do
   bin=${pair%%:*} pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/bin/$bin" ] || [ -x "/usr/sbin/$bin" ] || missing+=("$pkg")
 done
-# python3 without its venv module (Debian splits it out).
-if [ "$mode" = test ] && command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip' 2>/dev/null; then
-  missing+=(python3-venv)
-fi
-# The push tests' clients, once the interpreters are there.
-clients() { [ "$mode" != test ] || "$(dirname "$0")/push-clients.sh"; }
-[ ${#missing[@]} -eq 0 ] && { clients; exit 0; }
+finish() { if [ "${1:-test}" = test ]; then clients; fi; exit 0; }
+[ ${#missing[@]} -eq 0 ] && finish "${1:-test}"
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "missing: ${missing[*]} — install these packages with your package manager" >&2
@@ -51,4 +71,4 @@ for svc in redis-server redis-sentinel prometheus prometheus-redis-exporter mtai
     $sudo systemctl stop "$svc" >/dev/null 2>&1 || true
   fi
 done
-clients
+finish "${1:-test}"

@@ -59,6 +59,9 @@ pub enum Command {
     /// Per namespace: hold durations, renewal intervals, TTL headroom, stalls and takeovers
     /// seen, and the ttl, renew_every and renew_grace that would have survived them.
     Advise(AdviseArgs),
+    /// Which keys of a live Redis look like locks: a budgeted SCAN sample, patterns with
+    /// their TTLs and value shapes, and a ready `[[namespace]]` config. Read-only.
+    Discover(DiscoverArgs),
     /// Worker A of a drill (started by `lockwatch drill`).
     #[command(hide = true)]
     DrillWorker(DrillWorkerArgs),
@@ -265,6 +268,34 @@ pub struct AdviseArgs {
     /// Output: text, the config snippet alone (toml), or json.
     #[arg(long, env = "LOCKWATCH_FORMAT", value_enum, default_value_t = AdviseFormat::Text)]
     pub format: AdviseFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DiscoverArgs {
+    /// The Redis to walk (`redis://` or `rediss://`; the password may come from
+    /// LOCKWATCH_REDIS_PASSWORD). For a cluster, Sentinel or a private CA use -c and --target.
+    #[arg(
+        long,
+        env = "LOCKWATCH_DISCOVER_URL",
+        required_unless_present = "config",
+        conflicts_with = "config"
+    )]
+    pub url: Option<String>,
+    /// A config file whose target to walk (its TLS, cluster or Sentinel settings).
+    #[arg(short = 'c', long, env = "LOCKWATCH_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Which target of the config, when it has several.
+    #[arg(long, env = "LOCKWATCH_TARGET", requires = "config")]
+    pub target: Option<String>,
+    /// Keys per second walked, at most.
+    #[arg(long, env = "LOCKWATCH_DISCOVER_RATE", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rate: u64,
+    /// Keys walked in all, at most (shared among a cluster's primaries).
+    #[arg(long, env = "LOCKWATCH_DISCOVER_MAX_KEYS", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_keys: u64,
+    /// Output: text, the config alone (toml), or json.
+    #[arg(long, env = "LOCKWATCH_FORMAT", value_enum, default_value_t = crate::discover::Format::Text)]
+    pub format: crate::discover::Format,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -137,6 +137,40 @@ label_enum!(
 );
 
 label_enum!(
+    /// Whether a target's keyspace notifications are shown to arrive (`state` of
+    /// `lockwatch_notifications_verification`); events mode only while `verified`.
+    Verification {
+        /// Shown to arrive (by the `method` of `lockwatch_notifications_verification_method`).
+        Verified => "verified",
+        /// Subscribed; the first proof (a canary round, or lock notifications) under way.
+        Pending => "pending",
+        /// No subscription: the connection failed, or no primary is known.
+        NotSubscribed => "not_subscribed",
+        /// The server refused `PSUBSCRIBE` (an ACL without the channels, a provider without pub/sub).
+        PubsubRefused => "pubsub_refused",
+        /// `CONFIG GET` shows `notify-keyspace-events` lacking flags lockwatch needs.
+        FlagsMissing => "flags_missing",
+        /// A canary round came short of events: the flags (or the path) lose some.
+        EventsMissing => "events_missing",
+        /// Repairs of lock changes, and not one notification in a check interval.
+        Silent => "silent",
+    }
+);
+
+label_enum!(
+    /// How a target's notifications are verified (`method` of
+    /// `lockwatch_notifications_verification_method`).
+    Method {
+        /// A canary key of lockwatch's own, written every interval, whose events must arrive.
+        Canary => "canary",
+        /// The canary write is refused: the flags `CONFIG GET` reads.
+        Flags => "flags",
+        /// Neither: lock notifications that reads agree with.
+        Passive => "passive",
+    }
+);
+
+label_enum!(
     /// What a reconciling SCAN found that the events had missed (`kind` of
     /// `lockwatch_reconcile_repairs_total`).
     Repair {
@@ -221,6 +255,8 @@ pub mod metric {
     pub const NOTIFICATIONS_RECEIVED_TOTAL: &str = "lockwatch_notifications_received_total";
     pub const LIFECYCLE_TRACKED_LOCKS: &str = "lockwatch_lifecycle_tracked_locks";
     pub const NOTIFICATIONS_SUBSCRIBED: &str = "lockwatch_notifications_subscribed";
+    pub const NOTIFICATIONS_VERIFICATION: &str = "lockwatch_notifications_verification";
+    pub const NOTIFICATIONS_VERIFICATION_METHOD: &str = "lockwatch_notifications_verification_method";
     // The HTTP server's.
     pub const HTTP_CONNECTIONS: &str = "lockwatch_http_connections";
     pub const HTTP_CONNECTIONS_CLOSED_TOTAL: &str = "lockwatch_http_connections_closed_total";

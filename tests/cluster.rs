@@ -322,9 +322,9 @@ async fn failovers_are_followed_with_node_health_and_no_lock_lost() {
     events.stop().await;
 }
 
-/// A README code line (trimmed) that starts with `start` and contains `containing`.
+/// A code line of docs/security.md (trimmed) that starts with `start` and contains `containing`.
 fn readme_line(start: &str, containing: &str) -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).unwrap();
     let found: Vec<&str> = readme
         .lines()
         .map(str::trim)

@@ -442,7 +442,10 @@ async fn auto_subscribes_where_config_is_denied() {
     assert!(set_nx_px(&mut admin, "t:lock:m", "A", 1000));
     wait_counts(&s, [1.0, 0.0, 0.0, 0.0, 0.0], "seen without CONFIG").await;
     let (_, _, page) = s.get("/").await;
-    assert!(page.contains("subscribed anyway"), "{page}");
+    assert!(
+        page.contains("verified by the canary") && page.contains("notify-keyspace-events unreadable"),
+        "{page}"
+    );
     s.stop().await;
 }
 

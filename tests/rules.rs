@@ -268,7 +268,7 @@ fn every_alert_links_a_runbook_with_the_required_sections() {
         "LockwatchDown",
         "LockwatchSampleFailing",
         "LockwatchSampleTruncated",
-        "LockwatchNotificationsDisconnected",
+        "LockwatchNotificationsUnverified",
         "LockwatchNotificationsUnreliable",
     ];
     assert_eq!(seen, expected.iter().map(|s| s.to_string()).collect());

@@ -3,7 +3,8 @@
 //! on the key's page within one refresh of the live script; charts and numbers agree with
 //! `/metrics` and the history API; no console error, no request leaving 127.0.0.1; numbers
 //! present with JavaScript off; the page works under a proxy path prefix; screenshots in
-//! light and dark at 1280 and 390 px kept in `target/test-artifacts/`.
+//! light and dark at 1280 and 390 px kept in `target/test-artifacts/`. And more than ten
+//! minutes of the demo's incidents leave the state lines above the fold at 1280×800.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -397,4 +398,254 @@ async fn the_key_page_names_bad_input_and_a_lock_without_ttl_is_an_incident() {
         assert!(!page.contains(attr), "absolute URL `{attr}` in the page");
     }
     s.stop().await;
+}
+
+/// The demo's incidents: 273 in its first ten minutes on this build (158 failure bursts, 82
+/// takeovers, 32 overdue episodes, the orphan without TTL), in 9 groups; a target's log
+/// keeps 200 and the intake's 200. The test fills the target's log past its cap with real
+/// takeovers (three namespaces, 25 keys each, expiring and taken by a new owner round after
+/// round), adds a failure burst per namespace through the push API and locks without TTL,
+/// and then asks that the summary stand above the fold at 1280×800.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_minutes_of_demo_incidents_leave_the_summary_above_the_fold() {
+    use base64::Engine as _;
+    let r = redis(&["--notify-keyspace-events", "KEA"]);
+    let namespaces = ["orders", "payments", "reports"];
+    let mut toml = "[[target]]\nname = \"main\"\nurl = \"{url}\"\nsample_interval = \"250ms\"\n".to_string();
+    for ns in namespaces {
+        toml.push_str(&format!(
+            "[[namespace]]\nname = \"{ns}\"\npattern = \"{ns}:lock:*\"\nttl = \"1s\"\n"
+        ));
+    }
+    let s = Served::start(config(&r, &toml)).await;
+    s.wait_for(Duration::from_secs(10), "subscribed", |m| {
+        m.get("lockwatch_notifications_connected", &[("target", "main")]) == Some(1.0)
+    })
+    .await;
+    let mut c = conn(&r);
+    let rounds = 5;
+    for round in 0..rounds {
+        let mut p = redis::pipe();
+        for ns in namespaces {
+            for k in 0..25 {
+                p.cmd("SET")
+                    .arg(format!("{ns}:lock:{k}"))
+                    .arg(format!("worker-{round}"))
+                    .arg("PX")
+                    .arg(150)
+                    .ignore();
+            }
+        }
+        let _: () = p.query(&mut c).unwrap();
+        for ns in namespaces {
+            for k in 0..25 {
+                wait_gone(&mut c, &format!("{ns}:lock:{k}")).await;
+            }
+        }
+    }
+    let takeovers = |m: &Metrics| -> f64 {
+        namespaces
+            .iter()
+            .map(|ns| {
+                m.get("lockwatch_lock_expiry_takeovers_total", &[("namespace", ns)])
+                    .unwrap_or(0.0)
+            })
+            .sum()
+    };
+    s.wait_for(Duration::from_secs(10), "the takeovers", |m| takeovers(m) >= 250.0)
+        .await;
+    for (i, ns) in namespaces.iter().enumerate() {
+        let line = format!("{{\"namespace\":\"{ns}\",\"op\":\"release\",\"outcome\":\"not_owned\"}}\n");
+        let pushed = reqwest::Client::new()
+            .post(format!("http://{}/api/v1/events", s.addr))
+            .header("content-type", "application/x-ndjson")
+            .body(line.repeat(6 + i))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(pushed.status().as_u16(), 200);
+        let _: () = redis::cmd("SET")
+            .arg(format!("{ns}:lock:forever"))
+            .arg("X")
+            .query(&mut c)
+            .unwrap();
+    }
+    let started = std::time::Instant::now();
+    let status = loop {
+        let (_, _, body) = s.get("/api/v1/status").await;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let kinds = |k: &str| {
+            v["incidents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|i| i["kind"] == k)
+                .count()
+        };
+        if kinds("without_ttl") >= 3 && kinds("failure_burst") >= 3 {
+            break v;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let incidents = status["incidents"].as_array().unwrap().len();
+    assert!(
+        incidents >= 200,
+        "{incidents} incidents: fewer than ten minutes of the demo"
+    );
+
+    let mut b = Browser::launch().await;
+    let page = b.tab().await;
+    b.call(
+        Some(&page),
+        "Emulation.setDeviceMetricsOverride",
+        serde_json::json!({"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+    b.navigate(&page, &format!("http://{}/", s.addr)).await;
+    let lines = b.eval(&page, "document.querySelectorAll('#summary li').length").await;
+    assert_eq!(lines, 4, "one line for the target and one per namespace");
+    let bottom = b
+        .eval(
+            &page,
+            "document.querySelector('#summary').getBoundingClientRect().bottom",
+        )
+        .await;
+    assert!(
+        bottom.as_f64().unwrap() <= 800.0,
+        "the summary ends at {bottom} px, below the fold"
+    );
+    let states = b
+        .eval(
+            &page,
+            "Array.from(document.querySelectorAll('#summary li')).map(l => l.dataset.state).join(' ')",
+        )
+        .await;
+    assert_eq!(
+        states, "bad bad bad ok",
+        "the namespaces (takeovers, locks without TTL) first"
+    );
+    let groups = b.eval(&page, "document.querySelectorAll('#incidents li').length").await;
+    assert_eq!(groups, 9, "three kinds of incident in three namespaces, one line each");
+    let most = b
+        .eval(
+            &page,
+            "Math.max(...Array.from(document.querySelectorAll('#incidents li')).map(l => Number(l.dataset.times)))",
+        )
+        .await;
+    assert!(most.as_f64().unwrap() >= 50.0, "repeats counted on one line: {most}");
+    // The keys are a click away.
+    assert_eq!(
+        b.eval(&page, "getComputedStyle(document.querySelector('#incidents li[data-kind=takeover] .keys a.key')).display === 'inline' && document.querySelector('#incidents li[data-kind=takeover] details').open").await,
+        false
+    );
+    b.eval(
+        &page,
+        "document.querySelector('#incidents li[data-kind=takeover] summary').click()",
+    )
+    .await;
+    let shown = b
+        .eval(&page, "document.querySelector('#incidents li[data-kind=takeover] .keys a.key').getBoundingClientRect().height > 0")
+        .await;
+    assert_eq!(shown, true);
+    b.eval(
+        &page,
+        "document.querySelector('#incidents li[data-kind=takeover] summary').click()",
+    )
+    .await;
+
+    let dir = artifacts();
+    let shot = b
+        .call(
+            Some(&page),
+            "Page.captureScreenshot",
+            serde_json::json!({"format": "png", "clip": {"x": 0, "y": 0, "width": 1280, "height": 800, "scale": 1}}),
+        )
+        .await;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(shot["data"].as_str().unwrap())
+        .unwrap();
+    std::fs::write(dir.join("status-page-incidents-1280x800.png"), png).unwrap();
+    for width in [1280, 390] {
+        b.screenshot(
+            &page,
+            &dir.join(format!("status-page-incidents-{width}.png")),
+            width,
+            "light",
+        )
+        .await;
+    }
+    let narrow = b
+        .eval(&page, "document.documentElement.scrollWidth <= window.innerWidth + 1")
+        .await;
+    assert_eq!(narrow, true, "no sideways scrolling at 390 px");
+    // Close-ups to look at: the first screen of a phone, a namespace's charts at both widths.
+    clip(
+        &mut b,
+        &page,
+        "body",
+        390,
+        844,
+        &dir.join("status-page-incidents-390x844.png"),
+    )
+    .await;
+    for width in [1280, 390] {
+        clip(
+            &mut b,
+            &page,
+            "div[data-charts=orders]",
+            width,
+            0,
+            &dir.join(format!("status-page-charts-{width}.png")),
+        )
+        .await;
+    }
+    // Readable charts: as wide as the phone allows, as tall as 64 px, not a sliver.
+    let svg = b
+        .eval(&page, "(r => [r.width, r.height])(document.querySelector('figure[data-metric=takeovers] svg').getBoundingClientRect())")
+        .await;
+    assert!(
+        svg[0].as_f64().unwrap() >= 250.0 && svg[1].as_f64().unwrap() >= 60.0,
+        "chart {svg}"
+    );
+    let bar = b
+        .eval(
+            &page,
+            "document.querySelector('figure[data-metric=takeovers] rect').getBoundingClientRect().width",
+        )
+        .await;
+    assert!(bar.as_f64().unwrap() >= 3.0, "bars {bar} px wide at 390 px");
+    no_errors_and_local_only(&b, &page).await;
+    s.stop().await;
+}
+
+/// A screenshot of `selector` at `width` px (its top `height` px when not 0).
+async fn clip(b: &mut Browser, tab: &Tab, selector: &str, width: u32, height: u32, path: &Path) {
+    b.call(
+        Some(tab),
+        "Emulation.setDeviceMetricsOverride",
+        serde_json::json!({"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600}),
+    )
+    .await;
+    let r = b
+        .eval(
+            tab,
+            &format!("(r => [r.x, r.y + window.scrollY, r.width, r.height])(document.querySelector('{selector}').getBoundingClientRect())"),
+        )
+        .await;
+    let f = |i: usize| r[i].as_f64().unwrap();
+    let h = if height > 0 { f64::from(height) } else { f(3) };
+    let shot = b
+        .call(
+            Some(tab),
+            "Page.captureScreenshot",
+            serde_json::json!({"format": "png", "captureBeyondViewport": true,
+                "clip": {"x": f(0), "y": f(1), "width": f(2), "height": h, "scale": 1}}),
+        )
+        .await;
+    use base64::Engine as _;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(shot["data"].as_str().unwrap())
+        .unwrap();
+    std::fs::write(path, png).unwrap();
 }

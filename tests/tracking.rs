@@ -1,7 +1,7 @@
 //! Events mode against a real redis-server: the same exact gauge values as scan mode,
 //! missed notifications repaired and counted exactly (and no transition invented),
 //! notifications switched off and on at runtime, a restart without the flags (and
-//! `configure` putting them back), a silent subscription found where `CONFIG` is denied —
+//! `configure` putting them back), flags off where `CONFIG` is denied never taken for events mode —
 //! each "subscribed but not receiving" within two checks and back when the flags are —,
 //! repeated pub/sub kills each recovered within a second, and a stalled holder (a real
 //! process, SIGSTOPped) flagged at its mark with a 30 s sample interval.
@@ -324,7 +324,7 @@ async fn notifications_switched_off_at_runtime_fall_back_to_scan_and_return() {
     let (_, _, page) = s.get("/").await;
     assert!(page.contains(r#"data-mode="scan""#), "the status page says scan");
     assert!(
-        page.contains("subscribed but not receiving</span>: notify-keyspace-events lacks flags"),
+        page.contains("subscribed but not receiving</span>: ") && page.contains("lacks `"),
         "{page}"
     );
     // Locks are still found, by SCAN.
@@ -429,32 +429,24 @@ async fn a_restart_without_the_flags_is_not_receiving_until_they_are_back_or_con
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_subscription_is_found_where_config_is_denied() {
+async fn flags_off_where_config_is_denied_never_pass_for_events_mode() {
     let r = redis(&[]);
     let mut admin = conn(&r);
     // A managed Redis: CONFIG refused, and the flags (unknown to lockwatch) off.
     let url = common::user_without_config(&r);
-    let s = Served::start(cfg(&url, "sample_interval = \"1s\"\nreconcile_interval = \"1s\"")).await;
-    // Subscribed anyway, presumed receiving: events mode.
-    s.wait_for(Duration::from_secs(10), "receiving (presumed)", |m| {
-        receiving(m) && mode(m, "events") == Some(1.0)
-    })
-    .await;
-    // Locks come and no notification announces them: the reconciling SCAN repairs them,
-    // and with not one notification in a check interval, the subscription is silent.
-    let taken = Instant::now();
+    let s = Served::start(cfg(&url, "sample_interval = \"1s\"")).await;
     for i in 0..3 {
         set_px(&mut admin, &format!("wf:lock:{i}"), "o", 60_000);
     }
-    let took = s
-        .wait_for(Duration::from_secs(15), "not receiving (silent)", |m| {
-            not_receiving(m) && mode(m, "scan") == Some(1.0)
-        })
-        .await;
-    eprintln!("silent found {:?} after the locks were taken", taken.elapsed());
-    assert!(took < Duration::from_secs(12), "{took:?}");
-    let (_, _, page) = s.get("/").await;
-    assert!(page.contains("subscribed but not receiving</span>: silent: "), "{page}");
+    // The canary's round shows nothing arrives: never events mode, the gauges by SCAN.
+    s.wait_for(Duration::from_secs(10), "events_missing", |m| {
+        not_receiving(m)
+            && m.get(
+                "lockwatch_notifications_verification",
+                &[("target", "main"), ("state", "events_missing")],
+            ) == Some(1.0)
+    })
+    .await;
     expect(
         &s,
         "the locks, found by SCAN",
@@ -465,12 +457,35 @@ async fn a_silent_subscription_is_found_where_config_is_denied() {
         )],
     )
     .await;
-    // The flags turned on: the next lock change is announced, and that is enough.
+    assert_eq!(mode(&s.metrics().await, "events"), Some(0.0));
+    let (_, _, page) = s.get("/").await;
+    assert!(page.contains("no keyspace event of the canary arrived"), "{page}");
+    // The flags turned on: the next canary round proves `K$gx` (within its 10 s interval),
+    // and a Redisson lock's hash write `h`, which the canary cannot show.
     set_flags(&mut admin, "KEA");
-    set_px(&mut admin, "wf:lock:9", "o", 60_000);
-    s.wait_for(Duration::from_secs(10), "receiving again", |m| {
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg("rs:lock:1")
+        .arg("a1b2:1")
+        .arg(1)
+        .cmd("PEXPIRE")
+        .arg("rs:lock:1")
+        .arg(60_000)
+        .query(&mut admin)
+        .unwrap();
+    s.wait_for(Duration::from_secs(15), "receiving again", |m| {
         receiving(m) && mode(m, "events") == Some(1.0)
     })
+    .await;
+    expect(
+        &s,
+        "the locks, in events mode",
+        &[(
+            "lockwatch_locks_held",
+            vec![("target", "main"), ("namespace", "wf")],
+            3.0,
+        )],
+    )
     .await;
     s.stop().await;
 }

@@ -1,12 +1,14 @@
 //! The one Redis access layer: everything lockwatch sends to Redis goes through here —
 //! connecting (`connect`; `tls` for `rediss://` targets and for explaining TLS failures),
 //! SCAN pages and reads of lock values, owners and fencing counters (`read`, `owner`),
-//! `notify-keyspace-events` and the keyspace channels (`notify`), one-off probes of keys
-//! and permissions (`probe`), and the lock scripts (`scripts`); Redis Cluster slots, shards and routed reads
+//! `notify-keyspace-events` and the keyspace channels (`notify`), the canary that proves they
+//! arrive (`canary`), one-off probes of keys and permissions (`probe`), `discover`'s sample
+//! of every key (`survey`), and the lock scripts (`scripts`); Redis Cluster slots, shards and routed reads
 //! (`cluster`) and Sentinel questions (`sentinel`). `child` starts a private `redis-server` for the demo and the tests.
 //!
 //! It knows the config's target and namespace shapes, and nothing of metrics, state or HTTP.
 
+pub mod canary;
 pub mod child;
 pub mod cluster;
 pub mod connect;
@@ -17,6 +19,7 @@ pub(crate) mod read;
 pub(crate) mod reader;
 pub mod scripts;
 pub mod sentinel;
+pub(crate) mod survey;
 pub mod tls;
 
 pub use connect::{Link, LinkError, NodeAddr};

@@ -41,6 +41,32 @@ pub fn fix_command(current: &str, needed: &str) -> String {
     format!("CONFIG SET notify-keyspace-events '{}'", merge_flags(current, needed))
 }
 
+/// What lockwatch cannot see without each flag of `missing`, in words.
+pub fn consequences(missing: &str) -> String {
+    let words: Vec<&str> = missing
+        .chars()
+        .filter_map(|c| match c {
+            'K' => {
+                Some("`K`: keyspace channels, so nothing arrives at all (`E` alone delivers only on keyevent channels)")
+            }
+            'g' => Some("`g`: `del` and `expire`, so releases and renewals go unseen"),
+            '$' => Some("`$`: `set`, so acquisitions go unseen"),
+            'x' => Some("`x`: `expired`, so expiries, and with them expiry takeovers, go unseen"),
+            'e' => Some("`e`: `evicted`, so locks dropped by the maxmemory policy go unseen"),
+            'h' => Some("`h`: hash writes, so Redisson locks' acquisitions go unseen"),
+            _ => None,
+        })
+        .collect();
+    words.join("; ")
+}
+
+/// Where to set `flags` on the common providers, after the `CONFIG SET` line.
+pub fn where_to_set(flags: &str) -> String {
+    format!(
+        "set notify-keyspace-events to '{flags}' — self-managed: redis-cli CONFIG SET notify-keyspace-events '{flags}' (and in redis.conf); ElastiCache and MemoryDB: the parameter group's notify-keyspace-events; Azure Cache for Redis (Standard, Premium): Advanced settings → Keyspace notifications; Memorystore: the instance's redis config notify-keyspace-events; Redis Cloud and Upstash: CONFIG SET where allowed, else the provider's support"
+    )
+}
+
 /// What the server's setting is, as far as lockwatch can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Flags {
@@ -64,7 +90,7 @@ pub async fn read(conn: &mut impl ConnectionLike) -> redis::RedisResult<Flags> {
 }
 
 /// An error reply (unknown command, NOPERM, disabled) rather than a broken connection.
-fn is_refusal(e: &redis::RedisError) -> bool {
+pub(crate) fn is_refusal(e: &redis::RedisError) -> bool {
     !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error())
 }
 

@@ -27,21 +27,24 @@ pub(crate) enum KeyRead {
     Unreadable(Unreadable),
 }
 
-/// One SCAN page: the next cursor (0 when the walk is done) and the keys.
+/// One SCAN page: the next cursor (0 when the walk is done) and the keys, lockwatch's own
+/// canaries left out (a broad pattern such as `*` would match them for a moment).
 pub(crate) async fn scan_page(
     conn: &mut impl ConnectionLike,
     pattern: &str,
     cursor: u64,
     count: usize,
 ) -> RedisResult<(u64, Vec<Vec<u8>>)> {
-    redis::cmd("SCAN")
+    let (next, mut keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
         .arg(cursor)
         .arg("MATCH")
         .arg(pattern)
         .arg("COUNT")
         .arg(count)
         .query_async(conn)
-        .await
+        .await?;
+    keys.retain(|k| !k.starts_with(super::canary::PREFIX.as_bytes()));
+    Ok((next, keys))
 }
 
 /// Owner and PTTL of each key, in one pipeline (one MULTI/EXEC).

@@ -7,10 +7,7 @@
 
 use std::io::Write;
 
-use redis::aio::MultiplexedConnection;
-
 use super::{CommandError, Status};
-use crate::access::notify;
 use crate::access::probe::{self, Missing};
 use crate::cli::CheckConfigArgs;
 use crate::config::{Config, NamespaceConfig, Notifications, TargetConfig, Topology, ValueKind};
@@ -123,7 +120,7 @@ async fn check_node(config: &Config, t: &TargetConfig, out: &mut impl Write) -> 
 }
 
 /// What stopped a target's checks: the output, or Redis (connecting, a dropped connection).
-enum Check {
+pub(super) enum Check {
     Io(std::io::Error),
     Redis(redis::RedisError),
 }
@@ -179,7 +176,7 @@ async fn check_permissions(config: &Config, t: &TargetConfig, out: &mut impl Wri
             refused(&m)
         )?;
     }
-    let notifications = check_notifications(t, config, &mut conn, out).await?;
+    let notifications = super::check_notify::check(t, config, &mut conn, out).await?;
     healthy &= notifications.healthy;
     any_missing |= notifications.missing;
     match notifications.events {
@@ -230,145 +227,6 @@ async fn check_permissions(config: &Config, t: &TargetConfig, out: &mut impl Wri
     Ok(healthy)
 }
 
-/// What the notifications checks found.
-struct NotifyCheck {
-    /// No problem that makes the target unhealthy.
-    healthy: bool,
-    /// The tracking mode serve will use: events (`true`) or scan; `None` when it will not start.
-    events: Option<bool>,
-    /// A permission is missing (an optional one included).
-    missing: bool,
-}
-
-/// The notifications checks: the setting (and whether the user may read and, under
-/// `configure`, write it), then PSUBSCRIBE on each keyspace channel.
-async fn check_notifications(
-    t: &TargetConfig,
-    config: &Config,
-    conn: &mut MultiplexedConnection,
-    out: &mut impl Write,
-) -> Result<NotifyCheck, Check> {
-    if t.notifications == Notifications::Off {
-        writeln!(
-            out,
-            "  - notifications: off in config; lifecycle transitions and takeovers will not be seen"
-        )?;
-        return Ok(NotifyCheck {
-            healthy: true,
-            events: Some(false),
-            missing: false,
-        });
-    }
-    let needed = notify::needed_flags(&config.namespaces);
-    let policy = t.notifications.as_str();
-    let mut missing_permission = false;
-    let (mut healthy, mut events) = match notify::read(conn).await {
-        Ok(notify::Flags::Set(flags)) => {
-            let missing = notify::missing_flags(&flags, &needed);
-            let set_refused = match t.notifications {
-                Notifications::Configure => probe::config_set_refusal(conn).await?,
-                _ => None,
-            };
-            missing_permission |= set_refused.as_ref().is_some_and(|m| m.grant().is_some());
-            if missing.is_empty() {
-                writeln!(
-                    out,
-                    "  ✓ notifications ({policy}): notify-keyspace-events = \"{flags}\" has what lockwatch needs"
-                )?;
-                if let Some(m) = &set_refused {
-                    writeln!(
-                        out,
-                        "  ! notifications ({policy}): {} — serve could not add the flags if they were switched off",
-                        refused(m)
-                    )?;
-                }
-                (true, Some(true))
-            } else if let Some(m) = &set_refused {
-                writeln!(
-                    out,
-                    "  ✗ notifications ({policy}): notify-keyspace-events = \"{flags}\" lacks `{missing}`, and {} — serve cannot add them; or enable them with: redis-cli {}",
-                    refused(m),
-                    notify::fix_command(&flags, &needed)
-                )?;
-                (false, Some(false))
-            } else {
-                let fix = notify::fix_command(&flags, &needed);
-                let (mark, what) = match t.notifications {
-                    Notifications::Require => ("✗", "serve will refuse to start; enable them with"),
-                    Notifications::Configure => ("!", "serve will add them at start, as if by"),
-                    _ => ("!", "the watcher will see too little; enable them with"),
-                };
-                writeln!(
-                    out,
-                    "  {mark} notifications ({policy}): notify-keyspace-events = \"{flags}\" lacks `{missing}`; {what}: redis-cli {fix}"
-                )?;
-                let configure = t.notifications == Notifications::Configure;
-                (t.notifications != Notifications::Require, Some(configure))
-            }
-        }
-        Ok(notify::Flags::Unreadable(why)) => {
-            let require = t.notifications == Notifications::Require;
-            let what = if require {
-                "✗ serve will refuse to start, as it cannot verify them"
-            } else {
-                "! serve will subscribe anyway"
-            };
-            match probe::config_get_refusal(conn).await? {
-                Some(m @ Missing::Command { .. }) => {
-                    missing_permission = true;
-                    let consequence = if require {
-                        "serve will refuse to start, as it cannot verify them".to_string()
-                    } else {
-                        format!(
-                            "optional: without it serve subscribes anyway and trusts that notify-keyspace-events has '{needed}'"
-                        )
-                    };
-                    let mark = if require { "✗" } else { "!" };
-                    writeln!(
-                        out,
-                        "  {mark} notifications ({policy}) cannot be verified: {} — {consequence}",
-                        refused(&m)
-                    )?;
-                }
-                _ => writeln!(
-                    out,
-                    "  {what} — notifications ({policy}): CONFIG GET refused ({why}); on managed Redis, enable notify-keyspace-events '{needed}' in the provider's settings"
-                )?,
-            }
-            (!require, (!require).then_some(true))
-        }
-        Err(e) => {
-            writeln!(
-                out,
-                "  ✗ notifications ({policy}): cannot read notify-keyspace-events: {e}"
-            )?;
-            return Ok(NotifyCheck {
-                healthy: false,
-                events: None,
-                missing: missing_permission,
-            });
-        }
-    };
-    let channels = channels(config, t);
-    let denied = probe::channel_refusals(t, &channels).await?;
-    if denied.is_empty() {
-        let list: Vec<String> = channels.iter().map(|c| format!("`{c}`")).collect();
-        writeln!(out, "  ✓ notifications: PSUBSCRIBE allowed on {}", list.join(", "))?;
-    } else {
-        healthy = false;
-        events = events.map(|_| false);
-        missing_permission = true;
-        for m in &denied {
-            writeln!(out, "  ✗ notifications: {}", refused(m))?;
-        }
-    }
-    Ok(NotifyCheck {
-        healthy,
-        events,
-        missing: missing_permission,
-    })
-}
-
 /// What the user may not do, and the rule that grants it.
 pub(super) fn refused(m: &Missing) -> String {
     match m {
@@ -401,12 +259,12 @@ fn refused_in(m: &Missing, n: &NamespaceConfig) -> String {
     }
 }
 
-fn db_of(t: &TargetConfig) -> i64 {
+pub(super) fn db_of(t: &TargetConfig) -> i64 {
     t.connection.redis_settings().db()
 }
 
 /// The keyspace channels the watcher subscribes to: each namespace's locks and fencing counters.
-fn channels(config: &Config, t: &TargetConfig) -> Vec<String> {
+pub(super) fn channels(config: &Config, t: &TargetConfig) -> Vec<String> {
     config
         .namespaces
         .iter()
@@ -448,7 +306,8 @@ fn acl_rule(config: &Config, t: &TargetConfig) -> String {
         rules.push("+hgetall".into());
     }
     if watching {
-        rules.extend(["+config|get", "+psubscribe"].map(String::from));
+        // `+set` on the canary keys alone: every other key pattern is read-only.
+        rules.extend(["+config|get", "+psubscribe", "+set"].map(String::from));
     }
     if t.notifications == Notifications::Configure {
         rules.push("+config|set".into());
@@ -465,7 +324,9 @@ fn acl_rule(config: &Config, t: &TargetConfig) -> String {
         .flat_map(|n| std::iter::once(&n.pattern).chain(&n.fence_pattern));
     rules.extend(patterns.map(|p| format!("%R~{p}")));
     if watching {
+        rules.push(format!("~{}*", crate::access::canary::PREFIX));
         rules.extend(channels(config, t).into_iter().map(|c| format!("&{c}")));
+        rules.push(format!("&{}", crate::access::canary::channel(db)));
     }
     let mut seen = std::collections::HashSet::new();
     rules.retain(|r| seen.insert(r.clone()));

@@ -76,7 +76,14 @@ async fn cluster_nodes(t: &TargetConfig, out: &mut impl Write) -> std::io::Resul
                 let optional = *rule == "cluster|shards";
                 healthy &= optional;
                 let mark = if optional { "!" } else { "✗" };
-                writeln!(out, "  {mark} target {}: {} — {why}", t.name, refused(&m))?;
+                let said = match (&m, *rule) {
+                    // Not an ACL's refusal: the server does not have the command here.
+                    (Missing::Other { why: answer, .. }, "cluster|shards") => format!(
+                        "CLUSTER SHARDS is not available here ({answer}: Redis Cloud, Upstash and servers before 7.0 lack it)"
+                    ),
+                    _ => refused(&m),
+                };
+                writeln!(out, "  {mark} target {}: {said} — {why}", t.name)?;
             }
             Err(e) => {
                 writeln!(out, "✗ target {}: {e}", t.name)?;
@@ -97,7 +104,16 @@ async fn cluster_nodes(t: &TargetConfig, out: &mut impl Write) -> std::io::Resul
             Ok((healthy, shards.iter().map(|s| node_view(t, &s.primary, true)).collect()))
         }
         Err(e) => {
-            writeln!(out, "✗ target {}: cannot read the cluster's shards: {e}", t.name)?;
+            let detail = e.detail().unwrap_or_default().to_ascii_lowercase();
+            if detail.contains("cluster support disabled") || detail.contains("unknown") {
+                writeln!(
+                    out,
+                    "✗ target {}: this endpoint answers no cluster command ({e}): a single server, or a proxy that hides the cluster (Azure Managed Redis with the Enterprise policy, ElastiCache Serverless, Redis Cloud without the OSS Cluster API) — use mode = \"standalone\" for it; the proxy routes every command",
+                    t.name
+                )?;
+            } else {
+                writeln!(out, "✗ target {}: cannot read the cluster's shards: {e}", t.name)?;
+            }
             Ok((false, Vec::new()))
         }
     }

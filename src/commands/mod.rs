@@ -5,8 +5,10 @@
 mod advise;
 mod check_config;
 mod check_nodes;
+mod check_notify;
 mod classify;
 mod demo;
+mod discover;
 mod drill;
 mod inspect;
 mod rules;
@@ -76,6 +78,7 @@ pub async fn run(command: Command) -> Result<Status, CommandError> {
         Command::Classify(args) => classify::run(args),
         Command::Rules(args) => rules::run(args),
         Command::Advise(args) => advise::run(args).await,
+        Command::Discover(args) => discover::run(args).await,
         Command::Drill(args) => drill::run(args).await,
         Command::DrillWorker(args) => drill::worker(args).await,
         Command::Demo(args) => demo::run(args).await,

@@ -103,6 +103,30 @@ impl Config {
     pub(crate) fn namespace(&self, name: &str) -> Option<&NamespaceConfig> {
         self.namespaces.iter().find(|n| n.name == name)
     }
+
+    /// The target named `name`, or the only one when no name is given (commands' `--target`).
+    pub fn target(&self, name: Option<&str>) -> Result<&TargetConfig, TargetChoice> {
+        match name {
+            Some(n) => self
+                .targets
+                .iter()
+                .find(|t| t.name == n)
+                .ok_or_else(|| TargetChoice::Unknown(n.to_string())),
+            None => match self.targets.as_slice() {
+                [only] => Ok(only),
+                all => Err(TargetChoice::Which(all.len())),
+            },
+        }
+    }
+}
+
+/// Why `--target` named no target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetChoice {
+    #[error("no target `{0}` in the config")]
+    Unknown(String),
+    #[error("the config has {0} targets; choose one with --target")]
+    Which(usize),
 }
 
 /// Validation context: the source text, to turn spans into line numbers, and the file name

@@ -55,70 +55,116 @@ impl Metric {
 }
 
 const W: usize = 360;
-const H: u32 = 40;
+const H: u32 = 60;
+/// Ten-second buckets per bar of a count chart: one bar a minute, wide enough to see.
+const PER_BAR: usize = 6;
 
-/// One small chart of the hour `hour` (oldest bucket first, `None` = no data): a figure
-/// with its words and numbers (`data-now` the latest gauge or the hour's sum of a count).
+/// One chart of the hour `hour` (oldest bucket first, `None` = no data): a figure with its
+/// words and current value (`data-now`: the latest gauge, or the hour's sum of a count),
+/// the scale (0 and the hour's highest at the left), the hour (−60 min, −30, now) below;
+/// gauges as a line over a shaded area, counts as one bar a minute.
 pub(super) fn chart(metric: Metric, hour: &[Option<Bucket>]) -> String {
     let values: Vec<Option<u32>> = hour.iter().map(|b| b.as_ref().map(|b| metric.of(b))).collect();
-    let max = values.iter().flatten().copied().max().unwrap_or(0);
     let now = if metric.counts() {
         values.iter().flatten().map(|v| u64::from(*v)).sum::<u64>()
     } else {
         values.iter().rev().flatten().next().map_or(0, |v| u64::from(*v))
     };
+    // Counts summed per minute; gauges as they are.
+    let drawn: Vec<Option<u32>> = if metric.counts() {
+        values
+            .chunks(PER_BAR)
+            .map(|c| c.iter().flatten().copied().reduce(|a, b| a.saturating_add(b)))
+            .collect()
+    } else {
+        values.clone()
+    };
+    let max = drawn.iter().flatten().copied().max().unwrap_or(0);
+    let hour_max = values.iter().flatten().copied().max().unwrap_or(0);
     let scale = f64::from(max.max(1));
-    let y = |v: u32| f64::from(H) - 2.0 - f64::from(v) / scale * f64::from(H - 4);
-    let mut body = String::new();
+    let y = |v: u32| f64::from(H) - f64::from(v) / scale * f64::from(H - 4);
+    let step = if drawn.is_empty() {
+        1.0
+    } else {
+        W as f64 / drawn.len() as f64
+    };
+    let mut body = format!(
+        r#"<line class="mid" x1="0" y1="{m:.1}" x2="{W}" y2="{m:.1}"/><line class="mid" x1="{half}" y1="0" x2="{half}" y2="{H}"/>"#,
+        m = y(max.max(1)) / 2.0 + f64::from(H) / 2.0 - 1.0,
+        half = W / 2
+    );
     if metric.counts() {
-        for (x, v) in values.iter().enumerate() {
+        for (i, v) in drawn.iter().enumerate() {
             if let Some(v) = v.filter(|v| *v > 0) {
-                let top = y(v);
+                let top = y(v).min(f64::from(H) - 2.0);
                 let _ = write!(
                     body,
-                    r#"<rect x="{x}" y="{top:.1}" width="1.6" height="{:.1}"/>"#,
+                    r#"<rect x="{:.1}" y="{top:.1}" width="{:.1}" height="{:.1}"><title>{v}</title></rect>"#,
+                    i as f64 * step + 0.5,
+                    step - 1.0,
                     f64::from(H) - top
                 );
             }
         }
     } else {
-        let mut d = String::new();
-        let mut pen_up = true;
-        for (x, v) in values.iter().enumerate() {
-            match v {
-                Some(v) => {
-                    let _ = write!(d, "{}{x} {:.1}", if pen_up { "M" } else { "L" }, y(*v));
-                    pen_up = false;
+        let mut line = String::new();
+        let mut area = String::new();
+        let mut run: Option<(f64, f64)> = None;
+        for (i, v) in drawn.iter().enumerate() {
+            let x = i as f64 * step;
+            match (v, run) {
+                (Some(v), None) => {
+                    let _ = write!(line, "M{x:.1} {:.1}", y(*v));
+                    let _ = write!(area, "M{x:.1} {H}L{x:.1} {:.1}", y(*v));
+                    run = Some((x, x));
                 }
-                None => pen_up = true,
+                (Some(v), Some((start, _))) => {
+                    let _ = write!(line, "L{x:.1} {:.1}", y(*v));
+                    let _ = write!(area, "L{x:.1} {:.1}", y(*v));
+                    run = Some((start, x));
+                }
+                (None, Some((_, end))) => {
+                    let _ = write!(area, "L{end:.1} {H}Z");
+                    run = None;
+                }
+                (None, None) => {}
             }
         }
-        if !d.is_empty() {
-            let _ = write!(body, r#"<path d="{d}"/>"#);
+        if let Some((_, end)) = run {
+            let _ = write!(area, "L{end:.1} {H}Z");
         }
-        // The latest value marked, so a few minutes of data are visible at the right edge.
-        if let Some((x, v)) = values.iter().enumerate().rev().find_map(|(x, v)| v.map(|v| (x, v))) {
+        if !line.is_empty() {
+            let _ = write!(body, r#"<path class="area" d="{area}"/><path d="{line}"/>"#);
+        }
+        // The latest value marked, so a few minutes of data show at the right edge.
+        if let Some((i, v)) = drawn.iter().enumerate().rev().find_map(|(i, v)| v.map(|v| (i, v))) {
             let _ = write!(
                 body,
-                r#"<rect class="last" x="{}" y="{:.1}" width="4" height="4"/>"#,
-                x.saturating_sub(3),
-                y(v) - 2.0
+                r#"<rect class="last" x="{:.1}" y="{:.1}" width="5" height="5"/>"#,
+                (i as f64 * step - 2.5).max(0.0),
+                y(v) - 2.5
             );
         }
     }
     let seen = values.iter().flatten().count();
-    let summary = if metric.counts() {
-        format!("{now} in the last hour")
+    let (summary, note) = if metric.counts() {
+        (
+            format!("{now} in the last hour"),
+            format!("in the hour · at most {max} a minute"),
+        )
     } else {
-        format!("{now} now, at most {max} in the hour")
+        (
+            format!("{now} now, at most {hour_max} in the hour"),
+            format!("now · at most {hour_max} in the hour"),
+        )
     };
     format!(
-        r#"<figure class="chart {cls}" data-metric="{name}" data-now="{now}" data-max="{max}"><figcaption><span>{words}</span> <b>{now}</b></figcaption><svg viewBox="0 0 {W} {H}" preserveAspectRatio="none" role="img" aria-label="{words}: {summary}"><title>{words}: {summary} ({seen} of {n} ten-second buckets with data)</title><line class="axis" x1="0" y1="{base}" x2="{W}" y2="{base}"/>{body}</svg></figure>"#,
+        r#"<figure class="chart {cls}" data-metric="{name}" data-now="{now}" data-max="{hour_max}"><figcaption><span>{words}</span> <b>{now}</b> <small>{note}</small></figcaption><div class="plot"><div class="y"><span>{top}</span><span>0</span></div><svg viewBox="0 0 {W} {H}" preserveAspectRatio="none" role="img" aria-label="{words}: {summary}"><title>{words}: {summary} ({seen} of {n} ten-second buckets with data)</title>{body}</svg></div><div class="x"><span>−60 min</span><span>−30 min</span><span>now</span></div></figure>"#,
         cls = if metric.counts() { "bars" } else { "line" },
         name = metric.name(),
         words = metric.words(),
         n = values.len(),
-        base = H - 1,
+        top = max.max(1),
     )
 }
 

@@ -16,6 +16,7 @@ mod server;
 mod slots;
 mod status_page;
 mod status_view;
+mod summary;
 
 use std::sync::Arc;
 

@@ -1,7 +1,8 @@
-//! `GET /`: a small HTML status page for when Grafana is not at hand — targets, their
-//! health, per namespace the held / overdue / without-TTL counts of the last pass and small
-//! charts of the last hour, a timeline of recent incidents linking to each key's page, the
-//! lock failures reported by logs and pushes, and what each log source read.
+//! `GET /`: a small HTML status page for when Grafana is not at hand. First the state of
+//! each target and namespace, one line each, worst first, and the incidents grouped by kind
+//! and namespace (keys a click away, `summary`); then per target its health, the counts of
+//! the last pass and the charts of the last hour; the lock failures reported by logs and
+//! pushes, and what each log source read.
 //!
 //! Self-contained (no external requests) and relative links only, so it works offline and
 //! behind a proxy path prefix. Rendered on the server; the inline script only polls
@@ -50,12 +51,18 @@ a{color:var(--accent)} h1{margin:.2em 0} h2{margin:1.2em 0 .4em;font-size:1.25em
 .scroll{overflow-x:auto} table{border-collapse:collapse;margin:.6em 0}
 th,td{border:1px solid var(--line);padding:.3em .6em;text-align:right} th:first-child,td:first-child{text-align:left}
 .bad{background:var(--badbg);color:var(--bad);font-weight:bold} .ok{color:var(--ok)} .down{color:var(--bad);font-weight:bold} code{background:var(--card);padding:0 .2em;word-break:break-all}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));gap:.8em}
+.grid{display:grid;gap:.8em} .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(230px,1fr));gap:0 1.2em}
 .ns{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.5em .7em} .ns h3{margin:0 0 .3em;font-size:1em}
-.chart{margin:.2em 0} .chart figcaption{display:flex;justify-content:space-between;font-size:.85em;color:var(--mute)} .chart b{color:var(--fg)}
-.chart svg{width:100%;height:40px;display:block} .chart .axis{stroke:var(--line);stroke-width:1}
-.chart.line path{fill:none;stroke:var(--accent);stroke-width:1.5;vector-effect:non-scaling-stroke}
-.chart.bars rect{fill:var(--bad)} .chart.line rect.last{fill:var(--accent)} .chart[data-metric=overdue] rect.last{fill:var(--warn)} .chart[data-metric=overdue] path{stroke:var(--warn)}
+.chart{margin:.5em 0} .chart figcaption{display:flex;flex-wrap:wrap;align-items:baseline;gap:0 .4em;font-size:.85em;color:var(--mute)} .chart b{color:var(--fg);font-size:1.3em;font-variant-numeric:tabular-nums}
+.chart .plot{display:grid;grid-template-columns:2.4em 1fr;gap:.3em} .chart .y{display:flex;flex-direction:column;justify-content:space-between;font-size:.72em;color:var(--mute);text-align:right;font-variant-numeric:tabular-nums;line-height:1}
+.chart svg{width:100%;height:64px;display:block;border-left:1px solid var(--mute);border-bottom:1px solid var(--mute)} .chart .mid{stroke:var(--line);stroke-dasharray:3 3;vector-effect:non-scaling-stroke}
+.chart .x{display:flex;justify-content:space-between;font-size:.72em;color:var(--mute);margin-left:2.7em}
+.chart.line path{fill:none;stroke:var(--accent);stroke-width:2;vector-effect:non-scaling-stroke} .chart.line path.area{fill:var(--accent);opacity:.15;stroke:none}
+.chart.bars rect{fill:var(--bad)} .chart.line rect.last{fill:var(--accent)} .chart[data-metric=overdue] rect.last{fill:var(--warn)} .chart[data-metric=overdue] path{stroke:var(--warn)} .chart[data-metric=overdue] path.area{fill:var(--warn)}
+.chart figcaption small{flex-basis:100%;text-align:right}
+ol.summary{list-style:none;padding:0;margin:.3em 0} .summary .line{padding:.25em .5em;margin:.15em 0;border-left:5px solid var(--ok);background:var(--card);overflow-wrap:anywhere}
+.summary .lvl-bad{border-color:var(--bad);background:var(--badbg)} .summary .lvl-bad .mark,.summary .lvl-bad .what{color:var(--bad)} .summary .lvl-warn{border-color:var(--warn)} .summary .lvl-warn .mark{color:var(--warn)} .summary .lvl-ok .mark{color:var(--ok)}
+details{display:inline-block;margin-left:.5em} details[open]{display:block;margin:.2em 0 0 .5em} summary{cursor:pointer;color:var(--accent)} .keys a,.keys code{margin-right:.6em;font-size:.9em}
 ol.timeline{list-style:none;padding:0;margin:.4em 0} .incident{padding:.3em .5em;border-left:4px solid var(--line);margin:.2em 0;background:var(--card);overflow-wrap:anywhere}
 .incident time{font-variant-numeric:tabular-nums;color:var(--mute)} .incident .what{font-weight:bold}
 .incident.takeover,.incident.lost_in_failover{border-color:var(--bad)} .incident.overdue,.incident.without_ttl,.incident.failure_burst{border-color:var(--warn)}
@@ -89,9 +96,13 @@ fn render(s: &AppState) -> String {
         env!("CARGO_PKG_VERSION"),
         status_view::rfc3339(status.generated_ms),
     );
-    h.push_str(r#"<h2 id="timeline">recent incidents</h2><div id="incidents">"#);
+    // What matters first: the state of each target and namespace, worst first; then the
+    // incidents, grouped, so repeats add to a count and never push the summary down.
+    h.push_str(r#"<section id="lead"><h2 id="state">state</h2><div id="summary">"#);
+    h.push_str(&status.summary_html);
+    h.push_str(r#"</div><h2 id="timeline">incidents <small>grouped by kind and namespace, latest first</small></h2><div id="incidents">"#);
     h.push_str(&status.timeline_html);
-    h.push_str("</div>\n");
+    h.push_str("</div></section>\n");
     for (t, tv) in s.targets.iter().zip(&status.targets) {
         let st = t.status();
         let health = match (st.passes, st.up) {
@@ -111,29 +122,10 @@ fn render(s: &AppState) -> String {
 "#,
             name = esc(&t.name),
             url = esc(&t.display_url),
-            mode = if t.subscription().is_some() {
-                r#"<span class="ok" data-mode="events">events</span> — locks followed from keyspace notifications; a slow SCAN reconciles"#
-            } else {
-                r#"<span data-mode="scan">scan</span> — locks found by SCAN passes"#
-            },
+            mode = status_view::tracking(t),
             ago = ago(st.last_pass_at),
             took = st.last_duration.as_millis(),
-            watch = match s.lifecycles.iter().find(|l| l.target == t.name) {
-                None => "off in config".to_string(),
-                Some(l) if l.connected() => format!(
-                    r#"<span class="ok">subscribed, receiving</span>; {}"#,
-                    esc(&l.notifications())
-                ),
-                Some(l) if l.subscribed() => format!(
-                    r#"<span class="down">subscribed but not receiving</span>: {}; {}"#,
-                    esc(&l.blind().unwrap_or_default()),
-                    esc(&l.notifications())
-                ),
-                Some(l) => format!(
-                    r#"<span class="down">not subscribed</span>; {}"#,
-                    esc(&l.notifications())
-                ),
-            },
+            watch = status_view::notifications(s, t).1,
             trunc = if st.last_truncated {
                 " (truncated by sample_budget)"
             } else {
@@ -182,7 +174,7 @@ fn charts(h: &mut String, tv: &status_view::TargetView) {
     for nv in &tv.namespaces {
         let _ = write!(
             h,
-            r#"<div class="ns" data-charts="{name}"><h3>{name} <small>last hour, 10 s buckets, now at the right</small></h3><div class="charts">{}</div></div>"#,
+            r#"<div class="ns" data-charts="{name}"><h3>{name} <small>the last hour: gauges every 10 s, counts per minute</small></h3><div class="charts">{}</div></div>"#,
             nv.charts_html,
             name = esc(&nv.name),
         );
@@ -210,6 +202,7 @@ const SCRIPT: &str = r#"<script>
       });
     });
     document.getElementById('incidents').innerHTML=st.timeline_html;
+    document.getElementById('summary').innerHTML=st.summary_html;
     var g=document.getElementById('generated'); g.textContent=new Date(st.generated_ms).toISOString().slice(0,19)+'Z';
     document.getElementById('live').dataset.updates=String(1+Number(document.getElementById('live').dataset.updates||0));
   }

@@ -11,8 +11,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::charts::{self, Metric, esc};
+use super::summary::{self, Counts, Level, Line};
 use super::{AppState, HttpError, gate};
-use crate::locks::incidents::Incident;
+use crate::locks::TargetLocks;
+use crate::locks::incidents::{Incident, Kind};
 use crate::locks::recent::wall_ms;
 use crate::vocab::UNKNOWN_NAMESPACE;
 
@@ -21,21 +23,38 @@ use crate::vocab::UNKNOWN_NAMESPACE;
 pub(super) struct Status {
     pub(super) generated_ms: i64,
     pub(super) targets: Vec<TargetView>,
+    /// One line per target and namespace, worst first.
+    pub(super) summary: Vec<Line>,
+    pub(super) summary_html: String,
     /// Newest first, all targets and the intake together.
     pub(super) incidents: Vec<IncidentView>,
-    /// The timeline as the page shows it.
+    /// The incidents as the page shows them: grouped by kind and namespace.
     pub(super) timeline_html: String,
 }
 
 #[derive(Serialize)]
 pub(super) struct TargetView {
     pub(super) name: String,
+    /// `events` or `scan`.
+    pub(super) mode: &'static str,
+    /// Whether keyspace notifications are shown to arrive; `None` when they are off.
+    pub(super) notifications: Option<NotificationsView>,
     pub(super) namespaces: Vec<NamespaceView>,
+}
+
+/// The verification of a target's notifications (`lockwatch_notifications_verification`).
+#[derive(Serialize)]
+pub(super) struct NotificationsView {
+    pub(super) state: &'static str,
+    pub(super) method: &'static str,
+    /// Why, or how, in words.
+    pub(super) words: Option<String>,
 }
 
 #[derive(Serialize)]
 pub(super) struct NamespaceView {
     pub(super) name: String,
+    pub(super) state: Level,
     pub(super) held: i64,
     pub(super) overdue: i64,
     pub(super) without_ttl: i64,
@@ -91,18 +110,24 @@ pub(super) fn status(s: &AppState) -> Status {
     let now = wall_ms();
     let failures = s.intake.recent();
     let mut incidents = Vec::new();
+    let mut lines = Vec::new();
     let targets = s
         .targets
         .iter()
         .map(|t| {
             let lifecycle = s.lifecycles.iter().find(|l| l.target == t.name);
-            for i in t.incidents() {
+            let st = t.status();
+            let down = st.passes > 0 && !st.up;
+            lines.push(target_line(s, t));
+            let kept = t.incidents();
+            let lost: Vec<&Incident> = kept.iter().filter(|i| i.kind == Kind::LostInFailover).collect();
+            for i in &kept {
                 let ns = t
                     .namespaces
                     .get(i.namespace)
                     .map(|n| n.config.name.as_str())
                     .unwrap_or("?");
-                incidents.push(incident_view(&i, Some(&t.name), ns));
+                incidents.push(incident_view(i, Some(&t.name), ns));
             }
             let namespaces = t
                 .namespaces
@@ -119,8 +144,37 @@ pub(super) fn status(s: &AppState) -> Status {
                             _ => charts::chart(*m, &hour),
                         })
                         .collect();
+                    let sum = |b: &[Option<crate::locks::recent::Bucket>],
+                               f: fn(&crate::locks::recent::Bucket) -> u32| {
+                        b.iter().flatten().map(|b| u64::from(f(b))).sum::<u64>()
+                    };
+                    let counts = Counts {
+                        overdue: census.overdue,
+                        without_ttl: census.without_ttl,
+                        too_long: census.too_long,
+                        unreadable: census.wrong_type + census.bad_value,
+                        takeovers_hour: sum(&hour, |b| b.takeovers),
+                        failures_hour: sum(&failed, |b| b.failures),
+                        lost_hour: lost
+                            .iter()
+                            .filter(|l| l.namespace == i && l.at_ms > now - 3_600_000)
+                            .count() as u64,
+                    };
+                    let (state, mut parts, weight) = summary::namespace_state(&counts, down);
+                    if parts.is_empty() {
+                        parts.push(r#"<span class="ok">ok</span>"#.to_string());
+                    }
+                    parts.push(format!("{} held", census.held));
+                    lines.push(Line {
+                        state,
+                        target: t.name.clone(),
+                        namespace: Some(ns.config.name.clone()),
+                        parts,
+                        weight,
+                    });
                     NamespaceView {
                         name: ns.config.name.clone(),
+                        state,
                         held: census.held,
                         overdue: census.overdue,
                         without_ttl: census.without_ttl,
@@ -134,6 +188,18 @@ pub(super) fn status(s: &AppState) -> Status {
                 .collect();
             TargetView {
                 name: t.name.clone(),
+                mode: match t.subscription() {
+                    Some(_) => "events",
+                    None => "scan",
+                },
+                notifications: lifecycle.map(|l| {
+                    let v = l.verification();
+                    NotificationsView {
+                        state: v.state.as_str(),
+                        method: v.method.as_str(),
+                        words: v.words,
+                    }
+                }),
                 namespaces,
             }
         })
@@ -144,12 +210,105 @@ pub(super) fn status(s: &AppState) -> Status {
         incidents.push(incident_view(&i, None, ns));
     }
     incidents.sort_by_key(|i| std::cmp::Reverse(i.at_ms));
-    let timeline_html = timeline(&incidents);
+    let timeline_html = summary::grouped_html(&incidents);
+    let summary_html = summary::summary_html(&mut lines);
     Status {
         generated_ms: now,
         targets,
+        summary: lines,
+        summary_html,
         incidents,
         timeline_html,
+    }
+}
+
+/// A target's line of the summary: its health, tracking mode and keyspace notifications,
+/// each a part of its own (`data-part`), so a further state of the target is one more part.
+fn target_line(s: &AppState, t: &TargetLocks) -> Line {
+    let st = t.status();
+    let (mut state, health) = match (st.passes, st.up) {
+        (0, _) => (Level::Warn, "waiting for the first pass".to_string()),
+        (_, true) => (Level::Ok, r#"<span class="ok">up</span>"#.to_string()),
+        (_, false) => (
+            Level::Bad,
+            format!(
+                r#"<span class="down">down</span>: {}"#,
+                esc(st.last_error.as_deref().unwrap_or(""))
+            ),
+        ),
+    };
+    let (notes_state, notes) = notifications(s, t);
+    state = state.min(notes_state);
+    let parts = vec![
+        format!(r#"<span data-part="health">{health}</span>"#),
+        format!(r#"<span data-part="tracking">tracking: {}</span>"#, tracking(t)),
+        format!(r#"<span data-part="notifications">notifications: {notes}</span>"#),
+    ];
+    Line {
+        state,
+        target: t.name.clone(),
+        namespace: None,
+        parts,
+        weight: 0,
+    }
+}
+
+/// The tracking mode in words.
+pub(super) fn tracking(t: &TargetLocks) -> &'static str {
+    if t.subscription().is_some() {
+        r#"<span class="ok" data-mode="events">events</span> — locks followed from keyspace notifications; a slow SCAN reconciles"#
+    } else {
+        r#"<span data-mode="scan">scan</span> — locks found by SCAN passes"#
+    }
+}
+
+/// The keyspace notifications of the target in words, and how they stand: subscribed or
+/// not, verified or why not (the state of `lockwatch_notifications_verification` as
+/// `data-verification`), and the server's setting.
+pub(super) fn notifications(s: &AppState, t: &TargetLocks) -> (Level, String) {
+    use crate::vocab::{Method, Verification};
+    let Some(l) = s.lifecycles.iter().find(|l| l.target == t.name) else {
+        return (Level::Ok, "off in config".to_string());
+    };
+    let v = l.verification();
+    let state = v.state.as_str();
+    let words = esc(v.words.as_deref().unwrap_or(""));
+    let setting = esc(&l.notifications());
+    match v.state {
+        Verification::Verified => {
+            let how = match v.method {
+                Method::Canary => "verified by the canary",
+                Method::Flags => "verified by the flags",
+                Method::Passive => "verified passively",
+            };
+            let more = if words.is_empty() {
+                String::new()
+            } else {
+                format!(" ({words})")
+            };
+            (
+                Level::Ok,
+                format!(
+                    r#"<span class="ok" data-verification="{state}">subscribed, receiving</span> — {how}{more}; {setting}"#
+                ),
+            )
+        }
+        Verification::Pending => (
+            Level::Warn,
+            format!(r#"<span data-verification="{state}">subscribed, verifying</span>: {words}; {setting}"#),
+        ),
+        Verification::NotSubscribed | Verification::PubsubRefused => (
+            Level::Warn,
+            format!(
+                r#"<span class="down" data-verification="{state}">not subscribed</span> ({state}): {words}; {setting}"#
+            ),
+        ),
+        _ => (
+            Level::Warn,
+            format!(
+                r#"<span class="down" data-verification="{state}">subscribed but not receiving</span>: {words} ({state}); {setting}"#
+            ),
+        ),
     }
 }
 
@@ -166,45 +325,6 @@ fn incident_view(i: &Incident, target: Option<&str>, ns: &str) -> IncidentView {
         link: key.as_deref().filter(|_| !i.cut).map(|k| key_link(ns, k)),
         key,
     }
-}
-
-/// The timeline: one line per incident, newest first.
-fn timeline(incidents: &[IncidentView]) -> String {
-    if incidents.is_empty() {
-        return r#"<p class="quiet">no incidents since lockwatch started</p>"#.to_string();
-    }
-    let mut h = String::from(r#"<ol class="timeline">"#);
-    for i in incidents {
-        let time = i.at.get(11..19).unwrap_or(&i.at);
-        let _ = write!(
-            h,
-            r#"<li class="incident {kind}" data-kind="{kind}" data-ns="{ns}"><time datetime="{at}">{time}</time> <span class="what">{words}</span> <span class="where">{target}{ns}</span>"#,
-            kind = i.kind,
-            words = i.words,
-            ns = esc(&i.namespace),
-            at = esc(&i.at),
-            target = i
-                .target
-                .as_deref()
-                .map(|t| format!("{} / ", esc(t)))
-                .unwrap_or_default(),
-        );
-        if i.count > 1 {
-            let _ = write!(h, r#" <span class="count">×{}</span>"#, i.count);
-        }
-        match (&i.key, &i.link) {
-            (Some(k), Some(link)) => {
-                let _ = write!(h, r#" <a class="key" href="{}">{}</a>"#, esc(link), esc(k));
-            }
-            (Some(k), None) => {
-                let _ = write!(h, r#" <code class="key">{}…</code>"#, esc(k));
-            }
-            _ => {}
-        }
-        h.push_str("</li>");
-    }
-    h.push_str("</ol>");
-    h
 }
 
 /// `GET /api/v1/status`: the page's numbers, charts and timeline as JSON, behind the gate.

@@ -235,15 +235,10 @@ async fn within<T>(target: &TargetConfig, f: impl Future<Output = redis::RedisRe
 }
 
 fn pick_target<'a>(config: &'a Config, name: Option<&str>) -> Result<&'a TargetConfig, InspectError> {
-    match name {
-        Some(n) => config
-            .targets
-            .iter()
-            .find(|t| t.name == n)
-            .ok_or_else(|| InspectError::UnknownTarget(n.to_string())),
-        None if config.targets.len() == 1 => Ok(&config.targets[0]),
-        None => Err(InspectError::WhichTarget(config.targets.len())),
-    }
+    config.target(name).map_err(|e| match e {
+        crate::config::TargetChoice::Unknown(n) => InspectError::UnknownTarget(n),
+        crate::config::TargetChoice::Which(n) => InspectError::WhichTarget(n),
+    })
 }
 
 /// `redis-cli` options for `target` (passwords left out, as in the shown URL).

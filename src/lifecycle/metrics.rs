@@ -5,7 +5,7 @@ use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, I
 
 use crate::config::{Config, NamespaceConfig, Notifications};
 use crate::metrics::Registry;
-use crate::vocab::{HeadroomAt, HoldEnd, Transition, metric};
+use crate::vocab::{HeadroomAt, HoldEnd, Method, Transition, Verification, metric};
 
 /// Hold-duration buckets (seconds): from a quick job to a stuck one.
 const HOLD_BUCKETS: &[f64] = &[
@@ -40,6 +40,10 @@ pub(crate) struct WatcherMetrics {
     notifications_connected: IntGaugeVec,
     /// Label target: the pub/sub subscription is up, receiving or not.
     notifications_subscribed: IntGaugeVec,
+    /// Labels target, state: 1 for the verification state the target is in.
+    notifications_verification: IntGaugeVec,
+    /// Labels target, method: 1 for how the target's notifications are verified.
+    notifications_verification_method: IntGaugeVec,
     /// Label target: keyspace notifications received on lock keys.
     notifications_received_total: IntCounterVec,
     /// Label target: lock keys the watcher holds state for (holds and takeover tombstones).
@@ -63,6 +67,10 @@ pub(crate) struct TargetMetrics {
     pub(crate) namespaces: Vec<NsMetrics>,
     pub(crate) connected: IntGauge,
     pub(crate) subscribed: IntGauge,
+    /// By `Verification` index.
+    pub(crate) verification: [IntGauge; Verification::ALL.len()],
+    /// By `Method` index.
+    pub(crate) method: [IntGauge; Method::ALL.len()],
     pub(crate) received: IntCounter,
     pub(crate) tracked: IntGauge,
 }
@@ -116,6 +124,16 @@ impl WatcherMetrics {
                 "1 while the pub/sub subscription to the target's keyspace notifications is up, whether or not notifications arrive (subscribed 1 and connected 0: subscribed but not receiving).",
                 t,
             )?,
+            notifications_verification: r.int_gauges(
+                metric::NOTIFICATIONS_VERIFICATION,
+                "1 for the state of the target's keyspace notifications: verified (shown to arrive: events mode), pending, not_subscribed, pubsub_refused, flags_missing, events_missing or silent (scan mode in every state but verified).",
+                &["target", "state"],
+            )?,
+            notifications_verification_method: r.int_gauges(
+                metric::NOTIFICATIONS_VERIFICATION_METHOD,
+                "1 for how the target's keyspace notifications are verified: canary (a key of lockwatch's own written every 10 s whose events must arrive), flags (the canary write is refused: CONFIG GET), passive (neither: lock notifications that reads agree with).",
+                &["target", "method"],
+            )?,
             notifications_received_total: r.counters(
                 metric::NOTIFICATIONS_RECEIVED_TOTAL,
                 "Keyspace notifications received on lock keys.",
@@ -132,6 +150,8 @@ impl WatcherMetrics {
             let h = m.for_target(&target.name, &config.namespaces);
             h.connected.set(0);
             h.subscribed.set(0);
+            h.verification[Verification::NotSubscribed.index()].set(1);
+            h.method[Method::Canary.index()].set(1);
         }
         Ok(m)
     }
@@ -159,6 +179,12 @@ impl WatcherMetrics {
                 .collect(),
             connected: self.notifications_connected.with_label_values(&[t]),
             subscribed: self.notifications_subscribed.with_label_values(&[t]),
+            verification: Verification::ALL
+                .map(|v| self.notifications_verification.with_label_values(&[t, v.as_str()])),
+            method: Method::ALL.map(|m| {
+                self.notifications_verification_method
+                    .with_label_values(&[t, m.as_str()])
+            }),
             received: self.notifications_received_total.with_label_values(&[t]),
             tracked: self.lifecycle_tracked_locks.with_label_values(&[t]),
         }

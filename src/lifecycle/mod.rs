@@ -6,16 +6,20 @@
 //! After a gap in the stream it forgets its state rather than guess what it missed, and
 //! takes owners from the sampler's passes begun after the resubscribe.
 
+mod canary;
+mod checks;
 mod headroom;
 pub(crate) mod history;
-mod liveness;
 pub(crate) mod metrics;
 mod migration;
 mod recorder;
 mod session;
 pub(crate) mod tracker;
+mod verify;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+pub(crate) use canary::EVERY as CANARY_EVERY;
+pub(crate) use verify::Verdict;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,7 @@ use crate::access::read::KeyRead;
 use crate::config::{NamespaceConfig, TargetConfig};
 use crate::locks::TargetLocks;
 use crate::topology::Nodes;
+use crate::vocab::{Method, Verification};
 use history::History;
 use metrics::{TargetMetrics, WatcherMetrics};
 pub(crate) use recorder::preflight;
@@ -45,6 +50,8 @@ const READS_IN_FLIGHT: usize = 8;
 const MAX_PENDING_READS: usize = 100_000;
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How often a refused `PSUBSCRIBE` is tried again.
+const REFUSED_RETRY: Duration = Duration::from_secs(30);
 /// Scan mode again when a subscription ends, however it ends.
 struct Unsubscribe(Arc<TargetLocks>);
 
@@ -82,17 +89,15 @@ enum SessionError {
     Timeout(&'static str),
     #[error("the server closed the subscription")]
     Closed,
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// What the HTTP side may read about a target's watcher.
 pub(crate) struct LifecycleState {
     pub(crate) target: String,
-    /// Subscribed and verified: notifications arrive.
-    connected: AtomicBool,
-    /// The subscription is up (receiving or not).
-    subscribed: AtomicBool,
-    /// Subscribed but not receiving: why, in words.
-    blind: Mutex<Option<String>>,
+    /// The verification verdict in force.
+    verdict: Mutex<Verdict>,
     history: Mutex<History>,
     notifications: Mutex<String>,
     /// Expiry takeovers counted, per namespace name.
@@ -103,9 +108,11 @@ impl LifecycleState {
     fn new(target: &str, takeovers: Vec<(String, IntCounter)>) -> Self {
         LifecycleState {
             target: target.to_string(),
-            connected: AtomicBool::new(false),
-            subscribed: AtomicBool::new(false),
-            blind: Mutex::new(None),
+            verdict: Mutex::new(Verdict {
+                state: Verification::NotSubscribed,
+                method: Method::Canary,
+                words: Some("not subscribed yet".into()),
+            }),
             history: Mutex::new(History::new(HISTORY_CAP)),
             notifications: Mutex::new("not checked yet".to_string()),
             takeovers,
@@ -115,17 +122,9 @@ impl LifecycleState {
     pub(crate) fn takeovers(&self, ns: &str) -> u64 {
         self.takeovers.iter().find(|(n, _)| n == ns).map_or(0, |(_, c)| c.get())
     }
-    /// Subscribed, and notifications verified to arrive.
-    pub(crate) fn connected(&self) -> bool {
-        self.connected.load(Ordering::Relaxed)
-    }
-    /// Subscribed, receiving or not.
-    pub(crate) fn subscribed(&self) -> bool {
-        self.subscribed.load(Ordering::Relaxed)
-    }
-    /// Why a subscription receives nothing, when it does not.
-    pub(crate) fn blind(&self) -> Option<String> {
-        self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    /// The verification verdict: state, method and words.
+    pub(crate) fn verification(&self) -> Verdict {
+        self.verdict.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
     pub(crate) fn history(&self) -> MutexGuard<'_, History> {
         self.history.lock().unwrap_or_else(|p| p.into_inner())
@@ -159,6 +158,11 @@ pub(crate) struct Watcher {
     /// the namespace and whether the pattern is the fence pattern.
     channels: Vec<(Vec<u8>, usize, bool)>,
     prefix_len: usize,
+    /// `__keyspace@<db>__:lockwatch:canary:*`.
+    canary_channel: Vec<u8>,
+    /// This process's part of its canary keys, so two exporters on one target (an HA pair)
+    /// never take each other's canary for their own.
+    instance: String,
     needed: String,
     /// The target's lock tables: owner hashes, and owners the sampler saw after a gap.
     locks: Arc<TargetLocks>,
@@ -199,6 +203,8 @@ impl Watcher {
             namespaces: namespaces.to_vec(),
             channels,
             prefix_len: prefix.len(),
+            canary_channel: crate::access::canary::channel(target.connection.redis_settings().db()).into_bytes(),
+            instance: instance_id(),
             needed: notify::needed_flags(namespaces),
             locks,
             state: Arc::new(LifecycleState::new(&target.name, takeovers)),
@@ -229,12 +235,22 @@ impl Watcher {
         let mut last_error = String::new();
         loop {
             let mut subscribed = false;
+            let refused;
             let result = self.session(&mut tracker, &shutdown, &mut subscribed).await;
-            self.set_state(false, None);
             // A subscription that was made says the server is fine: the next try is quick.
             if subscribed {
                 backoff = MIN_BACKOFF;
             }
+            let state = match &result {
+                Err(SessionError::Refused(_)) => Verification::PubsubRefused,
+                _ => Verification::NotSubscribed,
+            };
+            let method = self.state.verification().method;
+            let words = result.as_ref().err().map(|e| match e {
+                SessionError::Refused(why) => format!("{why}; the provider or the ACL allows no keyspace subscription here, so lockwatch stays in scan mode (see the managed Redis profiles)"),
+                e => e.to_string(),
+            });
+            self.publish(&Verdict { state, method, words });
             match result {
                 Ok(()) => return,
                 Err(SessionError::PrimariesChanged) => {
@@ -243,33 +259,41 @@ impl Watcher {
                     continue;
                 }
                 Err(e) => {
+                    refused = matches!(e, SessionError::Refused(_));
                     let e = e.to_string();
                     if e != last_error {
                         tracing::warn!(target_name = %self.target.name, error = %e,
-                            "keyspace notifications: not subscribed; lockwatch_notifications_connected is 0 until resubscribed");
+                            "keyspace notifications: not subscribed; lockwatch_notifications_connected is 0 and the target in scan mode until resubscribed");
                     } else {
                         tracing::debug!(target_name = %self.target.name, error = %e, "resubscribe failed again");
                     }
                     last_error = e;
                 }
             }
+            // A refusal is no passing fault: it is asked again every REFUSED_RETRY.
+            let wait = if refused { REFUSED_RETRY } else { backoff };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
-    /// Subscribed or not, and when subscribed, whether blind (and why): the two gauges and
-    /// what the status page says.
-    fn set_state(&self, subscribed: bool, blind: Option<String>) {
-        let connected = subscribed && blind.is_none();
+    /// A verdict on the target's notifications: the gauges (subscribed, connected, the
+    /// verification state and method) and what the status page says.
+    fn publish(&self, v: &Verdict) {
+        let subscribed = !matches!(v.state, Verification::NotSubscribed | Verification::PubsubRefused);
+        let connected = v.state == Verification::Verified;
         self.metrics.subscribed.set(i64::from(subscribed));
         self.metrics.connected.set(i64::from(connected));
-        self.state.subscribed.store(subscribed, Ordering::Relaxed);
-        self.state.connected.store(connected, Ordering::Relaxed);
-        *self.state.blind.lock().unwrap_or_else(|p| p.into_inner()) = blind;
+        for s in Verification::ALL {
+            self.metrics.verification[s.index()].set(i64::from(s == v.state));
+        }
+        for m in Method::ALL {
+            self.metrics.method[m.index()].set(i64::from(m == v.method));
+        }
+        *self.state.verdict.lock().unwrap_or_else(|p| p.into_inner()) = v.clone();
     }
 
     fn now_ms(&self) -> i64 {
@@ -295,8 +319,8 @@ impl Watcher {
             }
             Applied::Unknown { why } => {
                 tracing::info!(target_name = %t, why = %why,
-                    "cannot read notify-keyspace-events (CONFIG is denied, as on managed Redis): subscribing anyway; enable '{}' in the server's settings", self.needed);
-                format!("unknown ({why}); subscribed anyway")
+                    "cannot read notify-keyspace-events (CONFIG is denied, as on managed Redis): the canary shows whether notifications arrive; enable '{}' in the provider's settings", self.needed);
+                format!("notify-keyspace-events unreadable ({why})")
             }
         };
         let words = match primaries {
@@ -305,4 +329,12 @@ impl Watcher {
         };
         *self.state.notifications.lock().unwrap_or_else(|p| p.into_inner()) = words;
     }
+}
+
+/// A per-process id for canary keys: the pid and the start time, in hex.
+fn instance_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{:x}{:05x}", std::process::id(), nanos & 0xfffff)
 }

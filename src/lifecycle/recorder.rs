@@ -77,7 +77,12 @@ impl<'a> Recorder<'a> {
             return None;
         };
         let &(_, ns, fence) = self.w.channels.iter().find(|(c, _, _)| *c == pattern)?;
-        let key = channel.get(self.w.prefix_len..)?.to_vec();
+        let key = channel.get(self.w.prefix_len..)?;
+        // A canary under a broad lock pattern (`*`): the canary's own subscription has it.
+        if key.starts_with(crate::access::canary::PREFIX.as_bytes()) {
+            return None;
+        }
+        let key = key.to_vec();
         Some(Event {
             node,
             ns,

@@ -11,18 +11,21 @@ use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::liveness::{Blind, Liveness};
+use super::canary::{Canaries, EVERY as CANARY_EVERY, Judged, Note};
+use super::checks::fold_all;
 use super::migration::{Admit, Deferrals, Verified};
 use super::recorder::{Recorder, wall_ms};
+use super::tracker::Notice;
 use super::tracker::Tracker;
+use super::verify::{self, Round, Verify};
 use super::{
     BATCH, FLAGS_CHECK_EVERY, MAX_PENDING_READS, MAX_TRACKED, PING_EVERY, READS_IN_FLIGHT, ReadRequest, ReadResult,
     SessionError, Unsubscribe, Watcher,
 };
-use crate::access::notify::{self, Applied};
+use crate::access::canary;
+use crate::access::notify;
 use crate::access::read::KeyRead;
 use crate::access::reader::Reader;
-use crate::config::Notifications;
 use crate::locks::events::Found;
 
 /// One primary's notifications, tagged with its index; `None` when its stream ended.
@@ -46,32 +49,52 @@ impl Watcher {
         }
         let primaries: Vec<String> = layout.primaries.iter().map(|p| p.addr.clone()).collect();
         let mut flag_conns: Vec<(String, ConnectionManager)> = Vec::with_capacity(primaries.len());
-        let mut complete = true;
+        let mut each = Vec::with_capacity(primaries.len());
         for p in &layout.primaries {
             let mut conn = p.link.managed()?;
             let applied =
                 tokio::time::timeout(limit, notify::apply(self.target.notifications, &self.needed, &mut conn))
                     .await
                     .map_err(|_| SessionError::Timeout("checking notify-keyspace-events"))??;
-            complete &= !matches!(applied, Applied::Missing { .. });
+            each.push(self.flags_of(&p.addr, primaries.len(), &applied));
             self.report_applied(&p.addr, primaries.len(), &applied);
             flag_conns.push((p.addr.clone(), conn));
         }
+        let flags = fold_all(each);
+        // One canary key per primary, on a slot it serves.
         let reader = match crate::access::cluster::routed(&self.target, limit).await? {
             Some(routed) => Reader::Routed(routed),
             None => Reader::Direct(flag_conns[0].1.clone()),
         };
         let mut streams: SelectAll<Tagged> = SelectAll::new();
         let mut sinks = Vec::with_capacity(primaries.len());
+        let mut canary_refused = None;
         for (i, p) in layout.primaries.iter().enumerate() {
             let pubsub = tokio::time::timeout(limit, p.link.pubsub())
                 .await
                 .map_err(|_| SessionError::Timeout("connecting for pub/sub"))??;
             let (mut sink, stream) = pubsub.split();
             for (channel, _, _) in &self.channels {
-                tokio::time::timeout(limit, sink.psubscribe(channel.as_slice()))
-                    .await
-                    .map_err(|_| SessionError::Timeout("PSUBSCRIBE"))??;
+                match tokio::time::timeout(limit, sink.psubscribe(channel.as_slice())).await {
+                    Err(_) => return Err(SessionError::Timeout("PSUBSCRIBE")),
+                    Ok(Err(e)) if notify::is_refusal(&e) => {
+                        return Err(SessionError::Refused(format!(
+                            "PSUBSCRIBE {} refused: {e}",
+                            String::from_utf8_lossy(channel)
+                        )));
+                    }
+                    Ok(r) => r?,
+                }
+            }
+            // The canary's channel: refused (an ACL granting only the lock channels), the
+            // canary cannot run, and the flags or passive evidence stand in.
+            match tokio::time::timeout(limit, sink.psubscribe(self.canary_channel.as_slice())).await {
+                Err(_) => return Err(SessionError::Timeout("PSUBSCRIBE")),
+                Ok(Err(e)) if notify::is_refusal(&e) => {
+                    let c = String::from_utf8_lossy(&self.canary_channel);
+                    canary_refused = Some(format!("PSUBSCRIBE `{c}` was refused (grant `&{c}`): {e}"));
+                }
+                Ok(r) => r?,
             }
             sinks.push(sink);
             let tagged = stream
@@ -86,8 +109,28 @@ impl Watcher {
         *subscribed = true;
         tracing::info!(target_name = %self.target.name, patterns = self.channels.len(), primaries = primaries.len(),
             "subscribed to keyspace notifications");
-        let mut live = Liveness::new(complete, self.metrics.received.get(), self.locks.repaired());
-        self.follow_liveness(None, &live);
+        let mut verify = Verify::new(
+            &self.needed,
+            flags,
+            &primaries,
+            self.metrics.received.get(),
+            self.locks.repaired(),
+        );
+        let mut canaries = Canaries::new(
+            self.canary_keys(&layout),
+            self.prefix_len,
+            self.canary_channel.clone(),
+            &self.instance,
+        );
+        let (ctx, mut crx) = mpsc::channel::<Note>(primaries.len() * 4 + 4);
+        let mut canary_tick = tokio::time::interval(CANARY_EVERY);
+        if let Some(why) = &canary_refused {
+            for i in 0..primaries.len() {
+                verify.round(i, Round::Refused(why.clone()));
+            }
+        }
+        let mut shown = None;
+        self.follow(&mut shown, &verify);
         let _unsubscribe = Unsubscribe(self.locks.clone());
         let mut flags_check = tokio::time::interval(FLAGS_CHECK_EVERY);
         flags_check.reset();
@@ -109,7 +152,10 @@ impl Watcher {
                 _ = shutdown.cancelled() => return Ok(()),
                 Some((ns, requests, reads)) = rx.recv() => {
                     in_flight -= 1;
-                    self.reads_done(tracker, ns, &requests, reads.as_deref(), &mut pending);
+                    if self.reads_done(tracker, ns, &requests, reads.as_deref(), &mut pending) {
+                        verify.evidence(verify::SET_AGREED);
+                        self.follow(&mut shown, &verify);
+                    }
                     self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
                 }
                 Some(verified) = vrx.recv() => {
@@ -124,10 +170,28 @@ impl Watcher {
                     self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
                 }
                 _ = flags_check.tick() => {
-                    let flags = self.recheck_flags(live.flags_complete(), limit, &mut flag_conns).await;
-                    let before = live.blind();
-                    live.check(flags, self.metrics.received.get(), self.locks.repaired());
-                    self.follow_liveness(Some(before), &live);
+                    if let Some(flags) = self.recheck_flags(&verify.flags, limit, &mut flag_conns).await {
+                        verify.flags = flags;
+                    }
+                    verify.check(self.metrics.received.get(), self.locks.repaired());
+                    self.follow(&mut shown, &verify);
+                }
+                _ = canary_tick.tick(), if canary_refused.is_none() => {
+                    // Slots move between the same primaries (resharding): each round's key
+                    // on a slot its primary serves now.
+                    canaries.rekey(self.canary_keys(&self.nodes.current()));
+                    for (i, (_, conn)) in flag_conns.iter().enumerate() {
+                        if let Some(Judged(i, round)) = canaries.start(i, conn.clone(), &ctx) {
+                            verify.round(i, round);
+                        }
+                    }
+                    self.follow(&mut shown, &verify);
+                }
+                Some(note) = crx.recv() => {
+                    if let Some(Judged(i, round)) = canaries.note(note) {
+                        verify.round(i, round);
+                        self.follow(&mut shown, &verify);
+                    }
                 }
                 _ = nodes.changed() => {
                     if nodes.current().primary_addrs() != primaries.iter().map(String::as_str).collect::<Vec<_>>() {
@@ -137,21 +201,29 @@ impl Watcher {
                 msg = streams.next() => {
                     let Some(Some((node, first))) = msg else { return Err(SessionError::Closed) };
                     let now = self.now_ms();
-                    let mut verify = Vec::new();
+                    let mut migrations = Vec::new();
                     let mut history = self.state.history();
                     let mut obs = Recorder::new(self, &mut history, &mut pending, wall_ms());
                     let mut n = 0u64;
+                    let mut taken = 0usize;
+                    let mut evidence = 0u8;
                     let mut next = Some((node, first));
                     while let Some((node, m)) = next.take() {
-                        n += 1;
-                        if let Some(ev) = obs.parse(node, &m) {
+                        taken += 1;
+                        if let Some(judged) = canaries.seen(node, &m) {
+                            if let Some(Judged(i, round)) = judged {
+                                verify.round(i, round);
+                            }
+                        } else if let Some(ev) = obs.parse(node, &m) {
+                            n += 1;
+                            evidence |= passive_evidence(&ev.event);
                             match deferrals.admit(ev, now, cluster) {
                                 Admit::Now(ev) => obs.apply(tracker, &ev, now, &marks),
-                                Admit::Verify(v) => verify.push(v),
+                                Admit::Verify(v) => migrations.push(v),
                                 Admit::Queued => {}
                             }
                         }
-                        if (n as usize) < BATCH {
+                        if taken < BATCH {
                             match streams.next().now_or_never() {
                                 Some(Some(Some(m))) => next = Some(m),
                                 Some(_) => { drop(history); return Err(SessionError::Closed) }
@@ -161,12 +233,12 @@ impl Watcher {
                     }
                     drop(history);
                     self.metrics.received.inc_by(n);
-                    if matches!(live.blind(), Some(Blind::Silent(_))) {
-                        let before = live.blind();
-                        live.received();
-                        self.follow_liveness(Some(before), &live);
+                    if n > 0 {
+                        verify.received();
                     }
-                    for v in verify {
+                    verify.evidence(evidence);
+                    self.follow(&mut shown, &verify);
+                    for v in migrations {
                         self.spawn_verify(&reader, v, &vtx);
                     }
                     self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
@@ -188,6 +260,13 @@ impl Watcher {
                 }
             }
         }
+    }
+
+    /// One canary key per primary of `layout`, on a slot it serves.
+    fn canary_keys(&self, layout: &crate::topology::Layout) -> Vec<Vec<u8>> {
+        (0..layout.primaries.len())
+            .map(|i| canary::key_for(&self.instance, |k| layout.primary_of(k) == Some(i)).unwrap_or_default())
+            .collect()
     }
 
     /// Start read pipelines for what is pending, as far as the in-flight bound allows.
@@ -232,7 +311,8 @@ impl Watcher {
         }
     }
 
-    /// Reads answered: owners to the tracker, owners and TTLs to the lock table.
+    /// Reads answered: owners to the tracker, owners and TTLs to the lock table. `true` when
+    /// a read the tracker asked for after a write found the lock (passive evidence).
     fn reads_done(
         &self,
         tracker: &mut Tracker,
@@ -240,10 +320,11 @@ impl Watcher {
         requests: &[ReadRequest],
         reads: Option<&[KeyRead]>,
         pending: &mut Vec<ReadRequest>,
-    ) {
+    ) -> bool {
         let Some(ns_locks) = self.locks.namespaces.get(ns) else {
-            return;
+            return false;
         };
+        let mut agreed = false;
         if let Some(reads) = reads {
             let now = self.locks.now_ms();
             let mut table = ns_locks.table();
@@ -261,74 +342,20 @@ impl Watcher {
                 Some(KeyRead::Lock { owner, .. }) => Some(ns_locks.owner_hash(owner)),
                 _ => None,
             };
+            agreed |= owner.is_some();
             tracker.owner_read(&r.key, generation, owner, &mut obs);
         }
+        agreed
     }
+}
 
-    /// Check `notify-keyspace-events` again on every primary (`configure` puts missing
-    /// flags back itself): whether they are complete, `None` when no primary answered (the
-    /// PING of the subscription tells about the connections). `complete`: as last found.
-    async fn recheck_flags(
-        &mut self,
-        complete: bool,
-        limit: Duration,
-        conns: &mut [(String, ConnectionManager)],
-    ) -> Option<bool> {
-        let policy = match self.target.notifications {
-            Notifications::Configure => Notifications::Configure,
-            _ => Notifications::Auto,
-        };
-        let mut now = None;
-        for (addr, conn) in conns.iter_mut() {
-            let applied = match tokio::time::timeout(limit, notify::apply(policy, &self.needed, conn)).await {
-                Ok(Ok(a)) => a,
-                _ => continue,
-            };
-            let ok = !matches!(applied, Applied::Missing { .. });
-            if ok != complete || matches!(applied, Applied::Configured { .. }) {
-                self.report_applied(addr, self.nodes.current().primaries.len(), &applied);
-            }
-            now = Some(now.unwrap_or(true) && ok);
-        }
-        now
-    }
-
-    /// Act on the liveness verdict when it changed from `before` (`None`: the subscription
-    /// just began): the gauges, the lock tables' mode (events only while notifications
-    /// arrive), the status page's words and the log.
-    fn follow_liveness(&self, before: Option<Option<Blind>>, live: &Liveness) {
-        let now = live.blind();
-        if before.as_ref() == Some(&now) {
-            return;
-        }
-        let t = &self.target.name;
-        let words = match &now {
-            None => {
-                if before.is_some() {
-                    tracing::info!(target_name = %t, "keyspace notifications arrive again: events mode, lockwatch_notifications_connected 1");
-                }
-                self.locks.subscribed();
-                self.set_state(true, None);
-                return;
-            }
-            Some(Blind::Flags) => {
-                tracing::warn!(target_name = %t, setting = %self.state.notifications(),
-                    "subscribed, but notify-keyspace-events lacks flags lockwatch needs: not receiving (lockwatch_notifications_connected 0), scan mode until the flags are back");
-                format!(
-                    "notify-keyspace-events lacks flags lockwatch needs ({})",
-                    self.state.notifications()
-                )
-            }
-            Some(Blind::Silent(n)) => {
-                tracing::warn!(target_name = %t, repairs = n,
-                    "subscribed, but no keyspace notification arrived while the lock tables repaired changes they should have announced: not receiving (lockwatch_notifications_connected 0), scan mode until one arrives");
-                format!(
-                    "silent: {n} lock changes found by reads and the reconciling SCAN that no notification announced, and not one notification in {} s",
-                    super::FLAGS_CHECK_EVERY.as_secs()
-                )
-            }
-        };
-        self.locks.unsubscribed();
-        self.set_state(true, Some(words));
+/// Flags a lock notification shows by arriving (passive evidence; a `set` counts only once
+/// a read found its lock).
+fn passive_evidence(event: &[u8]) -> u8 {
+    match Notice::parse(event) {
+        Some(Notice::Del | Notice::Expire) => verify::GENERIC,
+        Some(Notice::Expired) => verify::EXPIRED,
+        Some(Notice::HashWrite) => verify::HASH,
+        _ => 0,
     }
 }

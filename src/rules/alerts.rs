@@ -394,11 +394,11 @@ pub(super) fn alerts(config: &Config) -> String {
             "{{ $value | humanizePercentage }} of the sample passes of target {{ $labels.target }} were cut short by sample_budget over the last 15 minutes: the keyspace takes longer to walk than the budget allows, and lock gauges update only once a full walk completes.".into(),
         ),
         (
-            "LockwatchNotificationsDisconnected",
-            "lockwatch_notifications_connected == 0".into(),
+            "LockwatchNotificationsUnverified",
+            "max by (job, instance, target) (lockwatch_notifications_verification{state!=\"verified\"}) == 1".into(),
             "5m",
-            "lockwatch receives no keyspace notifications of target {{ $labels.target }}",
-            "lockwatch has received no keyspace notifications of target {{ $labels.target }} for 5 minutes: either it is not subscribed, or it is subscribed but nothing arrives (lockwatch_notifications_subscribed 1: notify-keyspace-events lacks flags, e.g. switched off or a restart without them, or, where CONFIG is denied, lock changes found by SCAN that no notification announced). Lock transitions, expiry takeovers and the successes under the failure ratios are not counted; the lock gauges come from SCAN passes.".into(),
+            "lockwatch cannot show that keyspace notifications of target {{ $labels.target }} arrive",
+            "For 5 minutes lockwatch has not shown that keyspace notifications of target {{ $labels.target }} arrive: not subscribed, PSUBSCRIBE refused, flags missing (CONFIG GET), a canary round short of events (flags missing or lost on the way, as where CONFIG is denied), pending proof, or silent (lock changes found by reads that no notification announced). lockwatch_notifications_verification says which, and the status page, the log and check-config --connect the exact setting to change. The target is in scan mode: lock gauges stay exact from SCAN passes, but transitions, expiry takeovers, hold durations and the successes under the failure ratios are not counted.".into(),
         ),
         (
             "LockwatchNotificationsUnreliable",
