@@ -22,11 +22,15 @@
 #              requests and the RSS five concurrent requests add (peak, after resetting it),
 #              side by side for this build and for LOCKWATCH_BENCH_API_BASE (default c531961,
 #              the last commit that copied every lock to answer; built from `git archive`).
+#   targets    one exporter watching 100 small redis-servers with 3 namespaces each (10 locks
+#              per namespace, notifications on): RSS per target (against one target), Redis
+#              connections per target, /metrics size and scrape time (median of 21), and the
+#              slowest target's pass duration.
 # Results: bench-results/summary.md (and criterion's report under target/criterion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake shippers tracking api)
+[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake shippers tracking api targets)
 out=bench-results
 mkdir -p "$out"
 : > "$out/summary.md"
@@ -520,10 +524,78 @@ kill "${pids[@]}" 2>/dev/null || true
 pids=()
 }
 
+# One exporter, 100 targets (issue 27): what a target costs.
+targets() {
+local n=100 ports=() p i
+echo "starting $n redis-servers…" >&2
+for i in $(seq "$n"); do
+  p=$(free_port)
+  redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "" \
+    --notify-keyspace-events KEA --daemonize no >/dev/null &
+  pids+=($!)
+  ports+=("$p")
+done
+for p in "${ports[@]}"; do
+  wait_port "$p"
+  for ns in a b c; do
+    awk -v ns="$ns" 'BEGIN{for(i=0;i<10;i++) printf "SET %s:lock:%d owner-%d PX 3600000\r\n", ns, i, i}' \
+      | redis-cli -p "$p" --pipe >/dev/null
+  done
+done
+serve_targets() { # count -> "rss_kib conns_total metrics_bytes scrape_ms slowest_pass_s"
+  local count=$1 lport cfg pid k
+  lport=$(free_port)
+  cfg="$work/targets-$count.toml"
+  printf '[server]\nlisten = "127.0.0.1:%s"\n' "$lport" > "$cfg"
+  for k in $(seq 0 $((count - 1))); do
+    printf '[[target]]\nname = "t%s"\nurl = "redis://127.0.0.1:%s/0"\nsample_interval = "5s"\n' "$k" "${ports[$k]}" >> "$cfg"
+  done
+  for ns in a b c; do
+    printf '[[namespace]]\nname = "%s"\npattern = "%s:lock:*"\nttl = "3600s"\n' "$ns" "$ns" >> "$cfg"
+  done
+  target/release/lockwatch serve -c "$cfg" --log-level warn &
+  pid=$!
+  wait_port "$lport"
+  for _ in $(seq 600); do
+    [ "$(curl -sf "http://127.0.0.1:$lport/metrics" | awk '/^lockwatch_sample_passes_total/ && $2 >= 2 {c++} END{print c+0}')" -ge "$count" ] && break
+    sleep 0.2
+  done
+  sleep 6 # a few passes and reconciling steps more: the resident set settles
+  local rss conns=0 c body times=()
+  rss=$(awk '/VmRSS/{print $2}' "/proc/$pid/status")
+  for k in $(seq 0 $((count - 1))); do
+    c=$(redis-cli -p "${ports[$k]}" client list | wc -l)
+    conns=$((conns + c - 1))
+  done
+  body=$(curl -sf "http://127.0.0.1:$lport/metrics" | wc -c)
+  for _ in $(seq 21); do times+=("$(curl -sf -o /dev/null -w '%{time_total}' "http://127.0.0.1:$lport/metrics")"); done
+  local slowest
+  slowest=$(curl -sf "http://127.0.0.1:$lport/metrics" | awk '/^lockwatch_sample_duration_seconds\{/{if ($2 > m) m = $2} END{print m+0}')
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  echo "$rss $conns $body $(python3 -c "import statistics,sys; print(round(statistics.median(map(float, sys.argv[1:]))*1000, 1))" "${times[@]}") $slowest"
+}
+read -r rss1 conns1 body1 ms1 slow1 < <(serve_targets 1)
+read -r rssn connsn bodyn msn slown < <(serve_targets "$n")
+cat > "$out/targets.md" <<MD
+### Many targets
+One \`lockwatch serve\` watching 1 and $n local redis-servers, 3 namespaces each (10 locks per namespace), keyspace notifications on (events mode), \`sample_interval = "5s"\`.
+
+| measurement | 1 target | $n targets | per target |
+|---|---|---|---|
+| RSS | $((rss1 / 1024)) MiB | $((rssn / 1024)) MiB | $(python3 -c "print(f'{($rssn-$rss1)/($n-1):.0f} KiB')") |
+| Redis connections (\`CLIENT LIST\`) | $conns1 | $connsn | $(python3 -c "print(f'{$connsn/$n:.1f}')") |
+| /metrics size | $body1 bytes | $bodyn bytes | $(python3 -c "print(f'{($bodyn-$body1)/($n-1):,.0f} bytes')") |
+| /metrics scrape time (median of 21, curl) | $ms1 ms | $msn ms | |
+| slowest target's last pass | $slow1 s | $slown s | |
+MD
+kill "${pids[@]}" 2>/dev/null || true
+pids=()
+}
+
 for s in "${sections[@]}"; do
   case "$s" in
-    sampler|lifecycle|intake|shippers|tracking|api) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
-    *) echo "unknown section $s: use sampler, lifecycle, intake, shippers, tracking or api" >&2; exit 2 ;;
+    sampler|lifecycle|intake|shippers|tracking|api|targets) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, lifecycle, intake, shippers, tracking, api or targets" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.md"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what lockwatch's make targets need and the machine lacks (Debian/Ubuntu).
-#   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, chromium (status page test),
+#   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, prometheus-alertmanager
+#                            (the HA pair test), chromium (status page test),
 #                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test);
 #                            then the lock clients `discover` is tested with (tests/discover.rs): PyPI redis
 #                            in target/test-tools/venv, npm redlock and ioredis in target/test-tools/node;
@@ -14,7 +15,7 @@ set -euo pipefail
 want=(redis-server:redis-server redis-cli:redis-tools)
 case "${1:-test}" in
   demo) ;;
-  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd python3:python3 npm:npm) ;;
+  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd python3:python3 npm:npm) ;;
   bench) want+=(promtool:prometheus hyperfine:hyperfine prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
   *) echo "usage: $0 test|demo|bench" >&2; exit 2 ;;
 esac
@@ -66,7 +67,7 @@ if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # The Debian packages start system services; lockwatch's tests and demo start their own
 # servers on free ports and need none of them.
-for svc in redis-server redis-sentinel prometheus prometheus-redis-exporter mtail; do
+for svc in redis-server redis-sentinel prometheus prometheus-alertmanager prometheus-redis-exporter mtail; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
     $sudo systemctl stop "$svc" >/dev/null 2>&1 || true
   fi

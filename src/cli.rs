@@ -108,6 +108,10 @@ pub struct ServeArgs {
     /// path but /healthz. Replaces `[server] web_config_file`.
     #[arg(long = "web.config.file", env = "LOCKWATCH_WEB_CONFIG_FILE")]
     pub web_config_file: Option<PathBuf>,
+    /// Reload the config on `POST /-/reload` (as Prometheus); without it that path answers
+    /// 403. SIGHUP reloads either way.
+    #[arg(long = "web.enable-lifecycle", env = "LOCKWATCH_WEB_ENABLE_LIFECYCLE")]
+    pub enable_lifecycle: bool,
 }
 
 #[derive(Debug, Args)]

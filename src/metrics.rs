@@ -4,19 +4,27 @@
 //! Each working part (sampler, lifecycle watcher, intake) creates, registers and
 //! pre-exports its own families here, and alone updates them; `/metrics` only encodes.
 
-use prometheus::core::Collector;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
 use prometheus::{Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, TextEncoder};
 
 use crate::vocab::metric;
 
-/// Work run just before each encoding, so gauges that follow the clock are current.
-type Hook = Box<dyn Fn() + Send + Sync>;
+/// Work run just before each encoding, so gauges that follow the clock are current; it
+/// answers false once what it follows is gone, and is then dropped.
+type Hook = Box<dyn Fn() -> bool + Send + Sync>;
+/// Removes a family's series whose label (first) has the value (second).
+type Remover = Box<dyn Fn(&str, &str) + Send + Sync>;
 
 /// The registry every family is registered in.
 #[derive(Clone)]
 pub struct Registry {
     inner: prometheus::Registry,
-    hooks: std::sync::Arc<std::sync::Mutex<Vec<Hook>>>,
+    hooks: Arc<Mutex<Vec<Hook>>>,
+    /// One per family made by the helpers below, for [`Registry::drop_series`].
+    removers: Arc<Mutex<Vec<Remover>>>,
 }
 
 impl Registry {
@@ -37,6 +45,7 @@ impl Registry {
         Ok(Registry {
             inner,
             hooks: Default::default(),
+            removers: Default::default(),
         })
     }
 
@@ -48,17 +57,17 @@ impl Registry {
 
     /// A registered family of integer gauges.
     pub fn int_gauges(&self, name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, prometheus::Error> {
-        self.register(IntGaugeVec::new(Opts::new(name, help), labels)?)
+        self.removable(self.register(IntGaugeVec::new(Opts::new(name, help), labels)?)?)
     }
 
     /// A registered family of float gauges.
     pub fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> Result<GaugeVec, prometheus::Error> {
-        self.register(GaugeVec::new(Opts::new(name, help), labels)?)
+        self.removable(self.register(GaugeVec::new(Opts::new(name, help), labels)?)?)
     }
 
     /// A registered family of counters.
     pub fn counters(&self, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
-        self.register(IntCounterVec::new(Opts::new(name, help), labels)?)
+        self.removable(self.register(IntCounterVec::new(Opts::new(name, help), labels)?)?)
     }
 
     /// A registered family of histograms with `buckets` (upper bounds, seconds).
@@ -69,14 +78,45 @@ impl Registry {
         buckets: &[f64],
         labels: &[&str],
     ) -> Result<HistogramVec, prometheus::Error> {
-        self.register(HistogramVec::new(
+        self.removable(self.register(HistogramVec::new(
             HistogramOpts::new(name, help).buckets(buckets.to_vec()),
             labels,
-        )?)
+        )?)?)
     }
 
-    /// Run `hook` before every encoding (e.g. to set gauges computed from the time now).
-    pub fn before_encode(&self, hook: impl Fn() + Send + Sync + 'static) {
+    /// Remember how to remove series of `family`, for [`Registry::drop_series`].
+    fn removable<T>(&self, family: MetricVec<T>) -> Result<MetricVec<T>, prometheus::Error>
+    where
+        T: MetricVecBuilder + 'static,
+        MetricVec<T>: Collector,
+    {
+        let f = family.clone();
+        let remover: Remover = Box::new(move |label, value| {
+            for mf in f.collect() {
+                for m in mf.get_metric() {
+                    let pairs = m.get_label();
+                    if pairs.iter().any(|p| p.name() == label && p.value() == value) {
+                        let all: HashMap<&str, &str> = pairs.iter().map(|p| (p.name(), p.value())).collect();
+                        let _ = f.remove(&all);
+                    }
+                }
+            }
+        });
+        self.removers.lock().unwrap_or_else(|p| p.into_inner()).push(remover);
+        Ok(family)
+    }
+
+    /// Remove, from every family, the series whose `label` is `value`: what a target,
+    /// namespace or log source left behind once a reload removed it.
+    pub fn drop_series(&self, label: &str, value: &str) {
+        for remove in self.removers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            remove(label, value);
+        }
+    }
+
+    /// Run `hook` before every encoding (e.g. to set gauges computed from the time now),
+    /// until it answers false.
+    pub fn before_encode(&self, hook: impl Fn() -> bool + Send + Sync + 'static) {
         self.hooks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -85,9 +125,10 @@ impl Registry {
 
     /// The text exposition format of everything registered.
     pub fn encode(&self) -> Result<String, prometheus::Error> {
-        for hook in self.hooks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            hook();
-        }
+        self.hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|hook| hook());
         let families = self.inner.gather();
         let mut buf = Vec::with_capacity(16 * 1024);
         TextEncoder::new().encode(&families, &mut buf)?;

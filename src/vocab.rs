@@ -268,6 +268,9 @@ pub mod metric {
     pub const LOG_PUSHES_REFUSED_TOTAL: &str = "lockwatch_log_pushes_refused_total";
     // lockwatch itself.
     pub const BUILD_INFO: &str = "lockwatch_build_info";
+    pub const CONFIG_LAST_RELOAD_SUCCESSFUL: &str = "lockwatch_config_last_reload_successful";
+    pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: &str =
+        "lockwatch_config_last_reload_success_timestamp_seconds";
 }
 
 #[cfg(test)]

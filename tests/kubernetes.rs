@@ -81,6 +81,24 @@ fn the_kustomization_names_every_manifest_and_they_fit_together() {
     assert_eq!(&d["spec"]["selector"]["matchLabels"], labels);
     let spec = &pod["spec"];
     assert_eq!(spec["securityContext"]["runAsNonRoot"], Value::Bool(true));
+
+    // The HA pair: two replicas on different nodes, updated and disrupted one at a time,
+    // rolled when the generated ConfigMap's content (hence its name) changes.
+    assert_eq!(d["spec"]["replicas"].as_u64(), Some(2));
+    assert_eq!(
+        d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"].as_u64(),
+        Some(1)
+    );
+    let anti = &spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(anti["topologyKey"].as_str(), Some("kubernetes.io/hostname"));
+    assert_eq!(&anti["labelSelector"]["matchLabels"], labels);
+    let pdb = get(&r, "PodDisruptionBudget", "lockwatch");
+    assert_eq!(&pdb["spec"]["selector"]["matchLabels"], labels);
+    assert_eq!(pdb["spec"]["minAvailable"].as_u64(), Some(1));
+    assert!(
+        k["generatorOptions"]["disableNameSuffixHash"].is_null() && generated["options"].is_null(),
+        "the ConfigMap's name must carry its content hash, so a config change rolls the pods"
+    );
     let c = &spec["containers"][0];
     let port = &c["ports"][0];
     assert_eq!(

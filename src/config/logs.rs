@@ -45,7 +45,7 @@ choice_enum!(
     }
 );
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     pub name: String,
     /// A file glob, or `-` for stdin.

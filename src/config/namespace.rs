@@ -21,7 +21,7 @@ pub enum ValueKind {
     Redisson,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NamespaceConfig {
     pub name: String,
     pub pattern: Glob,

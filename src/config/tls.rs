@@ -14,7 +14,7 @@ use super::{ConfigError, Cx, Secret};
 
 /// The TLS files of a `rediss://` target, read and parsed at load. With neither set, the
 /// system's roots are trusted and no client certificate is offered.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TargetTls {
     /// `tls_ca_file`: the CA bundle trusted instead of the system roots.
     pub ca: Option<PemFile>,
@@ -23,7 +23,7 @@ pub struct TargetTls {
 }
 
 /// A PEM file as read at load. Its Debug shows the path only.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct PemFile {
     pub path: PathBuf,
     pub pem: Vec<u8>,
@@ -38,7 +38,7 @@ impl fmt::Debug for PemFile {
 }
 
 /// A client certificate chain and its private key; the key is a [`Secret`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClientIdentity {
     pub cert: PemFile,
     pub key_path: PathBuf,

@@ -12,6 +12,7 @@ mod gate;
 mod key_page;
 mod logs;
 pub(crate) mod push;
+pub(crate) mod reload;
 mod server;
 mod slots;
 mod status_page;
@@ -26,6 +27,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -49,6 +51,8 @@ pub(crate) struct AppState {
     pub(crate) push: Arc<push::PushIntake>,
     /// Bounds the answers that walk the lock tables (API, status page).
     pub(crate) views: gate::Gate,
+    /// `POST /-/reload`, with `--web.enable-lifecycle` (403 without).
+    pub(crate) reload: Option<reload::Reloads>,
 }
 
 /// An error a handler answers with: a status and one sentence naming the problem.
@@ -86,6 +90,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/logs", post(logs::otlp))
         .route("/loki/api/v1/push", post(logs::loki))
         .route("/api/v1/logs", post(logs::plain))
+        .route("/-/reload", post(reload::reload).put(reload::reload))
         .fallback(not_found)
         .with_state(state);
     match auth {
@@ -94,14 +99,26 @@ pub(crate) fn router(state: AppState) -> Router {
     }
 }
 
-/// Serve the router on `listener` until `shutdown`: HTTPS when the web config has
-/// `tls_server_config`, else plain HTTP, every connection held to `[server]`'s limits
-/// (`server`). Requests in progress finish on shutdown.
-pub(crate) async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
+pub(crate) use server::Live;
+
+/// What answers for `state`: its router, and its web config's TLS settings.
+pub(crate) fn live(state: AppState) -> Live {
     let tls = state.config.server.web.as_ref().and_then(|w| w.tls.clone());
-    let limits = state.config.server.limits;
-    let metrics = server::ServerMetrics::register(&state.registry).map_err(std::io::Error::other)?;
-    server::serve(listener, router(state), tls, limits, metrics, shutdown).await
+    Live::new(router(state), tls)
+}
+
+/// Serve the latest of `live` on `listener` until `shutdown`: HTTPS when its web config has
+/// `tls_server_config`, else plain HTTP, every connection held to `limits` (`server`).
+/// Requests in progress finish on shutdown.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    live: watch::Receiver<Live>,
+    registry: &Registry,
+    limits: crate::config::HttpLimits,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let metrics = server::ServerMetrics::register(registry).map_err(std::io::Error::other)?;
+    server::serve(listener, live, limits, metrics, shutdown).await
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, HttpError> {

@@ -4,7 +4,8 @@
 //! many idle or slow connections someone holds; a request head (TLS handshake included)
 //! must arrive within `header_timeout`, a kept-alive connection may idle `idle_timeout`
 //! (bodies are the push's, bounded by `body_timeout` there). Accept errors (out of file
-//! descriptors) make an idle connection give way, else back off: never a busy loop.
+//! descriptors) make an idle connection give way, else back off: never a busy loop. The
+//! router and TLS settings are `Live`: a reload swaps them for the next request and handshake.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use hyper_util::rt::TokioIo;
 use prometheus::{IntCounter, IntCounterVec, IntGauge};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -70,31 +72,45 @@ impl ServerMetrics {
     }
 }
 
+/// What answers: the router, and the TLS settings of new connections. A reload sends a new
+/// one; each request (kept-alive connections included) is answered by the latest.
+#[derive(Clone)]
+pub(crate) struct Live {
+    pub(crate) app: Router,
+    pub(crate) tls: Option<TlsAcceptor>,
+}
+
+impl Live {
+    pub(crate) fn new(app: Router, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
+        Live {
+            app,
+            tls: tls.map(TlsAcceptor::from),
+        }
+    }
+}
+
 /// What every connection task needs.
 #[derive(Clone)]
 struct Shared {
-    app: Router,
-    tls: Option<TlsAcceptor>,
+    live: watch::Receiver<Live>,
     limits: HttpLimits,
     metrics: ServerMetrics,
     shutdown: CancellationToken,
 }
 
-/// Serve `app` on `listener` (HTTPS with `tls`) until `shutdown`; then take no more
-/// connections, close the idle ones and let requests in progress finish, for at most
-/// [`SHUTDOWN_GRACE`].
+/// Serve the latest of `live` on `listener` (HTTPS with its `tls`) until `shutdown`; then
+/// take no more connections, close the idle ones and let requests in progress finish, for
+/// at most [`SHUTDOWN_GRACE`].
 pub(crate) async fn serve(
     listener: TcpListener,
-    app: Router,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    live: watch::Receiver<Live>,
     limits: HttpLimits,
     metrics: ServerMetrics,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     warn_if_over_fd_limit(limits.max_connections);
     let shared = Shared {
-        app,
-        tls: tls.map(TlsAcceptor::from),
+        live,
         limits,
         metrics,
         shutdown: shutdown.clone(),
@@ -170,7 +186,8 @@ async fn accept_failed(e: &std::io::Error, slots: &Slots, metrics: &ServerMetric
 /// ends it (a timeout, giving way, shutdown).
 async fn connection(stream: TcpStream, peer: SocketAddr, held: Held, shared: &Shared) {
     let _ = stream.set_nodelay(true);
-    let Some(acceptor) = &shared.tls else {
+    let tls = shared.live.borrow().tls.clone();
+    let Some(acceptor) = tls else {
         return http(stream, held, shared).await;
     };
     let slot = held.slot.clone();
@@ -204,11 +221,11 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let slot = held.slot.clone();
-    let app = shared.app.clone();
+    let live = shared.live.clone();
     let in_service = slot.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let busy = in_service.begin();
-        let app = app.clone();
+        let app = live.borrow().app.clone();
         async move {
             let response = app.oneshot(request).await;
             drop(busy);

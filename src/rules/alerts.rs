@@ -44,7 +44,7 @@ pub fn runbook_slug(alert: &str) -> String {
 
 pub(super) fn push_alert(out: &mut String, a: &Alert<'_>, cfg: &AlertsConfig) {
     let _ = writeln!(out, "      - alert: {}\n        expr: |", a.name);
-    for line in a.expr.lines() {
+    for line in super::replicas::across(&a.expr).lines() {
         let _ = writeln!(out, "          {line}");
     }
     let _ = writeln!(out, "        for: {}", a.for_);
@@ -231,7 +231,7 @@ fn ratio_alerts(
             window: Some("fallback"),
             summary: &format!("{what} in namespace {{{{ $labels.namespace }}}} (no ratio: no transitions seen)"),
             description: format!(
-                "{{{{ $value | humanize }}}} failures in the last hour in namespace {{{{ $labels.namespace }}}} (lockwatch {{{{ $labels.instance }}}}), still occurring after 15 minutes. lockwatch sees no lock transitions for this namespace (keyspace notifications off for its targets), so no ratio can be computed; this fires on a sustained rate of at least {mins} an hour instead."
+                "{{{{ $value | humanize }}}} failures in the last hour in namespace {{{{ $labels.namespace }}}} (lockwatch job {{{{ $labels.job }}}}), still occurring after 15 minutes. lockwatch sees no lock transitions for this namespace (keyspace notifications off for its targets), so no ratio can be computed; this fires on a sustained rate of at least {mins} an hour instead."
             ),
             dashboard: Dashboard::Namespace { target: false },
         },
@@ -372,11 +372,11 @@ pub(super) fn alerts(config: &Config) -> String {
     let meta: [(&str, String, &str, &str, String); 5] = [
         (
             "LockwatchDown",
-            format!("up{{job=\"{job}\"}} == 0\nor\nabsent(up{{job=\"{job}\"}})"),
+            format!("up{{job=\"{job}\"}} == 0\nunless on (job)\nmax by (job) (up{{job=\"{job}\"}}) == 0"),
             "5m",
-            "lockwatch is down or not scraped",
+            "A lockwatch replica is down or not scraped",
             format!(
-                "Prometheus has not scraped lockwatch (job {job}, instance {{{{ $labels.instance }}}}) for 5 minutes. No lock alert can fire while it is gone."
+                "Prometheus has not scraped lockwatch instance {{{{ $labels.instance }}}} (job {job}) for 5 minutes; another replica still is, so lock alerts still fire, once. Bring the replica back before the other one goes too."
             ),
         ),
         (
@@ -411,6 +411,22 @@ pub(super) fn alerts(config: &Config) -> String {
             "The reconciling SCAN of target {{ $labels.target }} repaired {{ $value | humanize }} lock changes in the last hour that keyspace notifications had missed, with repairs in each of the last three 20-minute windows, still occurring after 15 minutes; a burst after one reconnect does not fire this. Notifications are being lost (flags partly off, a proxy dropping pub/sub, the subscriber cut by client-output-buffer-limit, a cluster node not subscribed): in events mode, this target's lock gauges (held, renewal overdue, held too long), transitions and expiry takeovers are late or wrong until each reconcile.".into(),
         ),
     ];
+    push_alert(
+        o,
+        &Alert {
+            name: "LockwatchDown",
+            expr: format!("max by (job) (up{{job=\"{job}\"}}) == 0\nor\nabsent(up{{job=\"{job}\"}})"),
+            for_: "5m",
+            severity: "critical",
+            window: None,
+            summary: "No lockwatch replica is up",
+            description: format!(
+                "Prometheus has scraped no lockwatch instance of job {job} for 5 minutes (all down, or none found). No lock alert can fire while they are gone."
+            ),
+            dashboard: Dashboard::Overview,
+        },
+        cfg,
+    );
     for (name, expr, for_, summary, description) in meta {
         push_alert(
             o,

@@ -15,6 +15,7 @@ use std::path::Path;
 
 mod alerts;
 mod headroom;
+mod replicas;
 
 use crate::config::Config;
 use alerts::alerts;
@@ -125,7 +126,7 @@ const RENEW_FAILURE: Ratio = Ratio {
 
 impl Ratio {
     fn events_rate(&self, w: &str) -> String {
-        format!("instance_namespace:lockwatch_lock_{}_events:rate{w}", self.name)
+        format!("job_namespace:lockwatch_lock_{}_events:rate{w}", self.name)
     }
     fn successes_rate(&self, w: &str) -> String {
         format!("target_namespace:lockwatch_lock_{}:rate{w}", self.successes)
@@ -175,7 +176,7 @@ fn recording() -> String {
 
 fn rule(out: &mut String, kind: &str, name: &str, expr: &str) {
     let _ = writeln!(out, "      - {kind}: {name}\n        expr: |");
-    for line in expr.lines() {
+    for line in replicas::across(expr).lines() {
         let _ = writeln!(out, "          {line}");
     }
 }

@@ -238,15 +238,21 @@ impl SamplerMetrics {
     /// moment, so a holder that stopped renewing shows at its mark, whatever the passes.
     pub(crate) fn follow_clock(&self, target: &str, locks: std::sync::Arc<TargetLocks>) {
         let (me, target) = (self.clone(), target.to_string());
+        // Held weakly: a target a reload removed stops publishing (and its hook is dropped).
+        let locks = std::sync::Arc::downgrade(&locks);
         self.registry.before_encode(move || {
+            let Some(locks) = locks.upgrade() else {
+                return false;
+            };
             if locks.subscription().is_none() {
-                return;
+                return true;
             }
             let now = locks.now_ms();
             for ns in &locks.namespaces {
                 let census = ns.table().census_at(&ns.config, now);
                 me.publish_census(&target, &ns.config, &census);
             }
+            true
         });
     }
 

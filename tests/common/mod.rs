@@ -3,6 +3,7 @@
 //! test with the command that installs it; nothing is skipped.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod alertmanager;
 pub mod cdp;
 pub mod drill;
 pub mod headless;

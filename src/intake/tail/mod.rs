@@ -86,13 +86,15 @@ pub(crate) struct Tailer {
 }
 
 impl Tailer {
-    /// A tailer for `source`, resuming from `state_dir` when set.
+    /// A tailer for `source`, resuming from `state_dir` when set. `restore` adds the saved
+    /// counts to the counters: at start, not when a reload restarts the source (they hold them).
     pub(crate) fn new(
         source: &LogConfig,
         classifier: Arc<Classifier>,
         metrics: &IntakeMetrics,
         namespaces: &[String],
         state_dir: Option<&Path>,
+        restore: bool,
     ) -> Self {
         let store = state_dir.map(|d| Store::new(d, &source.name));
         let counters = Counters::new(metrics, namespaces, &source.name);
@@ -103,7 +105,9 @@ impl Tailer {
                     let (restored, dropped) = c.to_tally(namespaces);
                     tracing::info!(source = %source.name, lines = restored.total(), events_dropped = dropped,
                         "counters continue from the counts saved with the offsets");
-                    counters.restore(&mut restored.clone());
+                    if restore {
+                        counters.restore(&mut restored.clone());
+                    }
                     saved_counts = restored;
                 }
                 Some(s.files)
