@@ -6,7 +6,9 @@
 //! Then it holds many locks at once and reports the watcher's memory per tracked lock.
 //!
 //! `cargo bench --bench lifecycle_load`; rates (transitions/s) from
-//! `LOCKWATCH_LOAD_RATES=10000,50000`, seconds per step from `LOCKWATCH_LOAD_SECS`.
+//! `LOCKWATCH_LOAD_RATES=10000,50000` (`none`: memory only, cold), seconds per step from
+//! `LOCKWATCH_LOAD_SECS`, locks held for the memory figure from `LOCKWATCH_LOAD_LOCKS`, the
+//! exporter binary from `LOCKWATCH_BENCH_BIN` (`scripts/bench.sh` runs a base revision's).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Child, Command, Stdio};
@@ -58,7 +60,8 @@ renew_every = "10s"
         ),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_lockwatch"))
+    let bin = std::env::var("LOCKWATCH_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_lockwatch").to_string());
+    let child = Command::new(bin)
         .args(["serve", "-c", cfg.to_str().unwrap(), "--log-level", "warn"])
         .stdout(Stdio::null())
         .spawn()
@@ -288,7 +291,7 @@ async fn memory_per_lock(
         }
         let _: () = p.query_async(&mut conn).await.unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(120);
     while Instant::now() < deadline {
         let (t, _, _) = scrape(http, &exporter.url).await.unwrap();
         if t - base >= n {
@@ -349,10 +352,13 @@ fn main() {
                 if s.connected { "yes" } else { "NO" }
             );
         }
-        let n = 200_000;
+        let n = std::env::var("LOCKWATCH_LOAD_LOCKS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1_000_000);
         let (before, after, per) = memory_per_lock(&client, &exporter, &http, n).await;
         println!(
-            "\nmemory: {n} locks held at once: exporter RSS {before} KiB → {after} KiB, {per:.0} bytes per tracked lock (keys of 22 bytes; includes the capped history)"
+            "\nmemory: {n} locks held at once: exporter RSS {before} KiB → {after} KiB, {per:.0} bytes per tracked lock (keys of 23 bytes; includes the capped history)"
         );
     });
 }

@@ -3,6 +3,8 @@
 #   sampler    one sample pass over 100,000 and 1,000,000 lock keys on a local redis-server,
 #              the exporter's memory per tracked lock, and — on the same 100,000 keys in the
 #              same run — the scrape time of prometheus-redis-exporter with --check-keys;
+#   memory     memory per tracked lock in events mode, 1,000,000 locks announced by
+#              notifications, cold and warm (scripts/memory.sh);
 #   lifecycle  the lifecycle watcher under a rising rate of acquire/renew/release cycles
 #              (its own redis-server and exporter, benches/lifecycle_load.rs);
 #   tracking   a shared database of 10,000,000 cache keys (~2,000 writes/s) and 10,000 lock
@@ -20,17 +22,23 @@
 #              lines from a file, in the same run; records/s, lines/s and their ratio.
 #   api        GET /api/v1/locks?limit=10 with 1,000,000 tracked locks: median time of 11
 #              requests and the RSS five concurrent requests add (peak, after resetting it),
-#              side by side for this build and for LOCKWATCH_BENCH_API_BASE (default c531961,
-#              the last commit that copied every lock to answer; built from `git archive`).
+#              side by side for this build and the base (LOCKWATCH_BENCH_API_BASE, e.g.
+#              c531961, the last commit that copied every lock to answer, overrides it).
 #   targets    one exporter watching 100 small redis-servers with 3 namespaces each (10 locks
 #              per namespace, notifications on): RSS per target (against one target), Redis
 #              connections per target, /metrics size and scrape time (median of 21), and the
-#              slowest target's pass duration.
+#              slowest target's pass duration; this build only (no base: f2bf837 has no reload
+#              or many-target figures to compare).
+#
+# Every other section runs this build beside a base revision, built once from `git archive` into
+# target/bench-base (LOCKWATCH_BENCH_BASE, default f2bf837; the api section's own
+# LOCKWATCH_BENCH_API_BASE overrides it there), taking turns on the same data, and prints
+# the ratio this build ÷ base (below 1: cheaper or faster now).
 # Results: bench-results/summary.md (and criterion's report under target/criterion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(sampler lifecycle intake shippers tracking api targets)
+[ ${#sections[@]} -eq 0 ] && sections=(sampler memory lifecycle intake shippers tracking api targets)
 out=bench-results
 mkdir -p "$out"
 : > "$out/summary.md"
@@ -43,6 +51,22 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_port() { for _ in $(seq 200); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1" >&2; return 1; }
 
 cargo build --release --locked --bin lockwatch >&2
+new_bin=target/release/lockwatch
+base_rev=${LOCKWATCH_BENCH_BASE:-f2bf837}
+
+# The base revision's binary, built once per revision from `git archive`.
+base_bin() { # revision -> path of its release binary
+  local rev=$1 dir="$(pwd)/target/bench-base/$1"
+  if [ ! -x "$dir/release/lockwatch" ]; then
+    echo "building $rev (the base) from git archive…" >&2
+    rm -rf "$work/base-$rev"; mkdir -p "$work/base-$rev"
+    git archive "$rev" | tar -x -C "$work/base-$rev"
+    LOCKWATCH_GIT_COMMIT="$rev" CARGO_TARGET_DIR="$dir" cargo build --release --locked --bin lockwatch \
+      --manifest-path "$work/base-$rev/Cargo.toml" >&2
+  fi
+  echo "$dir/release/lockwatch"
+}
+ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'{a/b:.2f}×' if b else '—')" "$1" "$2"; }
 
 sampler() {
 rport=$(free_port)
@@ -65,7 +89,7 @@ pass100k=$(mean_s 100000)
 pass1m=$(mean_s 1000000)
 
 # 2. Memory: peak RSS of `lockwatch serve` tracking 0, 100k and 1M locks.
-rss_kib() { # db -> "VmHWM_KiB sample_duration_s"
+rss_kib() { # db [binary] -> "VmHWM_KiB sample_duration_s"
   local lport cfg pid
   lport=$(free_port)
   cfg="$work/lw-$1.toml"
@@ -85,7 +109,7 @@ pattern = "bench:lock:*"
 ttl = "3600s"
 renew_every = "1200s"
 TOML
-  target/release/lockwatch serve -c "$cfg" --log-level warn &
+  "${2:-$new_bin}" serve -c "$cfg" --log-level warn &
   pid=$!
   wait_port "$lport"
   for _ in $(seq 600); do
@@ -106,6 +130,11 @@ read -r rss1m dur1m < <(rss_kib 2)
 per_lock() { python3 -c "print(round(($1-$2)*1024/$3))"; }
 b100k=$(per_lock "$rss100k" "$rss0" 100000)
 b1m=$(per_lock "$rss1m" "$rss0" 1000000)
+local base_b rss0b rss1mb dur1mb
+base_b=$(base_bin "$base_rev")
+read -r rss0b _ < <(rss_kib 3 "$base_b")
+read -r rss1mb dur1mb < <(rss_kib 2 "$base_b")
+b1mb=$(per_lock "$rss1mb" "$rss0b" 1000000)
 
 # 3. The peer: prometheus-redis-exporter --check-keys on the same 100,000 keys.
 eport=$(free_port)
@@ -130,14 +159,58 @@ cat > "$out/sampler.md" <<MD
 | pass duration reported by serve (100k / 1M) | ${dur100k} s / ${dur1m} s |
 | prometheus-redis-exporter --check-keys scrape, 100,000 keys (hyperfine mean of 5) | $(python3 -c "print(f'{$peer:.2f} s')") ($checked keys exported) |
 | ratio, peer scrape ÷ lockwatch pass on the same 100,000 keys | ${ratio}× |
+
+| side by side, scan mode, 1,000,000 keys | base ($base_rev) | this build | this ÷ base |
+|---|---:|---:|---:|
+| pass duration reported by serve | ${dur1mb} s | ${dur1m} s | $(ratio "$dur1m" "$dur1mb") |
+| memory per tracked lock (peak RSS) | $b1mb B | $b1m B | $(ratio "$b1m" "$b1mb") |
 MD
 kill "${pids[@]}" 2>/dev/null || true
 pids=()
 }
 
-# The lifecycle watcher under load (starts its own redis-server and lockwatch serve).
+# The lifecycle watcher under load (starts its own redis-server and lockwatch serve), the
+# base's binary and this build's taking turns under the same harness: the load steps with
+# the memory per tracked lock after them (warm), then a fresh exporter filled only by the
+# notifications of the locks (cold).
 lifecycle() {
-cargo bench --locked --bench lifecycle_load > "$out/lifecycle.md"
+local base_b rates=${LOCKWATCH_LOAD_RATES:-10000,25000,50000,100000,200000,300000,400000}
+base_b=$(base_bin "$base_rev")
+cargo bench --locked --bench lifecycle_load --no-run >&2
+run_ll() { LOCKWATCH_BENCH_BIN="$1" LOCKWATCH_LOAD_RATES="$2" cargo bench --locked --bench lifecycle_load 2>/dev/null; }
+run_ll "$base_b" "$rates" > "$work/ll-base-warm.md"
+run_ll "$new_bin" "$rates" > "$work/ll-new-warm.md"
+run_ll "$base_b" none > "$work/ll-base-cold.md"
+run_ll "$new_bin" none > "$work/ll-new-cold.md"
+python3 - "$work" "$base_rev" > "$out/lifecycle.md" <<'PY'
+import re, sys
+work, base = sys.argv[1], sys.argv[2]
+def read(name):
+    text = open(f"{work}/ll-{name}.md").read()
+    rows = {int(r[0]): r for r in (l.strip("|").split("|") for l in text.splitlines() if re.match(r"^\| \d", l))}
+    rows = {k: [c.strip() for c in v] for k, v in rows.items()}
+    mem = re.search(r"(\d+) bytes per tracked lock", text)
+    locks = re.search(r"memory: (\d+) locks", text)
+    return text, rows, float(mem.group(1)) if mem else float("nan"), locks.group(1) if locks else "?"
+bw, nw, bc, nc = (read(n) for n in ("base-warm", "new-warm", "base-cold", "new-cold"))
+r = lambda a, b: f"{a / b:.2f}×" if b else "—"
+print("### Lifecycle watcher")
+print(f"`benches/lifecycle_load.rs` of this tree, run with the base's binary ({base}) and this build's in turn.\n")
+print(f"#### Base ({base})\n")
+print(bw[0])
+print("#### This build\n")
+print(nw[0])
+print("#### Side by side\n")
+print(f"| measurement | base ({base}) | this build | this ÷ base |")
+print("|---|---:|---:|---:|")
+for rate in sorted(set(bw[1]) & set(nw[1])):
+    b, n = bw[1][rate], nw[1][rate]
+    print(f"| {rate}/s: counted/s | {b[2]} | {n[2]} | {r(float(n[2]), float(b[2]))} |")
+    print(f"| {rate}/s: lockwatch CPU (cores) | {b[6]} | {n[6]} | {r(float(n[6]), float(b[6]))} |")
+    print(f"| {rate}/s: redis CPU (cores) | {b[7]} | {n[7]} | {r(float(n[7]), float(b[7]))} |")
+print(f"| memory per tracked lock, {nw[3]} held after the load steps (warm) | {bw[2]:.0f} B | {nw[2]:.0f} B | {r(nw[2], bw[2])} |")
+print(f"| memory per tracked lock, {nc[3]} announced into a fresh exporter (cold) | {bc[2]:.0f} B | {nc[2]:.0f} B | {r(nc[2], bc[2])} |")
+PY
 }
 
 # Events mode against scan mode on a shared keyspace (see the header).
@@ -239,7 +312,7 @@ kill "$gen" 2>/dev/null || true
 
 # Memory per tracked lock in events mode: 1,000,000 locks in db 3 against an empty db 4.
 awk 'BEGIN{for(i=0;i<1000000;i++) printf "SET lock:job:%d owner-%d PX 3600000\r\n", i, i}' | redis-cli -p "$rport" -n 3 --pipe >/dev/null
-rss_events() { # db -> VmHWM KiB once the held gauge is stable
+rss_events() { # db held [binary] -> VmHWM KiB once the held gauge is stable
   lport=$(free_port)
   cat > "$work/m.toml" <<TOML
 [server]
@@ -255,7 +328,7 @@ name = "job"
 pattern = "lock:job:*"
 ttl = "3600s"
 TOML
-  target/release/lockwatch serve -c "$work/m.toml" --log-level warn &
+  "${3:-$new_bin}" serve -c "$work/m.toml" --log-level warn &
   local pid=$!
   wait_port "$lport"
   for _ in $(seq 600); do
@@ -266,7 +339,10 @@ TOML
   awk '/VmHWM/{print $2}' "/proc/$pid/status"
   kill "$pid"; wait "$pid" 2>/dev/null || true
 }
-local m0 m1
+local m0 m1 m0b m1b base_b
+base_b=$(base_bin "$base_rev")
+m0b=$(rss_events 4 0 "$base_b")
+m1b=$(rss_events 3 1000000 "$base_b")
 m0=$(rss_events 4 0)
 m1=$(rss_events 3 1000000)
 
@@ -282,10 +358,10 @@ hyperfine --runs 3 --export-json "$out/tracking_peer.json" "curl -sf -o /dev/nul
 r1=$(redis_cpu)
 local peer
 peer=$(python3 -c "import json; print(json.load(open('$out/tracking_peer.json'))['results'][0]['mean'])")
-python3 - "$cache" "$locks" "$window" "$base" "$m0" "$m1" "$peer" "$r0" "$r1" "${results[@]}" > "$out/tracking.md" <<'PY'
+python3 - "$cache" "$locks" "$window" "$base" "$m0" "$m1" "$peer" "$r0" "$r1" "$m0b" "$m1b" "$base_rev" "${results[@]}" > "$out/tracking.md" <<'PY'
 import sys
-cache, locks, window, base, m0, m1, peer, r0, r1 = sys.argv[1:10]
-rows = [r.split() for r in sys.argv[10:]]
+cache, locks, window, base, m0, m1, peer, r0, r1, m0b, m1b, base_rev = sys.argv[1:13]
+rows = [r.split() for r in sys.argv[13:]]
 print("### Tracking: events mode against scan mode on a shared keyspace")
 print(f"{int(cache):,} cache keys (~2,000 writes/s) and {int(locks):,} lock keys (~200 renew/release/acquire ops/s) in one database; Redis CPU measured over {window} s windows as `used_cpu_user + used_cpu_sys`; workload alone: {float(base):.2f} % of a core.")
 print()
@@ -296,7 +372,8 @@ for mode, tm, rc, lc, stall, trunc in rows:
     print(f"| {mode} | {tm} | {added:.2f} % of a core | {float(lc):.2f} % of a core | {stall} | {trunc} |")
 per = (int(m1) - int(m0)) * 1024 / 1_000_000
 print()
-print(f"Memory per tracked lock in events mode: {per:.0f} B (peak RSS {int(m1)//1024} MiB with 1,000,000 locks, {int(m0)//1024} MiB with none).")
+perb = (int(m1b) - int(m0b)) * 1024 / 1_000_000
+print(f"Memory per tracked lock in events mode: {per:.0f} B (peak RSS {int(m1)//1024} MiB with 1,000,000 locks, {int(m0)//1024} MiB with none); the base ({base_rev}) on the same keys: {perb:.0f} B, this ÷ base {per/perb:.2f}×.")
 print(f"prometheus-redis-exporter --check-keys 'lock:job:*' on the same database: {float(peer):.2f} s per scrape (hyperfine mean of 3), {(float(r1)-float(r0))/ (3+1):.2f} s of Redis CPU per scrape (4 scrapes incl. warm-up, averaged).")
 PY
 kill "${pids[@]}" 2>/dev/null || true
@@ -339,7 +416,10 @@ size_mb=$(( $(stat -c %s "$log") / 1000000 ))
 intake_toml > "$cfg"
 local mport
 mport=$(free_port)
-local lw="taskset -c 1 target/release/lockwatch classify --summary -c $cfg $log"
+local base_b
+base_b=$(base_bin "$base_rev")
+local lw="taskset -c 1 $new_bin classify --summary -c $cfg $log"
+local lwb="taskset -c 1 $base_b classify --summary -c $cfg $log"
 local mt="taskset -c 1 mtail --one_shot --one_shot_format prometheus --progs $progs --logs $log --logtostderr --address 127.0.0.1 --port $mport"
 # Both must count the same events before their speed means anything.
 local a b
@@ -349,46 +429,53 @@ if [ "$a" != "$b" ]; then
   printf 'lockwatch and mtail disagree:\n%s\n---\n%s\n' "$a" "$b" >&2
   exit 1
 fi
-hyperfine --warmup 1 --runs 5 --export-json "$out/intake.json" -n lockwatch "$lw" -n mtail "$mt" >&2
-local lw_s mt_s
-lw_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['results'][0]['mean'])")
-mt_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['results'][1]['mean'])")
+if [ "$a" != "$($lwb 2>/dev/null | awk 'NR>1{print $1, $2, $3, $4}' | sort)" ]; then
+  echo "the base ($base_rev) counts other events than this build" >&2
+  exit 1
+fi
+hyperfine --warmup 1 --runs 5 --export-json "$out/intake.json" -n base "$lwb" -n lockwatch "$lw" -n mtail "$mt" >&2
+local lwb_s lw_s mt_s
+lwb_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['results'][0]['mean'])")
+lw_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['results'][1]['mean'])")
+mt_s=$(python3 -c "import json; print(json.load(open('$out/intake.json'))['results'][2]['mean'])")
 
 # lockwatch serve tailing the file from its start, pinned to one core: time until all
 # lines are counted (polling /metrics every 20 ms). With multiline = "auto" the file's last
 # two lines (its last record, and the line before it, kept in case an exception follows)
 # are counted once the file has been quiet for 1 s: the time until all lines but those is
 # the reading time, the time until all of them includes that wait.
-local sport scfg
-sport=$(free_port)
-scfg="$work/serve.toml"
-{ echo "[server]"; echo "listen = \"127.0.0.1:$sport\""; cat "$cfg"; } > "$scfg"
-sed -i 's/^name = "bench"$/name = "bench"\nnotifications = "off"/' "$scfg"
-printf '[[logs]]\nname = "app"\npath = "%s"\nstart_at = "beginning"\n' "$log" >> "$scfg"
-taskset -c 1 target/release/lockwatch serve -c "$scfg" --log-level error &
-local spid=$!
-pids+=($spid)
-wait_port "$sport"
-local t0 t1 tread="" n=0
-t0=$(date +%s.%N)
-for _ in $(seq 3000); do
-  n=$(curl -sf "http://127.0.0.1:$sport/metrics" | awk '/^lockwatch_log_lines_total\{.*source="app"/{s+=$2} END{printf "%d", s}')
-  [ -z "$tread" ] && [ "$n" -ge $((lines - 2)) ] && tread=$(date +%s.%N)
-  [ "$n" -ge "$lines" ] && break
-  sleep 0.02
-done
-t1=$(date +%s.%N)
-if [ "$n" -lt "$lines" ]; then
-  echo "lockwatch serve counted only $n of $lines lines" >&2
-  exit 1
-fi
-kill "$spid"; wait "$spid" 2>/dev/null || true
-local serve_s read_s
-serve_s=$(python3 -c "print($t1-$t0)")
-read_s=$(python3 -c "print($tread-$t0)")
-python3 - "$lines" "$size_mb" "$lw_s" "$mt_s" "$serve_s" "$read_s" > "$out/intake.md" <<'PY'
+local scfg="$work/serve.toml"
+serve_time() { # binary -> "seconds to all lines but the last record, seconds to every line"
+  local sport spid t0 t1 tread="" n=0
+  sport=$(free_port)
+  { echo "[server]"; echo "listen = \"127.0.0.1:$sport\""; cat "$cfg"; } > "$scfg"
+  sed -i 's/^name = "bench"$/name = "bench"\nnotifications = "off"/' "$scfg"
+  printf '[[logs]]\nname = "app"\npath = "%s"\nstart_at = "beginning"\n' "$log" >> "$scfg"
+  taskset -c 1 "$1" serve -c "$scfg" --log-level error &
+  spid=$!
+  wait_port "$sport"
+  t0=$(date +%s.%N)
+  for _ in $(seq 3000); do
+    n=$(curl -sf "http://127.0.0.1:$sport/metrics" | awk '/^lockwatch_log_lines_total\{.*source="app"/{s+=$2} END{printf "%d", s}')
+    [ -z "$tread" ] && [ "$n" -ge $((lines - 2)) ] && tread=$(date +%s.%N)
+    [ "$n" -ge "$lines" ] && break
+    sleep 0.02
+  done
+  t1=$(date +%s.%N)
+  kill "$spid"; wait "$spid" 2>/dev/null || true
+  if [ "$n" -lt "$lines" ]; then
+    echo "$1 serve counted only $n of $lines lines" >&2
+    exit 1
+  fi
+  python3 -c "print($tread-$t0, $t1-$t0)"
+}
+local read_s serve_s bread_s bserve_s
+read -r bread_s bserve_s < <(serve_time "$base_b")
+read -r read_s serve_s < <(serve_time "$new_bin")
+python3 - "$lines" "$size_mb" "$lw_s" "$mt_s" "$serve_s" "$read_s" "$lwb_s" "$bserve_s" "$bread_s" "$base_rev" > "$out/intake.md" <<'PY'
 import json, sys
-lines, mb, lw, mt, serve, read = int(sys.argv[1]), int(sys.argv[2]), *map(float, sys.argv[3:7])
+lines, mb, lw, mt, serve, read, blw, bserve, bread = int(sys.argv[1]), int(sys.argv[2]), *map(float, sys.argv[3:10])
+base = sys.argv[10]
 def crit(name):
     ns = json.load(open(f"target/criterion/classify/{name}/new/estimates.json"))["mean"]["point_estimate"]
     return 10_000 / (ns / 1e9)
@@ -402,7 +489,13 @@ print(f"| lockwatch classify --summary (hyperfine mean of 5) | {lw:.2f} s, {line
 print(f"| mtail --one_shot, equivalent program (hyperfine mean of 5) | {mt:.2f} s, {lines/mt:,.0f} lines/s |")
 print(f"| ratio, mtail time ÷ lockwatch time | {mt/lw:.1f}× |")
 print(f"| lockwatch serve tailing the file from its start, until /metrics shows every line but the last record | {read:.2f} s, {lines/read:,.0f} lines/s |")
-print(f"| the same, until every line (the last record waits for 1 s of quiet) | {serve:.2f} s |")
+print(f"| the same, until every line | {serve:.2f} s |")
+print()
+print(f"| side by side | base ({base}) | this build | this ÷ base |")
+print("|---|---:|---:|---:|")
+print(f"| classify --summary, lines/s | {lines/blw:,.0f} | {lines/lw:,.0f} | {blw/lw:.2f}× the speed |")
+print(f"| serve, to every line but the last record, lines/s | {lines/bread:,.0f} | {lines/read:,.0f} | {bread/read:.2f}× the speed |")
+print(f"| serve, to every line | {bserve:.2f} s | {serve:.2f} s | {serve/bserve:.2f}× |")
 PY
 }
 
@@ -454,19 +547,36 @@ print(f"| ratio, OTLP records/s ÷ tailed lines/s | {tail/otlp:.2f} |")
 PY
 }
 
+# Memory per tracked lock in events mode at 1,000,000 locks (scripts/memory.sh), cold and
+# warm, the base and this build in turn.
+memory() {
+local base_b n=${LOCKWATCH_BENCH_LOCKS:-1000000} rows=()
+base_b=$(base_bin "$base_rev")
+for kind in cold warm; do
+  local w=""; [ "$kind" = warm ] && w=warm
+  read -r bb bbefore bafter _ _ < <(scripts/memory.sh "$base_b" "$n" $w)
+  read -r nb nbefore nafter _ _ < <(scripts/memory.sh "$new_bin" "$n" $w)
+  rows+=("| $kind | $bb B ($((bbefore / 1024)) → $((bafter / 1024)) MiB) | $nb B ($((nbefore / 1024)) → $((nafter / 1024)) MiB) | $(ratio "$nb" "$bb") |")
+done
+{
+  echo "### Memory per tracked lock, events mode, $n locks (scripts/memory.sh)"
+  echo
+  echo "| | base ($base_rev) | this build | this ÷ base |"
+  echo "|---|---:|---:|---:|"
+  printf '%s\n' "${rows[@]}"
+} > "$out/memory.md"
+}
+
 # The lock listing at 1,000,000 tracked locks, this build against the base revision.
 api() {
-local base=${LOCKWATCH_BENCH_API_BASE:-c531961} n=1000000 rport
+local base=${LOCKWATCH_BENCH_API_BASE:-$base_rev} n=1000000 rport base_b
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis-api.log" --daemonize no &
 pids+=($!)
 wait_port "$rport"
 echo "loading $n lock keys…" >&2
 awk -v n="$n" 'BEGIN{for(i=0;i<n;i++) printf "SET bench:lock:%d owner-%d PX 3600000\r\n", i, i}' | redis-cli -p "$rport" --pipe >/dev/null
-echo "building $base (the base) from git archive…" >&2
-mkdir -p "$work/base"
-git archive "$base" | tar -x -C "$work/base"
-LOCKWATCH_GIT_COMMIT="$base" CARGO_TARGET_DIR="$(pwd)/target/bench-base" cargo build --release --locked --bin lockwatch --manifest-path "$work/base/Cargo.toml" >&2
+base_b=$(base_bin "$base")
 measure() { # binary -> "median_ms rss_before_kib hwm_growth_kib"
   local lport pid
   lport=$(free_port)
@@ -508,11 +618,11 @@ TOML
   echo "$rss $((hwm - rss))"
 }
 mib() { python3 -c "print(f'{$1/1024:.1f}')"; }
-read -r before_ms before_rss before_growth < <(measure target/bench-base/release/lockwatch)
+read -r before_ms before_rss before_growth < <(measure "$base_b")
 read -r after_ms after_rss after_growth < <(measure target/release/lockwatch)
 cat > "$out/api.md" <<MD
 ### Lock listing at 1,000,000 tracked locks
-\`GET /api/v1/locks?namespace=bench&limit=10\`, one exporter in scan mode tracking $n locks; the base is $base (a copy of every lock, sorted), this build chooses the 10 with a bounded heap.
+\`GET /api/v1/locks?namespace=bench&limit=10\`, one exporter in scan mode tracking $n locks, for the base ($base) and this build.
 
 | measurement | base ($base) | this build |
 |---|---|---|
@@ -524,7 +634,7 @@ kill "${pids[@]}" 2>/dev/null || true
 pids=()
 }
 
-# One exporter, 100 targets (issue 27): what a target costs.
+# One exporter, 100 targets: what a target costs.
 targets() {
 local n=100 ports=() p i
 echo "starting $n redis-servers…" >&2
@@ -594,8 +704,8 @@ pids=()
 
 for s in "${sections[@]}"; do
   case "$s" in
-    sampler|lifecycle|intake|shippers|tracking|api|targets) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
-    *) echo "unknown section $s: use sampler, lifecycle, intake, shippers, tracking, api or targets" >&2; exit 2 ;;
+    sampler|memory|lifecycle|intake|shippers|tracking|api|targets) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, memory, lifecycle, intake, shippers, tracking, api or targets" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.md"

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub(crate) mod demo;
+pub mod dense;
 pub mod discover;
 pub mod drill;
 pub(crate) mod duration;

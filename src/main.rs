@@ -7,6 +7,12 @@ use clap::Parser;
 use lockwatch::cli::Cli;
 use lockwatch::commands;
 
+/// mimalloc rather than glibc's malloc: small blocks (keys, entries) without a per-block
+/// header, and memory freed after a burst (notifications queued, reads in flight) goes back
+/// to the system instead of staying in per-thread arenas (README: memory per tracked lock).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     commands::init_tracing(cli.log_format, &cli.log_level);

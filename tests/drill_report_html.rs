@@ -279,7 +279,13 @@ fn a_failing_run_marks_the_stale_release_and_its_consequence() {
         .filter_map(|g| g.split("</text>").next()?.rsplit('>').next())
         .collect();
     deviating.sort_by_key(|w| at(&drawn, w));
-    assert_eq!(deviating, ["release ACCEPTED", "B's lock damaged", "B releases"]);
+    // The damage is found no later than B's release; both can fall in the same millisecond,
+    // where the drawing's lane order, not time, would decide a sorted list.
+    assert_eq!(deviating.first(), Some(&"release ACCEPTED"), "{deviating:?}");
+    let mut rest = deviating[1..].to_vec();
+    rest.sort_unstable();
+    assert_eq!(rest, ["B releases", "B's lock damaged"]);
+    assert!(at(&drawn, "B's lock damaged") <= at(&drawn, "B releases"));
     assert!(at(&drawn, "release ACCEPTED") > at(&drawn, "SIGCONT"));
 }
 

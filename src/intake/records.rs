@@ -105,7 +105,8 @@ impl RecordSplitter {
             asm.flush(data, &mut on);
             return data.len();
         }
-        if end != End::More {
+        // A JSON object line ends its record and the one held before it: count them now.
+        if end != End::More || asm.cur.is_some_and(|r| closed(data, &r)) {
             asm.flush(data, &mut on);
             return pos;
         }
@@ -204,14 +205,15 @@ impl Assembler {
         };
         let within = cur.lines < MAX_RECORD_LINES && end - cur.start <= MAX_RECORD_BYTES;
         let blank = line.trim_ascii().is_empty();
-        if within && blank {
+        let closed = closed(data, &cur);
+        if within && blank && !closed {
             // Blank lines belong to the record before them (Spring Boot's line before a
             // stack trace, chained Python tracebacks, a Go panic's goroutines).
             cur.extend(end, true);
             self.cur = Some(cur);
             return;
         }
-        let continued = if cur.content == 0 {
+        let continued = if cur.content == 0 || closed {
             None
         } else {
             continues(cur.context, line)
@@ -249,7 +251,7 @@ impl Assembler {
                 if let Some(held) = self.held.take() {
                     on(record(data, held, self.auto));
                 }
-                if cur.content == 1 {
+                if cur.content == 1 && !closed {
                     self.held = Some(cur);
                 } else {
                     on(record(data, cur, self.auto));
@@ -268,6 +270,15 @@ impl Assembler {
     fn pending_start(&self) -> Option<usize> {
         self.held.or(self.cur).map(|r| r.start)
     }
+}
+
+/// Whether `r` is complete by its format: one line holding a JSON object (`{` … `}`), as
+/// JSON loggers write a record. Nothing continues it, not even a blank line, and no exception
+/// line joins it: the next line begins a record. O(1): the line is not parsed.
+fn closed(data: &[u8], r: &Rec) -> bool {
+    r.lines == 1
+        && data.get(r.start) == Some(&b'{')
+        && data.get(r.start..r.end).and_then(|l| l.trim_ascii_end().last()) == Some(&b'}')
 }
 
 fn record(data: &[u8], r: Rec, auto: bool) -> Piece<'_> {

@@ -137,3 +137,24 @@ fn off_makes_every_line_a_record() {
     assert_eq!(out, [("a".to_string(), false), ("  b".to_string(), false)]);
     assert_eq!(used, 6);
 }
+
+#[test]
+fn a_json_object_line_is_complete_at_once() {
+    // The last line of what has arrived: handed out now, with the line held before it.
+    let (got, used) = records(
+        "plain line\n{\"level\":\"error\",\"msg\":\"unlock failed\"}\n",
+        End::More,
+    );
+    let got: Vec<&str> = got.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(got, ["plain line", "{\"level\":\"error\",\"msg\":\"unlock failed\"}"]);
+    assert_eq!(used, 51);
+    // Nothing joins it, whenever the next lines come: they begin records of their own.
+    assert_eq!(
+        texts("{\"msg\":\"a\"}\n\n  at x\njava.lang.X: y\n\tat a.B(B.java:1)\n"),
+        ["{\"msg\":\"a\"}", "", "  at x", "java.lang.X: y\n\tat a.B(B.java:1)"]
+    );
+    // A line that only opens an object (pretty-printed JSON) waits as before.
+    let (got, used) = records("{\n", End::More);
+    assert!(got.is_empty());
+    assert_eq!(used, 0);
+}

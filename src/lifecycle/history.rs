@@ -1,18 +1,18 @@
 //! Recent lifecycle transitions per lock key, for `/api/v1/locks/history` and `inspect`.
 //!
-//! Bounded twice: each key keeps its last [`PER_KEY`] records, and all keys together at
-//! most `cap` (the oldest records go first, whichever key they belong to). Keys are held
-//! as seeded 64-bit hashes, so a record is 32 bytes plus 16 in the eviction queue and no
-//! key bytes are stored.
+//! One ring of the target's last `cap` records (oldest go first, whichever key they belong
+//! to), each linked to its key's previous one; a key shows its last [`PER_KEY`]. Keys are
+//! held as seeded 64-bit hashes: a record is 40 bytes, plus 16 per key with records.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
-use foldhash::fast::RandomState;
+use foldhash::fast::{FixedState, RandomState};
 
+use crate::dense::DenseMap;
 use crate::vocab::Transition;
 
-/// Records kept per key.
+/// Records shown per key.
 pub(crate) const PER_KEY: usize = 32;
 
 /// One transition of one key.
@@ -20,12 +20,11 @@ pub(crate) const PER_KEY: usize = 32;
 pub(crate) struct Record {
     /// Wall-clock time, ms since the Unix epoch.
     pub(crate) at_ms: i64,
-    pub(crate) kind: Transition,
     /// Owner hash, 0 when unknown (see [`Record::owner`]).
     owner: u64,
+    pub(crate) kind: Transition,
     /// This acquisition took over a lock that expired or was evicted under another owner.
     pub(crate) takeover: bool,
-    seq: u64,
 }
 
 impl Record {
@@ -35,100 +34,118 @@ impl Record {
     }
 }
 
+/// A record in the ring: its key's hash and the sequence number of the key's record before.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    key: u64,
+    prev: u64,
+    rec: Record,
+}
+
 pub(crate) struct History {
-    keys: HashMap<u64, VecDeque<Record>, foldhash::fast::FixedState>,
-    /// (key hash, sequence number) of every record, oldest first.
-    order: VecDeque<(u64, u64)>,
+    /// Oldest first; `ring[i]` has sequence number `first + i` (numbers start at 1).
+    ring: VecDeque<Slot>,
+    first: u64,
+    /// Key hash → sequence number of its latest record still in the ring.
+    latest: DenseMap<u64, u64, FixedState>,
     hasher: RandomState,
     cap: usize,
-    seq: u64,
 }
 
 impl History {
     pub(crate) fn new(cap: usize) -> Self {
         History {
-            keys: HashMap::default(),
-            order: VecDeque::new(),
+            ring: VecDeque::new(),
+            first: 1,
+            latest: DenseMap::default(),
             hasher: RandomState::default(),
             cap: cap.max(1),
-            seq: 0,
         }
     }
 
     /// Records held now, all keys together.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.order.len()
+        self.ring.len()
     }
 
-    /// Add a record for `key`; the oldest go when a bound is reached.
+    fn slot(&self, seq: u64) -> Option<&Slot> {
+        self.ring.get(usize::try_from(seq.checked_sub(self.first)?).ok()?)
+    }
+
+    fn slot_mut(&mut self, seq: u64) -> Option<&mut Slot> {
+        self.ring.get_mut(usize::try_from(seq.checked_sub(self.first)?).ok()?)
+    }
+
+    /// Sequence numbers of the records of key hash `h` shown, newest first.
+    fn chain(&self, h: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut seq = self.latest.get(&h).copied().unwrap_or(0);
+        while out.len() < PER_KEY
+            && let Some(s) = self.slot(seq)
+        {
+            out.push(seq);
+            seq = s.prev;
+        }
+        out
+    }
+
+    /// Add a record for `key`; the oldest goes when the ring is full.
     pub(crate) fn push(&mut self, key: &[u8], at_ms: i64, kind: Transition, owner: Option<u64>) {
         let h = self.hasher.hash_one(key);
-        self.seq += 1;
+        let seq = self.first + self.ring.len() as u64;
+        let prev = self.latest.insert(h, seq).unwrap_or(0);
         let rec = Record {
             at_ms,
             kind,
             owner: owner.map(super::tracker::known).unwrap_or(0),
             takeover: false,
-            seq: self.seq,
         };
-        // Most keys have a record or two: start small rather than at the default of four.
-        let list = self.keys.entry(h).or_insert_with(|| VecDeque::with_capacity(2));
-        if list.len() >= PER_KEY {
-            list.pop_front();
-        }
-        list.push_back(rec);
-        self.order.push_back((h, self.seq));
-        while self.order.len() > self.cap {
-            self.evict_oldest();
+        self.ring.push_back(Slot { key: h, prev, rec });
+        while self.ring.len() > self.cap {
+            let Some(old) = self.ring.pop_front() else { break };
+            if self.latest.get(&old.key) == Some(&self.first) {
+                self.latest.remove(&old.key);
+            }
+            self.first += 1;
         }
     }
 
     /// The owner read after the latest record of `key` came back: fill it in.
     pub(crate) fn fill_owner(&mut self, key: &[u8], owner: u64) {
         let h = self.hasher.hash_one(key);
-        if let Some(rec) = self.keys.get_mut(&h).and_then(|l| l.back_mut())
-            && rec.owner == 0
+        let seq = self.latest.get(&h).copied().unwrap_or(0);
+        if let Some(s) = self.slot_mut(seq)
+            && s.rec.owner == 0
         {
-            rec.owner = super::tracker::known(owner);
+            s.rec.owner = super::tracker::known(owner);
         }
     }
 
     /// Mark the latest acquisition of `key` as a takeover and give it its owner.
     pub(crate) fn mark_takeover(&mut self, key: &[u8], owner: u64) {
         let h = self.hasher.hash_one(key);
-        if let Some(rec) = self
-            .keys
-            .get_mut(&h)
-            .and_then(|l| l.iter_mut().rev().find(|r| r.kind == Transition::Acquired))
-        {
-            rec.takeover = true;
-            rec.owner = super::tracker::known(owner);
-        }
-    }
-
-    fn evict_oldest(&mut self) {
-        let Some((h, seq)) = self.order.pop_front() else {
-            return;
-        };
-        if let Some(list) = self.keys.get_mut(&h) {
-            // The per-key bound may already have dropped it.
-            if list.front().is_some_and(|r| r.seq == seq) {
-                list.pop_front();
-            }
-            if list.is_empty() {
-                self.keys.remove(&h);
-            }
+        let found = self
+            .chain(h)
+            .into_iter()
+            .find(|&q| self.slot(q).is_some_and(|s| s.rec.kind == Transition::Acquired));
+        if let Some(s) = found.and_then(|q| self.slot_mut(q)) {
+            s.rec.takeover = true;
+            s.rec.owner = super::tracker::known(owner);
         }
     }
 
     /// The records of `key`, oldest first.
     pub(crate) fn of(&self, key: &[u8]) -> Vec<Record> {
         let h = self.hasher.hash_one(key);
-        self.keys
-            .get(&h)
-            .map(|l| l.iter().copied().collect())
-            .unwrap_or_default()
+        let mut out: Vec<Record> = self
+            .chain(h)
+            .into_iter()
+            .filter_map(|q| self.slot(q))
+            .map(|s| s.rec)
+            .collect();
+        out.reverse();
+        out
     }
 }
 
@@ -174,6 +191,7 @@ mod tests {
 
     #[test]
     fn records_stay_small() {
-        assert_eq!(std::mem::size_of::<Record>(), 32);
+        assert_eq!(std::mem::size_of::<Record>(), 24);
+        assert_eq!(std::mem::size_of::<Slot>(), 40);
     }
 }

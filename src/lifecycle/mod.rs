@@ -8,6 +8,8 @@
 
 mod canary;
 mod checks;
+#[doc(hidden)]
+pub mod footprint;
 mod headroom;
 pub(crate) mod history;
 pub(crate) mod metrics;
@@ -38,9 +40,9 @@ use metrics::{TargetMetrics, WatcherMetrics};
 pub(crate) use recorder::preflight;
 use tracker::Tracker;
 
-/// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 56-byte entry each).
+/// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 32-byte entry each).
 pub(crate) const MAX_TRACKED: usize = 1_000_000;
-/// History records kept, all keys together (32 bytes each, 16 more in the eviction queue).
+/// History records kept, all keys together (40 bytes each in the ring, 16 per key with records).
 pub(crate) const HISTORY_CAP: usize = 100_000;
 /// Notices handled in one go before the watcher looks at anything else.
 const BATCH: usize = 512;

@@ -3,8 +3,8 @@
 //! clock of its own, no metrics — the watcher feeds it notices, owner reads and (asked) the
 //! key's last known expiry, and turns what it reports into metrics.
 //!
-//! Per tracked key it keeps one [`Entry`] (88 bytes, plus an 8-byte key hash): the hold in
-//! progress (with when it was last written), or, for one `ttl` after an expiry or eviction,
+//! Per tracked key it keeps one [`Entry`] (32 bytes beside an 8-byte key hash, in a dense
+//! map): the hold in progress (with when it was last written), or, for one `ttl` after an expiry or eviction,
 //! a tombstone with the last owner, so a re-acquisition by another owner is recognised as a
 //! takeover. Released locks leave nothing behind.
 
@@ -15,6 +15,7 @@ use std::hash::BuildHasher;
 use foldhash::fast::{FixedState, RandomState};
 
 use super::headroom::{Expiry, Headroom, measure};
+use crate::dense::DenseMap;
 use crate::vocab::{HeadroomAt, HoldEnd, Transition};
 
 /// A keyspace notification that matters for locks, parsed from its event name.
@@ -106,34 +107,18 @@ enum Pending {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Held {
-        owner: u64,
-        since_ms: i64,
-        /// When the hold was last acquired or renewed (`UNSEEN`: neither was seen).
-        written_ms: i64,
-        /// The next `expire` of this key is the PX of the `set` that acquired it.
-        absorb_expire: bool,
-        pending: Pending,
-    },
-    /// Expired or evicted at `at_ms` under `owner`; kept one `ttl` for takeovers.
-    Ended { owner: u64, at_ms: i64 },
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    ns: u16,
-    /// Which owner read belongs to this entry's current hold.
-    generation: u32,
-    state: State,
-}
+#[path = "tracker_entry.rs"]
+mod entry;
+use entry::{Entry, State};
 
 /// Lifecycle state of one target's lock keys.
 pub(crate) struct Tracker {
     /// By a seeded 64-bit hash of the key: no key bytes are stored (two keys colliding
     /// among a million tracked is a one-in-ten-million chance, and would mix two locks' state).
-    keys: HashMap<u64, Entry, FixedState>,
+    keys: DenseMap<u64, Entry, FixedState>,
+    /// Decisions waiting for an owner read, by key hash: few at a time, so kept apart from
+    /// the entries (which they would otherwise more than double).
+    pending: HashMap<u64, Pending, FixedState>,
     key_hasher: RandomState,
     /// Namespace TTLs in ms, by namespace index: how long a tombstone waits for a takeover.
     ttl_ms: Vec<i64>,
@@ -149,7 +134,8 @@ impl Tracker {
     /// `namespaces`: (ttl ms, Redisson hash locks) by namespace index.
     pub(crate) fn new(namespaces: &[(i64, bool)], max_keys: usize) -> Self {
         Tracker {
-            keys: HashMap::default(),
+            keys: DenseMap::default(),
+            pending: HashMap::default(),
             key_hasher: RandomState::default(),
             ttl_ms: namespaces.iter().map(|n| n.0).collect(),
             hash_locks: namespaces.iter().map(|n| n.1).collect(),
@@ -168,6 +154,16 @@ impl Tracker {
     /// again from the next `set`, from reads, and from the sampler (`fallback_owner`).
     pub(crate) fn reset(&mut self) {
         self.keys.clear();
+        self.pending.clear();
+    }
+
+    /// What waits for the owner read of key hash `id` (nothing: `Pending::None`).
+    fn set_pending(&mut self, id: u64, pending: Pending) {
+        if pending == Pending::None {
+            self.pending.remove(&id);
+        } else {
+            self.pending.insert(id, pending);
+        }
     }
 
     fn next_generation(&mut self) -> u32 {
@@ -175,26 +171,23 @@ impl Tracker {
         self.generation
     }
 
-    /// The entry of `key`, inserted when new (then `true`), unless the table is full.
-    fn slot(&mut self, key: &[u8], ns: usize) -> Option<(&mut Entry, bool)> {
-        let id = self.key_hasher.hash_one(key);
+    /// The entry of key hash `id`, inserted when new (then `true`), unless the table is full.
+    fn slot(&mut self, id: u64, ns: usize) -> Option<(&mut Entry, bool)> {
         let fresh = !self.keys.contains_key(&id);
-        if fresh {
-            if self.keys.len() >= self.max_keys {
-                self.untracked += 1;
-                return None;
-            }
-            let e = Entry {
-                ns: ns as u16,
-                generation: 0,
-                state: State::Ended {
-                    owner: UNKNOWN,
-                    at_ms: i64::MIN,
-                },
-            };
-            self.keys.insert(id, e);
+        if fresh && self.keys.len() >= self.max_keys {
+            self.untracked += 1;
+            return None;
         }
-        self.keys.get_mut(&id).map(|e| (e, fresh))
+        let e = self.keys.get_or_insert_with(id, || Entry {
+            owner: UNKNOWN,
+            since_ms: i64::MIN,
+            written_ms: UNSEEN,
+            generation: 0,
+            ns: ns as u16,
+            ended: true,
+            absorb_expire: false,
+        })?;
+        Some((e, fresh))
     }
 
     /// One notice for `key` in namespace `ns` at `now_ms`. `fallback_owner` is asked (only)
@@ -223,16 +216,17 @@ impl Tracker {
         let ttl = self.ttl_ms.get(ns).copied().unwrap_or(0);
         let is_hash = self.hash_locks.get(ns).copied().unwrap_or(false);
         let generation = self.next_generation();
-        let Some((e, fresh)) = self.slot(key, ns) else {
+        let id = self.key_hasher.hash_one(key);
+        let waiting = self.pending.get(&id).copied();
+        let Some((e, fresh)) = self.slot(id, ns) else {
             obs.transition(ns, key, Transition::Acquired, None);
             return;
         };
-        let pending = match e.state {
+        let pending = match e.state() {
             State::Held {
                 owner,
                 since_ms,
                 written_ms,
-                pending,
                 ..
             } if !fresh => {
                 if !replaces || is_hash {
@@ -241,8 +235,8 @@ impl Tracker {
                     return;
                 }
                 // The owner read decides between renewal and a new holder.
-                match pending {
-                    Pending::Reset { .. } => pending,
+                match waiting {
+                    Some(p @ Pending::Reset { .. }) => p,
                     _ => Pending::Reset {
                         previous: owner,
                         since_ms,
@@ -260,7 +254,8 @@ impl Tracker {
             _ => Pending::None,
         };
         e.generation = generation;
-        e.state = held(now_ms, now_ms, true, pending);
+        e.set(held(now_ms, now_ms, true));
+        self.set_pending(id, pending);
         if !matches!(pending, Pending::Reset { .. }) {
             obs.transition(ns, key, Transition::Acquired, None);
         }
@@ -270,27 +265,30 @@ impl Tracker {
     fn on_expire(&mut self, ns: usize, key: &[u8], now_ms: i64, obs: &mut impl Observer) {
         let ttl = self.ttl_ms.get(ns).copied().unwrap_or(0);
         let generation = self.next_generation();
-        let Some((e, fresh)) = self.slot(key, ns) else {
+        let id = self.key_hasher.hash_one(key);
+        let Some((e, fresh)) = self.slot(id, ns) else {
             obs.transition(ns, key, Transition::Renewed, None);
             return;
         };
-        match &mut e.state {
-            State::Held { absorb_expire, .. } if !fresh && *absorb_expire => {
+        match e.state() {
+            State::Held {
+                absorb_expire: true, ..
+            } if !fresh => {
                 // The PX of the SET (or the EXPIRE after SETNX) that acquired it.
-                *absorb_expire = false;
+                e.absorb_expire = false;
             }
             State::Held { owner, written_ms, .. } if !fresh => {
-                let owner = opt(*owner);
-                obs.transition(ns, key, Transition::Renewed, owner);
-                let written = seen(*written_ms);
+                obs.transition(ns, key, Transition::Renewed, opt(owner));
+                let written = seen(written_ms);
                 let h = measure(obs.expiry(ns, key), written, ttl, now_ms);
                 renewed(obs, ns, h, written, now_ms);
-                *written_ms = now_ms;
+                e.written_ms = now_ms;
             }
             _ => {
                 // A renewal of a lock whose acquisition was not seen: learn its owner.
                 e.generation = generation;
-                e.state = held(UNSEEN, now_ms, false, Pending::None);
+                e.set(held(UNSEEN, now_ms, false));
+                self.pending.remove(&id);
                 obs.transition(ns, key, Transition::Renewed, None);
                 let h = measure(obs.expiry(ns, key), None, ttl, now_ms);
                 renewed(obs, ns, h, None, now_ms);
@@ -301,16 +299,17 @@ impl Tracker {
 
     fn on_del(&mut self, ns: usize, key: &[u8], now_ms: i64, obs: &mut impl Observer) {
         let ttl = self.ttl_ms.get(ns).copied().unwrap_or(0);
-        let Some(e) = self.keys.remove(&self.key_hasher.hash_one(key)) else {
+        let id = self.key_hasher.hash_one(key);
+        let Some(e) = self.keys.remove(&id) else {
             obs.transition(ns, key, Transition::Released, None);
             return;
         };
-        match e.state {
+        let pending = self.pending.remove(&id);
+        match e.state() {
             State::Held {
                 owner,
                 since_ms,
                 written_ms,
-                pending,
                 ..
             } => {
                 settle_unread(ns, key, pending, obs);
@@ -336,17 +335,14 @@ impl Tracker {
         fallback_owner: impl FnOnce() -> Option<u64>,
         obs: &mut impl Observer,
     ) {
-        let Some((e, fresh)) = self.slot(key, ns) else {
+        let id = self.key_hasher.hash_one(key);
+        let pending = self.pending.remove(&id);
+        let Some((e, fresh)) = self.slot(id, ns) else {
             obs.transition(ns, key, kind, None);
             return;
         };
-        let owner = match e.state {
-            State::Held {
-                owner,
-                since_ms,
-                pending,
-                ..
-            } if !fresh => {
+        let owner = match e.state() {
+            State::Held { owner, since_ms, .. } if !fresh => {
                 settle_unread(ns, key, pending, obs);
                 obs.transition(ns, key, kind, opt(owner));
                 if kind == Transition::Expired && since_ms != UNSEEN {
@@ -360,12 +356,13 @@ impl Tracker {
                 owner
             }
         };
-        e.state = State::Ended { owner, at_ms: now_ms };
+        e.set(State::Ended { owner, at_ms: now_ms });
     }
 
     /// The owner read for `generation` of `key` came back (`None`: gone or unreadable).
     pub(crate) fn owner_read(&mut self, key: &[u8], generation: u32, owner: Option<u64>, obs: &mut impl Observer) {
-        let Some(e) = self.keys.get_mut(&self.key_hasher.hash_one(key)) else {
+        let id = self.key_hasher.hash_one(key);
+        let Some(e) = self.keys.get_mut(&id) else {
             return;
         };
         if e.generation != generation {
@@ -373,22 +370,18 @@ impl Tracker {
         }
         let ns = e.ns as usize;
         let read = owner.map(known).unwrap_or(UNKNOWN);
-        match &mut e.state {
-            State::Held {
-                owner,
-                since_ms,
-                pending,
-                ..
-            } if *owner == UNKNOWN => {
-                *owner = read;
+        match e.state() {
+            State::Held { owner: UNKNOWN, .. } => {
+                e.owner = read;
+                let pending = self.pending.remove(&id).unwrap_or(Pending::None);
                 if read != UNKNOWN && !matches!(pending, Pending::Reset { .. }) {
                     obs.owner_learnt(ns, key, read);
                 }
-                match std::mem::replace(pending, Pending::None) {
+                match pending {
                     Pending::None => {}
                     Pending::Takeover { previous, ended_ms } => {
                         if read != UNKNOWN && read != previous {
-                            obs.takeover(ns, key, previous, read, since_ms.saturating_sub(ended_ms));
+                            obs.takeover(ns, key, previous, read, e.since_ms.saturating_sub(ended_ms));
                         }
                     }
                     Pending::Reset {
@@ -399,7 +392,7 @@ impl Tracker {
                     } => {
                         if read != UNKNOWN && read == previous {
                             // The hold's `since_ms` is the `set`'s time until now.
-                            let set_ms = std::mem::replace(since_ms, previous_since);
+                            let set_ms = std::mem::replace(&mut e.since_ms, previous_since);
                             obs.transition(ns, key, Transition::Renewed, Some(read));
                             renewed(obs, ns, headroom, seen(written_ms), set_ms);
                         } else {
@@ -408,7 +401,7 @@ impl Tracker {
                     }
                 }
             }
-            State::Ended { owner, .. } if *owner == UNKNOWN => *owner = read,
+            State::Ended { owner: UNKNOWN, .. } => e.owner = read,
             _ => {}
         }
     }
@@ -416,7 +409,7 @@ impl Tracker {
     /// Drop tombstones older than their namespace's `ttl`.
     pub(crate) fn sweep(&mut self, now_ms: i64) {
         let ttl = &self.ttl_ms;
-        self.keys.retain(|_, e| match e.state {
+        self.keys.retain(|_, e| match e.state() {
             State::Ended { at_ms, .. } => now_ms.saturating_sub(at_ms) <= ttl.get(e.ns as usize).copied().unwrap_or(0),
             State::Held { .. } => true,
         });
@@ -424,13 +417,12 @@ impl Tracker {
 }
 
 /// A hold beginning (or first seen) now, its owner still to be read.
-fn held(since_ms: i64, written_ms: i64, absorb_expire: bool, pending: Pending) -> State {
+fn held(since_ms: i64, written_ms: i64, absorb_expire: bool) -> State {
     State::Held {
         owner: UNKNOWN,
         since_ms,
         written_ms,
         absorb_expire,
-        pending,
     }
 }
 
@@ -450,8 +442,8 @@ fn renewed(obs: &mut impl Observer, ns: usize, h: Option<Headroom>, written: Opt
 }
 
 /// A `set` on a held key whose owner read never came: count it as what Redis did, a `set`.
-fn settle_unread(ns: usize, key: &[u8], pending: Pending, obs: &mut impl Observer) {
-    if let Pending::Reset { .. } = pending {
+fn settle_unread(ns: usize, key: &[u8], pending: Option<Pending>, obs: &mut impl Observer) {
+    if let Some(Pending::Reset { .. }) = pending {
         obs.transition(ns, key, Transition::Acquired, None);
     }
 }

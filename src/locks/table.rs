@@ -7,7 +7,6 @@
 //! of the namespace, over one pass or several when the budget cuts it; only a completed
 //! cycle may drop entries of keys it did not see. Knows nothing of Redis.
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
@@ -63,7 +62,7 @@ pub(super) fn expiry(now_ms: i64, pttl_ms: i64) -> i64 {
 }
 
 /// Lock keys to what is known of them, hashed with a per-process seed.
-pub(super) type KeyMap<V> = HashMap<Box<[u8]>, V, RandomState>;
+pub(super) type KeyMap<V> = crate::dense::DenseMap<Box<[u8]>, V, RandomState>;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FenceEntry {
@@ -164,9 +163,9 @@ impl NamespaceTable {
     /// A table whose owner hashes are comparable with others made with the same `hasher`.
     pub fn with_hasher(keep_tokens: bool, hasher: RandomState) -> Self {
         NamespaceTable {
-            locks: HashMap::default(),
-            fences: HashMap::default(),
-            tokens: keep_tokens.then(HashMap::default),
+            locks: KeyMap::default(),
+            fences: KeyMap::default(),
+            tokens: keep_tokens.then(KeyMap::default),
             hasher,
             pass: 0,
             cycle_start: 1,
@@ -174,8 +173,8 @@ impl NamespaceTable {
             census: Census::default(),
             pending: Counts::default(),
             last: Census::default(),
-            odd: HashMap::default(),
-            suspects: HashMap::default(),
+            odd: KeyMap::default(),
+            suspects: KeyMap::default(),
             repaired: 0,
         }
     }

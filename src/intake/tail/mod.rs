@@ -34,9 +34,9 @@ use crate::config::{LogConfig, StartAt};
 use crate::intake::metrics::IntakeMetrics;
 
 /// How often files are checked for new lines (and the glob for new files).
-pub(crate) const POLL_EVERY: Duration = Duration::from_millis(250);
-/// How often offsets and counts are saved while running; counts read since the last save
-/// wait for the next one before they reach the counters.
+pub(crate) const POLL_EVERY: Duration = Duration::from_millis(200);
+/// How often offsets and counts are saved while a backlog is read; a poll that reads every
+/// file to its end saves at once, so the end of a burst is counted within one poll.
 pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
 /// How long a file must stay quiet before the record held back at its end is counted.
 pub(crate) const QUIET: Duration = Duration::from_secs(1);
@@ -231,7 +231,7 @@ impl Tailer {
         self.files_gauge.set(self.files.len() as i64);
         if self.store.is_none() {
             self.counters.flush(&mut self.pending);
-        } else if self.dirty && self.last_save.elapsed() >= SAVE_EVERY {
+        } else if self.dirty && (!more || self.last_save.elapsed() >= SAVE_EVERY) {
             self.save();
         }
         more
