@@ -16,6 +16,10 @@
 #              events, mixed formats) through lockwatch and through Debian's mtail with an
 #              equivalent program, both pinned to one core, side by side with hyperfine;
 #              and `lockwatch serve` tailing the same file.
+#   shippers   OTLP/HTTP intake on one core: 2,000,000 records of the generated log, one line
+#              each, as protobuf batches of 512 POSTed to /v1/logs (examples/otlp_load.rs, 4
+#              requests in flight, on another core), against `lockwatch serve` tailing the same
+#              lines from a file, in the same run; records/s, lines/s and their ratio.
 #   api        GET /api/v1/locks?limit=10 with 1,000,000 tracked locks: median time of 11
 #              requests and the RSS five concurrent requests add (peak, after resetting it),
 #              side by side for this build and the base (LOCKWATCH_BENCH_API_BASE, e.g.
@@ -34,7 +38,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(sampler memory lifecycle intake tracking api targets)
+[ ${#sections[@]} -eq 0 ] && sections=(sampler memory lifecycle intake shippers tracking api targets)
 out=bench-results
 mkdir -p "$out"
 : > "$out/summary.md"
@@ -376,16 +380,9 @@ kill "${pids[@]}" 2>/dev/null || true
 pids=()
 }
 
-intake() {
-local lines=5000000 log="$work/app.log" progs="$work/mtail" cfg="$work/intake.toml"
-cargo bench --locked --bench classify -- --noplot >&2
-cargo build --release --locked --example gen_log >&2
-target/release/examples/gen_log "$log" "$lines"
-mkdir -p "$progs"
-cp bench/locks.mtail "$progs/"
-local size_mb
-size_mb=$(( $(stat -c %s "$log") / 1000000 ))
-cat > "$cfg" <<TOML
+# The config of the generated log's namespaces (a target that is never reached).
+intake_toml() {
+cat <<TOML
 [[target]]
 name = "bench"
 url = "redis://127.0.0.1:1/0"
@@ -405,6 +402,18 @@ pattern = "payout:batch:lock:*"
 ttl = "30s"
 log_phrases = ["payout"]
 TOML
+}
+
+intake() {
+local lines=5000000 log="$work/app.log" progs="$work/mtail" cfg="$work/intake.toml"
+cargo bench --locked --bench classify -- --noplot >&2
+cargo build --release --locked --example gen_log >&2
+target/release/examples/gen_log "$log" "$lines"
+mkdir -p "$progs"
+cp bench/locks.mtail "$progs/"
+local size_mb
+size_mb=$(( $(stat -c %s "$log") / 1000000 ))
+intake_toml > "$cfg"
 local mport
 mport=$(free_port)
 local base_b
@@ -487,6 +496,54 @@ print("|---|---:|---:|---:|")
 print(f"| classify --summary, lines/s | {lines/blw:,.0f} | {lines/lw:,.0f} | {blw/lw:.2f}× the speed |")
 print(f"| serve, to every line but the last record, lines/s | {lines/bread:,.0f} | {lines/read:,.0f} | {bread/read:.2f}× the speed |")
 print(f"| serve, to every line | {bserve:.2f} s | {serve:.2f} s | {serve/bserve:.2f}× |")
+PY
+}
+
+# OTLP records against tailed lines: the same 2,000,000 lines, `lockwatch serve` pinned to
+# core 1 either way, the time until /metrics counts them all (polled every 20 ms; for the
+# file, every line but the last record, which waits for 1 s of quiet).
+shippers() {
+local lines=2000000 log="$work/shippers.log"
+cargo build --release --locked --bin lockwatch --example gen_log --example otlp_load >&2
+target/release/examples/gen_log "$log" "$lines"
+local port cfg="$work/shippers.toml"
+port=$(free_port)
+{ printf '[server]\nlisten = "127.0.0.1:%s"\n' "$port"; intake_toml | sed 's/^name = "bench"$/name = "bench"\nnotifications = "off"/'; } > "$cfg"
+# The file, tailed.
+cp "$cfg" "$cfg.tail"
+printf '[[logs]]\nname = "app"\npath = "%s"\nstart_at = "beginning"\n' "$log" >> "$cfg.tail"
+taskset -c 1 target/release/lockwatch serve -c "$cfg.tail" --log-level error &
+local spid=$!
+pids+=($spid)
+wait_port "$port"
+local t0 n=0 tail_s=""
+t0=$(date +%s.%N)
+for _ in $(seq 3000); do
+  n=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^lockwatch_log_lines_total\{.*source="app"/{s+=$2} END{printf "%d", s}')
+  [ "$n" -ge $((lines - 2)) ] && { tail_s=$(python3 -c "print($(date +%s.%N)-$t0)"); break; }
+  sleep 0.02
+done
+kill "$spid"; wait "$spid" 2>/dev/null || true
+[ -n "$tail_s" ] || { echo "lockwatch serve counted only $n of $lines lines" >&2; exit 1; }
+# The same lines as OTLP records.
+taskset -c 1 target/release/lockwatch serve -c "$cfg" --log-level error &
+spid=$!
+pids+=($spid)
+wait_port "$port"
+local otlp_s
+otlp_s=$(taskset -c 0 target/release/examples/otlp_load "127.0.0.1:$port" "$log" "$lines" 512 4)
+kill "$spid"; wait "$spid" 2>/dev/null || true
+python3 - "$lines" "$otlp_s" "$tail_s" > "$out/shippers.md" <<'PY'
+import sys
+lines, otlp, tail = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+print("### OTLP intake against the file tailer")
+print(f"The same {lines:,} generated lines (1% lock events, JSON, logfmt and text), `lockwatch serve` pinned to one core (taskset -c 1) both times.")
+print()
+print("| measurement | value |")
+print("|---|---|")
+print(f"| POST /v1/logs, protobuf batches of 512 records, 4 in flight, until /metrics counts every record | {otlp:.2f} s, {lines/otlp:,.0f} records/s |")
+print(f"| the file tailed from its start, until /metrics counts every line but the last record | {tail:.2f} s, {lines/tail:,.0f} lines/s |")
+print(f"| ratio, OTLP records/s ÷ tailed lines/s | {tail/otlp:.2f} |")
 PY
 }
 
@@ -647,8 +704,8 @@ pids=()
 
 for s in "${sections[@]}"; do
   case "$s" in
-    sampler|memory|lifecycle|intake|tracking|api|targets) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
-    *) echo "unknown section $s: use sampler, memory, lifecycle, intake, tracking, api or targets" >&2; exit 2 ;;
+    sampler|memory|lifecycle|intake|shippers|tracking|api|targets) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, memory, lifecycle, intake, shippers, tracking, api or targets" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.md"

@@ -4,7 +4,9 @@
 #                            (the HA pair test), chromium (status page test),
 #                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test);
 #                            then the lock clients `discover` is tested with (tests/discover.rs): PyPI redis
-#                            in target/test-tools/venv, npm redlock and ioredis in target/test-tools/node
+#                            in target/test-tools/venv, npm redlock and ioredis in target/test-tools/node;
+#                            and the log shippers' clients the push tests run (tests/shippers.rs), pinned,
+#                            in target/push-clients (scripts/push-clients.sh)
 #   scripts/setup.sh demo    redis-server
 #   scripts/setup.sh bench   the above, plus hyperfine, prometheus-redis-exporter, mtail, taskset
 # Nothing is installed when everything is present already.
@@ -18,7 +20,8 @@ case "${1:-test}" in
   *) echo "usage: $0 test|demo|bench" >&2; exit 2 ;;
 esac
 
-# The real lock clients of tests/discover.rs, pinned, in target/test-tools (kept between runs).
+# The real lock clients of tests/discover.rs, pinned, in target/test-tools (kept between runs);
+# then the log shippers' clients of tests/shippers.rs.
 clients() {
   local tools sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
@@ -39,6 +42,7 @@ clients() {
     [ -f "$tools/node/package.json" ] || echo '{"private": true}' > "$tools/node/package.json"
     (cd "$tools/node" && npm install --silent --no-audit --no-fund redlock@5.0.0-beta.2 ioredis@6.0.0)
   fi
+  "$(dirname "$0")/push-clients.sh"
 }
 
 missing=()

@@ -1,8 +1,8 @@
 //! The words every part of lockwatch shares, and nothing else: what an application did
 //! with a lock (`Op`) and how it ended (`Outcome`), what Redis did to a lock key
 //! (`Transition`, `HoldEnd`), when a holder's TTL left was measured (`HeadroomAt`), why a
-//! key is not a readable lock (`Unreadable`), what a log line was (`LineResult`), the
-//! reserved label values and the metric names.
+//! key is not a readable lock (`Unreadable`), what a log line was (`LineResult`), why a push
+//! was refused (`Refused`), the reserved label values and the metric names.
 //!
 //! It depends on nothing else in the crate. Each enum is a closed set of label values.
 
@@ -45,6 +45,24 @@ macro_rules! label_enum {
         }
     };
 }
+
+label_enum!(
+    /// Why a push endpoint refused a body (`reason` label): nothing of it was counted.
+    Refused {
+        /// No or a wrong push token (401).
+        Unauthorized => "unauthorized",
+        /// A content type or encoding not taken (415).
+        Unsupported => "unsupported",
+        /// Over the size limit, before or after decompression (413).
+        TooLarge => "too_large",
+        /// Corrupt compression, malformed protobuf, the wrong JSON shape (400).
+        Undecodable => "undecodable",
+        /// Every push slot taken (503).
+        Busy => "busy",
+        /// The body did not arrive within `body_timeout` (408).
+        Timeout => "timeout",
+    }
+);
 
 label_enum!(
     /// What the application tried to do with a lock (`op` label of lock events).
@@ -188,6 +206,16 @@ pub const UNKNOWN_NAMESPACE: &str = "unknown";
 /// The `source` label of lines and events pushed to `POST /api/v1/events`; no `[[logs]]`
 /// may take this name.
 pub const PUSH_SOURCE: &str = "push";
+/// The `source` label of records sent to `POST /v1/logs` (OTLP/HTTP).
+pub const OTLP_SOURCE: &str = "otlp";
+/// The `source` label of entries sent to `POST /loki/api/v1/push`.
+pub const LOKI_SOURCE: &str = "loki";
+/// The `source` label of records sent to `POST /api/v1/logs` (a shipper's `http` output).
+pub const HTTP_SOURCE: &str = "http";
+/// Every push endpoint's `source` label, one per protocol; no `[[logs]]` may take these.
+pub const PUSH_SOURCES: [&str; 4] = [PUSH_SOURCE, OTLP_SOURCE, LOKI_SOURCE, HTTP_SOURCE];
+/// The path each of `PUSH_SOURCES` is posted to, in the same order.
+pub const PUSH_PATHS: [&str; 4] = ["/api/v1/events", "/v1/logs", "/loki/api/v1/push", "/api/v1/logs"];
 
 /// The names of every metric family lockwatch exports (DESIGN.md fixes them).
 pub mod metric {
@@ -237,6 +265,7 @@ pub mod metric {
     pub const LOCK_EVENTS_TOTAL: &str = "lockwatch_lock_events_total";
     pub const LOG_LINES_TOTAL: &str = "lockwatch_log_lines_total";
     pub const LOG_FILES: &str = "lockwatch_log_files";
+    pub const LOG_PUSHES_REFUSED_TOTAL: &str = "lockwatch_log_pushes_refused_total";
     // lockwatch itself.
     pub const BUILD_INFO: &str = "lockwatch_build_info";
     pub const CONFIG_LAST_RELOAD_SUCCESSFUL: &str = "lockwatch_config_last_reload_successful";

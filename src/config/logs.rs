@@ -8,7 +8,7 @@ use std::path::Path;
 use super::choice::choice_enum;
 use super::raw::RawLogs;
 use super::{ConfigError, Cx};
-use crate::vocab::PUSH_SOURCE;
+use crate::vocab::{PUSH_PATHS, PUSH_SOURCES};
 
 choice_enum!(
     /// How the lines of a log source are read (`format`, and `classify --input-format`).
@@ -67,11 +67,11 @@ impl Cx<'_> {
             if l.path.get_ref().trim().is_empty() {
                 return Err(self.err(Some(&l.path.span()), k("path"), "empty path"));
             }
-            if name == PUSH_SOURCE {
+            if let Some(i) = PUSH_SOURCES.iter().position(|s| *s == name) {
                 return Err(self.err(
                     Some(&l.name.span()),
                     k("name"),
-                    "`push` is the source name of POST /api/v1/events; choose another",
+                    format!("`{name}` is the source name of POST {}; choose another", PUSH_PATHS[i]),
                 ));
             }
             let path = if l.path.get_ref() == "-" {

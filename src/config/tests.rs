@@ -240,6 +240,8 @@ fn logs_sources_are_checked() {
     let logs = |body: &str| err(&format!("{TARGET}[[logs]]\n{body}"));
     let e = logs("name = \"push\"\npath = \"/var/log/*.log\"\n");
     assert!(e.contains("logs[0].name") && e.contains("POST /api/v1/events"), "{e}");
+    let e = logs("name = \"otlp\"\npath = \"/var/log/*.log\"\n");
+    assert!(e.contains("logs[0].name") && e.contains("POST /v1/logs"), "{e}");
     let e = logs("name = \"a\"\npath = \"/var/log/[.log\"\n");
     assert!(e.contains("logs[0].path") && e.contains("not a valid glob"), "{e}");
     let e = err(&format!(

@@ -1,5 +1,5 @@
 //! Basic auth and response headers from the web config, as a middleware on every path but
-//! `/healthz` (and `POST /api/v1/events` when a push token guards it instead).
+//! `/healthz` (and the push endpoints when a push token guards them instead).
 //!
 //! bcrypt is slow on purpose, so, as the exporter-toolkit does, each verdict is cached by
 //! user and password (bounded; refusals are forgotten first, so guessing cannot push a
@@ -67,7 +67,7 @@ impl WebAuth {
     }
 
     fn open(&self, path: &str) -> bool {
-        self.users.is_empty() || path == "/healthz" || (self.push_token && path == "/api/v1/events")
+        self.users.is_empty() || path == "/healthz" || (self.push_token && crate::vocab::PUSH_PATHS.contains(&path))
     }
 
     /// Whether the request's basic auth names a user and that user's password.

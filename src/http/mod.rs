@@ -1,5 +1,5 @@
 //! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, the status page `/`, the JSON API
-//! and the event push, over HTTP or HTTPS, behind basic auth when the web config asks.
+//! the event push and the log shippers' endpoints, over HTTP or HTTPS, behind basic auth when the web config asks.
 //!
 //! Handlers only read what the collectors published; none of them talks to Redis, so any
 //! scrape rate costs Redis nothing. `router` is built from shared state so tests can call
@@ -10,6 +10,7 @@ mod auth;
 mod charts;
 mod gate;
 mod key_page;
+mod logs;
 pub(crate) mod push;
 pub(crate) mod reload;
 mod server;
@@ -86,6 +87,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/v1/status", get(status_view::api))
         .route("/locks/{namespace}", get(key_page::page))
         .route("/api/v1/events", post(push::events))
+        .route("/v1/logs", post(logs::otlp))
+        .route("/loki/api/v1/push", post(logs::loki))
+        .route("/api/v1/logs", post(logs::plain))
         .route("/-/reload", post(reload::reload).put(reload::reload))
         .fallback(not_found)
         .with_state(state);

@@ -1,5 +1,6 @@
 //! `POST /api/v1/events`: lock events pushed by applications (NDJSON event objects) or raw
-//! log lines (`text/plain`), counted under `source="push"`.
+//! log lines (`text/plain`), counted under `source="push"`; and what every push endpoint
+//! shares (`logs` serves the shippers'): the token, the room, the size and time limits.
 //!
 //! Checks, in order: the bearer token when `push_token_file` is set (401), the content
 //! type (415), room among the pushes in progress (503 past `MAX_PUSHES`), the size (413,
@@ -20,29 +21,83 @@ use tokio::sync::Semaphore;
 use super::{AppState, HttpError};
 use crate::config::Secret;
 use crate::intake::push::{self as parse, MAX_BODY};
-use crate::intake::{Classifier, Counters};
+use crate::intake::{Classifier, Counters, IntakeMetrics};
+use crate::vocab::{PUSH_SOURCE, Refused};
 
 /// Pushes whose bodies are read at once; more are refused (503) rather than held open.
 pub(crate) const MAX_PUSHES: usize = 32;
 
-/// What the push endpoint needs.
+/// What the push endpoints need.
 pub(crate) struct PushIntake {
-    classifier: Arc<Classifier>,
+    pub(super) classifier: Arc<Classifier>,
+    /// `source="push"`.
     counters: Counters,
+    /// The shippers' endpoints' counters (`logs`).
+    pub(super) sources: super::logs::SourceCounters,
     token: Option<Secret>,
-    /// Room for [`MAX_PUSHES`] bodies being read.
-    reading: Semaphore,
+    /// Room for [`MAX_PUSHES`] bodies being read, on every push endpoint.
+    pub(super) reading: Semaphore,
 }
 
 impl PushIntake {
-    pub(crate) fn new(classifier: Arc<Classifier>, counters: Counters, token: Option<Secret>) -> Self {
+    pub(crate) fn new(
+        classifier: Arc<Classifier>,
+        metrics: &IntakeMetrics,
+        namespaces: &[String],
+        token: Option<Secret>,
+    ) -> Self {
         PushIntake {
             classifier,
-            counters,
+            counters: Counters::new(metrics, namespaces, PUSH_SOURCE),
+            sources: super::logs::SourceCounters::new(metrics, namespaces),
             token,
             reading: Semaphore::new(MAX_PUSHES),
         }
     }
+
+    /// The 401 of a request without the push token (when one is set).
+    pub(super) fn refused(&self, headers: &HeaderMap) -> Option<Response> {
+        match &self.token {
+            Some(token) if !authorized(headers, token) => Some(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Bearer")],
+                    "missing or wrong bearer token: send Authorization: Bearer <the token in push_token_file>\n",
+                )
+                    .into_response(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// The 503 of a push past [`MAX_PUSHES`]: retried by every shipper after `Retry-After`.
+pub(super) fn busy() -> HttpError {
+    HttpError(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("{MAX_PUSHES} pushes are being read already; retry in a moment"),
+    )
+}
+
+/// The body within `limit` bytes and `server.body_timeout` (413, 408).
+pub(super) async fn read_body(
+    s: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Vec<u8>, HttpError> {
+    let timeout = s.config.server.limits.body_timeout;
+    tokio::time::timeout(timeout, read_limited(headers, body, limit))
+        .await
+        .map_err(|_| {
+            HttpError(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within server.body_timeout ({}); nothing was counted",
+                    crate::duration::format(timeout)
+                ),
+            )
+        })?
 }
 
 enum Kind {
@@ -50,37 +105,40 @@ enum Kind {
     Text,
 }
 
-pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
+pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let answer = take_events(&s, headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response);
+    account(&s, PUSH_SOURCE, answer)
+}
+
+/// Count a refused push (`lockwatch_log_pushes_refused_total`) by its answer's status.
+pub(super) fn account(s: &AppState, source: &'static str, answer: Response) -> Response {
+    let reason = match answer.status() {
+        StatusCode::UNAUTHORIZED => Some(Refused::Unauthorized),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Some(Refused::Unsupported),
+        StatusCode::PAYLOAD_TOO_LARGE => Some(Refused::TooLarge),
+        StatusCode::BAD_REQUEST => Some(Refused::Undecodable),
+        StatusCode::SERVICE_UNAVAILABLE => Some(Refused::Busy),
+        StatusCode::REQUEST_TIMEOUT => Some(Refused::Timeout),
+        _ => None,
+    };
+    if let Some(reason) = reason {
+        s.intake.refused(source, reason);
+    }
+    answer
+}
+
+async fn take_events(s: &AppState, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
     let push = &s.push;
-    if let Some(token) = &push.token
-        && !authorized(&headers, token)
-    {
-        return Ok((
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "missing or wrong bearer token: send Authorization: Bearer <the token in push_token_file>\n",
-        )
-            .into_response());
+    if let Some(refused) = push.refused(&headers) {
+        return Ok(refused);
     }
     let kind = content_kind(&headers)?;
     let Ok(_reading) = push.reading.try_acquire() else {
-        return Err(HttpError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("{MAX_PUSHES} pushes are being read already; retry in a moment"),
-        ));
+        return Ok(([(header::RETRY_AFTER, "1")], busy()).into_response());
     };
-    let limit = s.config.server.limits.body_timeout;
-    let body = tokio::time::timeout(limit, read_limited(&headers, body))
-        .await
-        .map_err(|_| {
-            HttpError(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the body did not arrive within server.body_timeout ({}); nothing was counted",
-                    crate::duration::format(limit)
-                ),
-            )
-        })??;
+    let body = read_body(s, &headers, body, MAX_BODY).await?;
     let reply = match kind {
         Kind::Events => {
             let mut batch = parse::events(&body, &push.classifier).map_err(|e| {
@@ -145,27 +203,27 @@ fn content_kind(headers: &HeaderMap) -> Result<Kind, HttpError> {
     }
 }
 
-/// The body, refused with 413 as soon as it is known to exceed `MAX_BODY`.
-async fn read_limited(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, HttpError> {
+/// The body, refused with 413 as soon as it is known to exceed `limit`.
+async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, HttpError> {
     let too_large = || {
         HttpError(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("body over {} KiB: split it into smaller batches", MAX_BODY / 1024),
+            format!("body over {} KiB: split it into smaller batches", limit / 1024),
         )
     };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+    if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    let mut out = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    let mut out = Vec::with_capacity(declared.unwrap_or(0).min(limit as u64) as usize);
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         let chunk =
             chunk.map_err(|e| HttpError(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))?;
-        if out.len() + chunk.len() > MAX_BODY {
+        if out.len() + chunk.len() > limit {
             return Err(too_large());
         }
         out.extend_from_slice(&chunk);

@@ -20,7 +20,7 @@ use super::status_view;
 use super::{AppState, HttpError, gate};
 
 use crate::duration;
-use crate::vocab::{LineResult, PUSH_SOURCE, UNKNOWN_NAMESPACE};
+use crate::vocab::{LineResult, PUSH_SOURCES, UNKNOWN_NAMESPACE};
 use crate::vocab::{Op, Outcome};
 
 fn ago(t: Option<SystemTime>) -> String {
@@ -262,7 +262,7 @@ fn events_section(h: &mut String, s: &AppState) {
         .logs
         .iter()
         .map(|l| (l.name.as_str(), l.path != "-"))
-        .chain([(PUSH_SOURCE, false)]);
+        .chain(PUSH_SOURCES.map(|s| (s, false)));
     for (source, files) in sources {
         let lines = |r: LineResult| m.lines(source, r);
         let _ = writeln!(

@@ -18,6 +18,19 @@ use crate::config::{Config, LogFormat};
 use crate::glob::Glob;
 use crate::vocab::{Op, Outcome};
 
+/// What a record brought beside its text (see [`Classifier::classify_given`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Given<'a> {
+    /// An error's type and message (`exception.type: exception.message`).
+    pub error: Option<&'a str>,
+    /// A stack trace, read after the record's own lines.
+    pub trace: Option<&'a str>,
+    /// A lock key, matched against the namespaces' patterns.
+    pub key: Option<&'a str>,
+    /// A namespace name, used when configured.
+    pub namespace: Option<&'a str>,
+}
+
 /// What a line is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -154,45 +167,91 @@ impl Classifier {
     /// Classify one record read as `format`: a line (without its newline), or lines joined
     /// by newlines whose first line starts the record.
     pub fn classify(&self, record: &[u8], format: LogFormat) -> Verdict {
-        if memchr::memchr(0, record).is_some() {
-            return Verdict::Malformed("binary data (NUL bytes)");
-        }
-        let Ok(text) = std::str::from_utf8(record) else {
-            return Verdict::Malformed("invalid UTF-8");
+        let text = match readable(record) {
+            Ok(text) => text,
+            Err(malformed) => return malformed,
         };
         let rule = if self.rules.is_empty() {
             None
         } else {
             self.rule_set.matches(record).iter().next()
         };
-        let first_and_rest = || match memchr::memchr(b'\n', record) {
-            Some(nl) => (text[..nl].strip_suffix('\r').unwrap_or(&text[..nl]), &text[nl + 1..]),
-            None => (text, ""),
-        };
         if rule.is_none() && !self.prefilter.is_match(record) {
             return match format {
-                LogFormat::Json if !fields::looks_like_json(first_and_rest().0) => {
+                LogFormat::Json if !fields::looks_like_json(first_and_rest(record, text).0) => {
                     Verdict::Malformed("not a JSON object")
                 }
                 _ => Verdict::Ignored("no lock word"),
             };
         }
-        let (first, rest) = first_and_rest();
+        let (first, rest) = first_and_rest(record, text);
         let (f, rest) = match fields::read_record(first, rest, text, format) {
             Ok(v) => v,
             Err(m) => return Verdict::Malformed(m.as_str()),
         };
-        let t = Text::of(&f, rest);
+        self.decide(rule, &f, &Text::of(&f, rest))
+    }
+
+    /// The verdict of a record read: the configured rule that matched, else the built-in rules.
+    fn decide(&self, rule: Option<usize>, f: &Fields<'_>, t: &Text) -> Verdict {
         if let Some(i) = rule {
             let r = &self.rules[i];
             return Verdict::Event {
-                namespace: r.namespace.or_else(|| self.namespace_of(&f, &t)),
+                namespace: r.namespace.or_else(|| self.namespace_of(f, t)),
                 op: r.op,
                 outcome: r.outcome,
                 by: format!("rule[{i}]"),
             };
         }
-        self.builtin(&f, &t)
+        self.builtin(f, t)
+    }
+
+    /// Classify a record that arrived with fields of its own (an OTLP record's attributes,
+    /// a Loki stream's labels, a shipper's JSON object): the record's text is read as a
+    /// file's would be, and `given` fills what its first line does not say. A given
+    /// namespace counts only when it names a configured one (a Kubernetes `namespace` label
+    /// is not a lock namespace); the error and trace join the error text.
+    pub fn classify_given(&self, record: &[u8], given: &Given<'_>) -> Verdict {
+        let extra = [given.error, given.trace];
+        let extra = extra.iter().flatten();
+        let text = match readable(record) {
+            Ok(_) if extra.clone().any(|e| e.contains('\0')) => return Verdict::Malformed(NUL),
+            Ok(text) => text,
+            Err(malformed) => return malformed,
+        };
+        let rule = if self.rules.is_empty() {
+            None
+        } else {
+            std::iter::once(record)
+                .chain(extra.clone().map(|e| e.as_bytes()))
+                .find_map(|r| self.rule_set.matches(r).iter().next())
+        };
+        if rule.is_none() && !self.prefilter.is_match(record) && !extra.clone().any(|e| self.prefilter.is_match(e)) {
+            return Verdict::Ignored("no lock word");
+        }
+        let (first, rest) = first_and_rest(record, text);
+        let (mut f, rest) = fields::read_record(first, rest, text, LogFormat::Auto).unwrap_or_default();
+        if f.key.is_none() {
+            f.key = given.key.map(Into::into);
+        }
+        if f.namespace.is_none() {
+            f.namespace = given
+                .namespace
+                .filter(|n| self.namespace_index(n).is_some())
+                .map(Into::into);
+        }
+        if let Some(e) = given.error {
+            f.error = Some(match f.error.take() {
+                Some(own) => format!("{own} | {e}").into(),
+                None => e.into(),
+            });
+        }
+        let t = match given.trace {
+            Some(trace) if rest.is_empty() => Text::of(&f, trace),
+            Some(trace) => Text::of(&f, &format!("{rest}\n{trace}")),
+            None => Text::of(&f, rest),
+        };
+        self.decide(rule, &f, &t)
     }
 
     fn builtin(&self, f: &Fields<'_>, t: &Text) -> Verdict {
@@ -252,6 +311,24 @@ impl Classifier {
             })
             .min()
             .map(|(_, i)| i)
+    }
+}
+
+const NUL: &str = "binary data (NUL bytes)";
+
+/// The record as text, or why it is malformed.
+fn readable(record: &[u8]) -> Result<&str, Verdict> {
+    if memchr::memchr(0, record).is_some() {
+        return Err(Verdict::Malformed(NUL));
+    }
+    std::str::from_utf8(record).map_err(|_| Verdict::Malformed("invalid UTF-8"))
+}
+
+/// A record's first line (without its `\r`) and the lines after it.
+fn first_and_rest<'a>(record: &[u8], text: &'a str) -> (&'a str, &'a str) {
+    match memchr::memchr(b'\n', record) {
+        Some(nl) => (text[..nl].strip_suffix('\r').unwrap_or(&text[..nl]), &text[nl + 1..]),
+        None => (text, ""),
     }
 }
 

@@ -1,22 +1,26 @@
 //! The intake's metric families — `lockwatch_lock_events_total`, `lockwatch_log_lines_total`,
-//! `lockwatch_log_files` — registered and pre-exported from the config, and read back for
-//! the status page. Sources count through `Counters` resolved from here.
+//! `lockwatch_log_files`, `lockwatch_log_pushes_refused_total` — registered and pre-exported
+//! from the config, and read back for the status page. Sources count through `Counters`
+//! resolved from here; a refused push through `refused`.
 
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec};
 
 use crate::config::Config;
 use crate::metrics::Registry;
-use crate::vocab::{LineResult, Op, Outcome, PUSH_SOURCE, UNKNOWN_NAMESPACE, metric};
+use crate::vocab::{LineResult, Op, Outcome, PUSH_SOURCES, Refused, UNKNOWN_NAMESPACE, metric};
 
 /// The intake's families.
 #[derive(Clone)]
 pub struct IntakeMetrics {
     /// Labels namespace, op, outcome.
     pub(crate) lock_events_total: IntCounterVec,
-    /// Labels source, result: lines taken in from each `[[logs]]` source and from pushes.
+    /// Labels source, result: lines taken in from each `[[logs]]` source and from each push
+    /// endpoint (`push`, `otlp`, `loki`, `http`).
     pub(crate) log_lines_total: IntCounterVec,
     /// Label source: files a `[[logs]]` source is reading (rotated ones being finished included).
     log_files: IntGaugeVec,
+    /// Labels source (a push endpoint's), reason: bodies refused, nothing of them counted.
+    pushes_refused_total: IntCounterVec,
     /// Lock failures of the last hour and their bursts, for the status page.
     pub(crate) recent: super::recent::RecentFailures,
 }
@@ -40,8 +44,18 @@ impl IntakeMetrics {
                 "Files a log source is reading, rotated files still being finished included.",
                 &["source"],
             )?,
+            pushes_refused_total: registry.counters(
+                metric::LOG_PUSHES_REFUSED_TOTAL,
+                "Pushed bodies refused, nothing of them counted, by push endpoint and reason.",
+                &["source", "reason"],
+            )?,
             recent: super::recent::RecentFailures::new(config.namespaces.len()),
         };
+        for source in PUSH_SOURCES {
+            for reason in Refused::ALL {
+                m.pushes_refused_total.with_label_values(&[source, reason.as_str()]);
+            }
+        }
         let namespaces = config
             .namespaces
             .iter()
@@ -55,7 +69,7 @@ impl IntakeMetrics {
                 }
             }
         }
-        let sources = config.logs.iter().map(|l| l.name.as_str()).chain([PUSH_SOURCE]);
+        let sources = config.logs.iter().map(|l| l.name.as_str()).chain(PUSH_SOURCES);
         for source in sources {
             for result in LineResult::ALL {
                 m.log_lines_total.with_label_values(&[source, result.as_str()]);
@@ -65,6 +79,22 @@ impl IntakeMetrics {
             m.log_files.with_label_values(&[l.name.as_str()]).set(0);
         }
         Ok(m)
+    }
+
+    /// A push to `source` (one of `PUSH_SOURCES`) refused for `reason`: counted and logged
+    /// at debug (the sender got the sentence naming the problem).
+    pub(crate) fn refused(&self, source: &'static str, reason: Refused) {
+        tracing::debug!(source, reason = reason.as_str(), "push refused");
+        self.pushes_refused_total
+            .with_label_values(&[source, reason.as_str()])
+            .inc();
+    }
+
+    /// Pushes to `source` refused for `reason` so far.
+    pub fn pushes_refused(&self, source: &str, reason: Refused) -> u64 {
+        self.pushes_refused_total
+            .with_label_values(&[source, reason.as_str()])
+            .get()
     }
 
     /// The gauge of files `source` is reading.

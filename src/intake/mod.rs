@@ -1,26 +1,34 @@
-//! The event intake: lock events from application log lines (files and stdin) and from
-//! pushes to `POST /api/v1/events`.
+//! The event intake: lock events from application log lines (files and stdin), from
+//! pushes to `POST /api/v1/events`, and from log shippers (OTLP, Loki, plain records).
 //!
 //! `lines` and `records` cut input into records (a line, or a line with its traceback);
 //! `fields` reads a record's first line (JSON, logfmt or text); `classify` turns a record
 //! into a lock event `{namespace, op, outcome}` with the words of `phrases`, or says why
 //! not; `count` adds verdicts up into the intake's own metrics (`metrics`).
 //! `tail` follows `[[logs]]` files, `stdin` reads a pipe, `push` reads pushed event objects.
+//! Shippers' bodies: `decode` undoes their compression, `wire` declares their protobuf
+//! messages, `otlp`, `loki` and `plain` read them into a `batch` of records.
 
+pub(crate) mod batch;
 pub mod classify;
 pub(crate) mod count;
+pub(crate) mod decode;
 pub(crate) mod fields;
 pub mod lines;
+pub(crate) mod loki;
 pub(crate) mod metrics;
+pub(crate) mod otlp;
 pub(crate) mod phrases;
+pub(crate) mod plain;
 pub(crate) mod print;
 pub(crate) mod push;
 pub(crate) mod recent;
 pub mod records;
 pub(crate) mod stdin;
 pub(crate) mod tail;
+pub(crate) mod wire;
 
-pub use classify::{Classifier, ClassifierError, Verdict};
+pub use classify::{Classifier, ClassifierError, Given, Verdict};
 pub use count::{Counters, Tally};
 pub use metrics::IntakeMetrics;
 

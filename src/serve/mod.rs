@@ -18,10 +18,9 @@ use crate::config::Config;
 use crate::http::push::PushIntake;
 use crate::http::reload::{Answer, Reloads};
 use crate::http::{self, AppState};
-use crate::intake::{ClassifierError, Counters};
+use crate::intake::ClassifierError;
 use crate::lifecycle::WatchError;
 use crate::sampler::SamplerError;
-use crate::vocab::PUSH_SOURCE;
 use parts::{Families, Parts};
 pub use reload::ConfigSource;
 
@@ -82,7 +81,8 @@ pub async fn run_with(
         let namespaces: Vec<String> = config.namespaces.iter().map(|n| n.name.clone()).collect();
         let push = Arc::new(PushIntake::new(
             parts.classifier(),
-            Counters::new(&families.intake, &namespaces, PUSH_SOURCE),
+            &families.intake,
+            &namespaces,
             config.server.push_token.clone(),
         ));
         AppState {
