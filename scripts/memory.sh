@@ -8,25 +8,8 @@
 set -euo pipefail
 bin=$1; n=$2; warm=${3:-}
 work=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-rport=$(free_port); lport=$(free_port)
-redis-server --port $rport --bind 127.0.0.1 --save "" --appendonly no --dir $work --notify-keyspace-events 'Kg$xe' --daemonize no --logfile $work/r.log &
-rpid=$!
-sleep 0.5
-cat > $work/c.toml <<T
-[server]
-listen = "127.0.0.1:$lport"
-[[target]]
-name = "bench"
-url = "redis://127.0.0.1:$rport/0"
-sample_interval = "1h"
-notifications = "require"
-[[namespace]]
-name = "bench"
-pattern = "bench:lock:*"
-ttl = "30s"
-renew_every = "10s"
-T
+. "$(dirname "$0")/bench-common.sh"
+bench_setup "$work"
 "$bin" serve -c $work/c.toml --log-level warn &
 lpid=$!
 trap 'kill $lpid $rpid 2>/dev/null; rm -rf $work' EXIT
