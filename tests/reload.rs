@@ -405,7 +405,9 @@ async fn a_namespace_change_keeps_the_others_tables(notify: bool) {
         let now = age(&m, "alpha");
         assert!(now >= last, "alpha's lock age went back from {last} to {now}:\n{}", m.0);
         last = now;
-        if beta_restarted.is_none() && held(&m, "beta") == Some(1.0) && in_mode(&m) {
+        // Beta's age when its new table is first seen, in whatever mode: events mode waits for
+        // the new subscription's verification, which a loaded machine can stretch.
+        if beta_restarted.is_none() && held(&m, "beta") == Some(1.0) {
             beta_restarted = Some(age(&m, "beta"));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
