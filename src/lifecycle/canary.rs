@@ -33,7 +33,13 @@ struct Primary {
     open: Option<(u64, u8)>,
     proven: bool,
     short_once: bool,
+    /// Rounds still skipped after a refused write: a refusal is asked again every
+    /// `REFUSED_EVERY` rounds, not every round (each one is an `ACL LOG` entry).
+    skip: u32,
 }
+
+/// After a refused write, the canary is tried again every this many rounds (5 minutes).
+const REFUSED_EVERY: u32 = 30;
 
 pub(super) struct Canaries {
     primaries: Vec<Primary>,
@@ -55,6 +61,7 @@ impl Canaries {
                     open: None,
                     proven: false,
                     short_once: false,
+                    skip: 0,
                 })
                 .collect(),
             prefix_len,
@@ -82,6 +89,10 @@ impl Canaries {
             return Some(Judged(i, Round::Proven));
         }
         if p.open.is_some() {
+            return None;
+        }
+        if p.skip > 0 {
+            p.skip -= 1;
             return None;
         }
         self.next += 1;
@@ -152,6 +163,7 @@ impl Canaries {
             Note::Wrote(_, _, Ok(Written::Ok)) => None,
             Note::Wrote(_, _, Ok(Written::Refused(why))) => {
                 p.open = None;
+                p.skip = REFUSED_EVERY - 1;
                 Some(Judged(
                     i,
                     Round::Refused(format!("the canary write was refused: {why}")),
