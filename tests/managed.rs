@@ -124,6 +124,27 @@ fn state_is(m: &Metrics, state: &str) -> bool {
     gauge(m, "lockwatch_notifications_verification", &[("state", state)]) == Some(1.0)
 }
 
+/// The verification `state` by `method` (any method when `None`), the tracking `mode`, and the
+/// 35 locks every test starts with, held.
+fn settled(m: &Metrics, state: &str, method: Option<&str>, mode: &str) -> bool {
+    state_is(m, state)
+        && method.is_none_or(|method| {
+            gauge(m, "lockwatch_notifications_verification_method", &[("method", method)]) == Some(1.0)
+        })
+        && gauge(m, "lockwatch_tracking_mode", &[("mode", mode)]) == Some(1.0)
+        && held(m) == Some(35.0)
+}
+
+/// The exporter serving a target `main` (its `target` lines) with namespace `wf`.
+async fn serve_wf(target: &str) -> Served {
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[target]]\nname = \"main\"\n{target}\n\n[[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n"
+    );
+    let config = Config::from_toml(&text, "managed.toml", std::path::Path::new("."), &Overrides::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    Served::start(config).await
+}
+
 fn held(m: &Metrics) -> Option<f64> {
     gauge(m, "lockwatch_locks_held", &[("namespace", "wf")])
 }
@@ -181,11 +202,7 @@ async fn run(p: Profile) {
         .wait_for(
             Duration::from_secs(15),
             &format!("{}: {} in {} mode", p.name, p.state, p.mode),
-            |m| {
-                state_is(m, p.state)
-                    && gauge(m, "lockwatch_tracking_mode", &[("mode", p.mode)]) == Some(1.0)
-                    && held(m) == Some(35.0)
-            },
+            |m| settled(m, p.state, None, p.mode),
         )
         .await;
     let m = s.metrics().await;
@@ -408,23 +425,15 @@ async fn neither_canary_nor_config_is_verified_passively_and_silence_is_found() 
     for i in 0..35 {
         admin.lock(&format!("wf:lock:{i}"), &format!("worker-{i}"), 120_000);
     }
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[target]]\nname = \"main\"\nurl = \"redis://lw:pw@127.0.0.1:{}/0\"\nsample_interval = \"1s\"\nreconcile_interval = \"2s\"\n\n[[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n",
+    let s = serve_wf(&format!(
+        "url = \"redis://lw:pw@127.0.0.1:{}/0\"\nsample_interval = \"1s\"\nreconcile_interval = \"2s\"",
         r.port()
-    );
-    let config = Config::from_toml(&text, "managed.toml", std::path::Path::new("."), &Overrides::default()).unwrap();
-    let s = Served::start(config).await;
+    ))
+    .await;
     // No canary (no write), no CONFIG GET: pending, scan mode, the gauges exact by SCAN.
     let reached = s
         .wait_for(Duration::from_secs(10), "pending, scan mode", |m| {
-            state_is(m, "pending")
-                && gauge(
-                    m,
-                    "lockwatch_notifications_verification_method",
-                    &[("method", "passive")],
-                ) == Some(1.0)
-                && gauge(m, "lockwatch_tracking_mode", &[("mode", "scan")]) == Some(1.0)
-                && held(m) == Some(35.0)
+            settled(m, "pending", Some("passive"), "scan")
         })
         .await;
     // A lock taken: its `set` and `expire` arrive and the owner read agrees: verified.
@@ -481,21 +490,13 @@ async fn a_three_primary_cluster_proves_each_primary_and_names_the_one_that_lose
         set_px(&mut cc, &format!("wf:lock:{i}"), &format!("worker-{i}"), 120_000);
     }
     let seed = c.seed().replace("redis://", "redis://lw:pw@");
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[target]]\nname = \"main\"\nmode = \"cluster\"\nnodes = [\"{seed}\"]\nsample_interval = \"1s\"\n\n[[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n"
-    );
-    let config = Config::from_toml(&text, "managed.toml", std::path::Path::new("."), &Overrides::default()).unwrap();
-    let s = Served::start(config).await;
+    let s = serve_wf(&format!(
+        "mode = \"cluster\"\nnodes = [\"{seed}\"]\nsample_interval = \"1s\""
+    ))
+    .await;
     let reached = s
         .wait_for(Duration::from_secs(20), "verified on every primary, events mode", |m| {
-            state_is(m, "verified")
-                && gauge(
-                    m,
-                    "lockwatch_notifications_verification_method",
-                    &[("method", "canary")],
-                ) == Some(1.0)
-                && gauge(m, "lockwatch_tracking_mode", &[("mode", "events")]) == Some(1.0)
-                && held(m) == Some(35.0)
+            settled(m, "verified", Some("canary"), "events")
         })
         .await;
     // A change, then a takeover, through the cluster.
