@@ -5,6 +5,10 @@
 //! set, that server is used (scripts/bench.sh shares one server with the peer exporter);
 //! otherwise a private redis-server is started. Keys are loaded once when a database does
 //! not already hold exactly N of them.
+//!
+//! Beside each pass, `scan_only_<N>_keys` walks the same keys with the same `SCAN MATCH …
+//! COUNT` pages on the same kind of connection and reads nothing: the floor a pass is
+//! measured against (scripts/bench.sh prints pass ÷ SCAN-only).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -90,6 +94,20 @@ fn bench(c: &mut Criterion) {
         let first = rt.block_on(sampler.pass());
         assert_eq!(first.error, None);
         assert_eq!(locks.namespaces[0].table().len() as u64, n, "every key tracked");
+        // One of each first, with the server's CPU it took: where the time of a pass goes.
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let mut scan = rt.block_on(redis::aio::ConnectionManager::new(client)).unwrap();
+        let mut info = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+        let (t, cpu) = (Instant::now(), redis_cpu(&mut info));
+        let r = rt.block_on(sampler.pass());
+        let (pass_wall, pass_cpu) = (t.elapsed(), redis_cpu(&mut info) - cpu);
+        assert!(r.error.is_none());
+        let (t, cpu) = (Instant::now(), redis_cpu(&mut info));
+        rt.block_on(scan_only(&mut scan, "bench:lock:*", 1000));
+        let (scan_wall, scan_cpu) = (t.elapsed(), redis_cpu(&mut info) - cpu);
+        eprintln!(
+            "{n} keys: one pass {pass_wall:.2?} (redis-server CPU {pass_cpu:.2} s), one SCAN-only walk {scan_wall:.2?} (redis-server CPU {scan_cpu:.2} s)"
+        );
         let mut group = c.benchmark_group("sample_pass");
         group
             .sample_size(10)
@@ -106,7 +124,48 @@ fn bench(c: &mut Criterion) {
                 total
             })
         });
+        group.bench_function(format!("scan_only_{n}_keys"), |b| {
+            b.iter_custom(|iters| {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    let seen = rt.block_on(scan_only(&mut scan, "bench:lock:*", 1000));
+                    assert!(seen >= n, "the walk saw every key");
+                }
+                t.elapsed()
+            })
+        });
         group.finish();
+    }
+}
+
+/// The server's CPU so far (`used_cpu_user + used_cpu_sys`), in seconds.
+fn redis_cpu(c: &mut redis::Connection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query(c).unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+        .filter_map(|l| l.split_once(':')?.1.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// A walk of `pattern` that only pages: SCAN from cursor 0 back to 0. Returns the keys seen.
+async fn scan_only(conn: &mut redis::aio::ConnectionManager, pattern: &str, count: usize) -> u64 {
+    let mut cursor = 0u64;
+    let mut seen = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(conn)
+            .await
+            .unwrap();
+        seen += keys.len() as u64;
+        cursor = next;
+        if cursor == 0 {
+            return seen;
+        }
     }
 }
 
