@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench` (all sections) or `scripts/bench.sh SECTION…`:
 #   sampler    one sample pass over 100,000 and 1,000,000 lock keys on a local redis-server,
+#              beside a SCAN-only walk of the same keys (the floor: nothing read),
 #              the exporter's memory per tracked lock, and — on the same 100,000 keys in the
 #              same run — the scrape time of prometheus-redis-exporter with --check-keys;
 #   memory     memory per tracked lock in events mode, 1,000,000 locks announced by
@@ -87,6 +88,8 @@ LOCKWATCH_BENCH_REDIS_URL="redis://127.0.0.1:$rport/0" LOCKWATCH_BENCH_SIZES=100
 mean_s() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate']/1e9)" "target/criterion/sample_pass/$1_keys/new/estimates.json"; }
 pass100k=$(mean_s 100000)
 pass1m=$(mean_s 1000000)
+scan100k=$(mean_s scan_only_100000)
+scan1m=$(mean_s scan_only_1000000)
 
 # 2. Memory: peak RSS of `lockwatch serve` tracking 0, 100k and 1M locks.
 rss_kib() { # db [binary] -> "VmHWM_KiB sample_duration_s"
@@ -159,10 +162,14 @@ cat > "$out/sampler.md" <<MD
 | pass duration reported by serve (100k / 1M) | ${dur100k} s / ${dur1m} s |
 | prometheus-redis-exporter --check-keys scrape, 100,000 keys (hyperfine mean of 5) | $(python3 -c "print(f'{$peer:.2f} s')") ($checked keys exported) |
 | ratio, peer scrape ÷ lockwatch pass on the same 100,000 keys | ${ratio}× |
+| SCAN-only walk, same pages (\`SCAN MATCH … COUNT 1000\`, nothing read), 100,000 / 1,000,000 keys (criterion mean) | $(python3 -c "print(f'{$scan100k*1000:.0f} ms / {$scan1m:.2f} s')") |
+| pass ÷ SCAN-only walk (criterion, 100,000 / 1,000,000 keys) | $(ratio "$pass100k" "$scan100k") / $(ratio "$pass1m" "$scan1m") |
+| pass reported by serve ÷ SCAN-only walk, 1,000,000 keys | $(ratio "$dur1m" "$scan1m") |
 
 | side by side, scan mode, 1,000,000 keys | base ($base_rev) | this build | this ÷ base |
 |---|---:|---:|---:|
 | pass duration reported by serve | ${dur1mb} s | ${dur1m} s | $(ratio "$dur1m" "$dur1mb") |
+| the same ÷ the SCAN-only walk | $(ratio "$dur1mb" "$scan1m") | $(ratio "$dur1m" "$scan1m") | |
 | memory per tracked lock (peak RSS) | $b1mb B | $b1m B | $(ratio "$b1m" "$b1mb") |
 MD
 kill "${pids[@]}" 2>/dev/null || true
@@ -312,7 +319,8 @@ kill "$gen" 2>/dev/null || true
 
 # Memory per tracked lock in events mode: 1,000,000 locks in db 3 against an empty db 4.
 awk 'BEGIN{for(i=0;i<1000000;i++) printf "SET lock:job:%d owner-%d PX 3600000\r\n", i, i}' | redis-cli -p "$rport" -n 3 --pipe >/dev/null
-rss_events() { # db held [binary] -> VmHWM KiB once the held gauge is stable
+rss_events() { # db held [binary] -> VmHWM KiB once the held gauge is stable (the base has no
+  # reconcile_rate: it kept no events-mode lock table to fill)
   lport=$(free_port)
   cat > "$work/m.toml" <<TOML
 [server]
@@ -322,7 +330,7 @@ name = "bench"
 url = "redis://127.0.0.1:$rport/$1"
 sample_interval = "60s"
 sample_budget = "30s"
-reconcile_rate = 10000000
+$([ -z "$3" ] && echo "reconcile_rate = 10000000")
 [[namespace]]
 name = "job"
 pattern = "lock:job:*"

@@ -3,7 +3,8 @@
 //! invalid config refused naming file, line and key, and what a valid reload keeps: the
 //! unchanged target's Redis connections and counters, the unchanged log source's offsets and
 //! counts; a changed target restarted alone; a changed namespace restarted alone, the other
-//! namespaces' lock tables kept; a removed one's series gone; the web config too.
+//! namespaces' lock tables and every key's history kept; a removed one's series gone; the
+//! web config too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -113,6 +114,28 @@ fn client_ids(r: &RedisChild) -> Vec<u64> {
         .collect();
     ids.sort_unstable();
     ids
+}
+
+/// `SET key me NX PX 30000`, then `DEL key`: an acquisition and a release.
+fn take_and_release(c: &mut redis::Connection, key: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("me")
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query(c)
+        .unwrap();
+    let _: () = redis::cmd("DEL").arg(key).query(c).unwrap();
+}
+
+/// The ids of the connections subscribed by pattern to `r` (the watchers').
+fn subscribers(r: &RedisChild) -> Vec<u64> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn(r)).unwrap();
+    list.lines()
+        .filter(|l| l.split_whitespace().any(|f| f.starts_with("psub=") && f != "psub=0"))
+        .filter_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("id="))?.parse().ok())
+        .collect()
 }
 
 /// `n` acquire + release cycles of one lock on `r`: `n` acquired and released transitions.
@@ -391,12 +414,87 @@ async fn a_namespace_change_keeps_the_others_tables(notify: bool) {
         in_mode(m) && held(m, "alpha") == Some(2.0) && held(m, "beta") == Some(2.0)
     })
     .await;
+    // In events mode, a key's lifecycle as the watcher saw it (its page and `inspect`).
+    let history = |addr| async move {
+        let (status, _, body) = http_get(addr, "/api/v1/locks/history?key=a:lock:h").await;
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["transitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["kind"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    if notify {
+        take_and_release(&mut c, "a:lock:h");
+        let started = Instant::now();
+        while history(run.addr).await.len() < 2 {
+            assert!(
+                started.elapsed() < WAIT,
+                "a:lock:h's history: {:?}",
+                history(run.addr).await
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let before = age(&metrics(run.addr).await, "alpha");
     assert!(before >= 2.0, "{before}");
+    let history_before = history(run.addr).await;
+    let acquired_alpha = |m: &Metrics| {
+        m.val(
+            "lockwatch_lock_transitions_total",
+            &[("target", "t"), ("namespace", "alpha"), ("kind", "acquired")],
+        )
+    };
+    let acquired_before = acquired_alpha(&metrics(run.addr).await);
+    let subscriber = subscribers(&r);
+    assert_eq!(subscriber.len(), 1, "the watcher's one pub/sub connection");
+    // Alpha's locks come and go while the reload happens: every one is counted.
+    const CHURN: usize = 300;
+    let churn = notify.then(|| {
+        let url = r.url();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+            for i in 0..CHURN {
+                take_and_release(&mut c, &format!("a:lock:c{i}"));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
 
     write_two_namespaces(dir.path(), &r.url(), "c:lock:*");
     assert_eq!(post_reload(run.addr).await.0, 200);
+    assert_eq!(
+        history(run.addr).await,
+        history_before,
+        "a:lock:h's history is kept across the reload"
+    );
+    // Its locks held for a moment only: done before alpha's held count is watched below.
+    if let Some(churn) = churn {
+        churn.join().unwrap();
+    }
+    if notify {
+        wait_for(run.addr, "every churned lock of alpha counted", |m| {
+            acquired_alpha(m) >= acquired_before + CHURN as f64
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let m = metrics(run.addr).await;
+        assert_eq!(
+            acquired_alpha(&m),
+            acquired_before + CHURN as f64,
+            "each counted once:\n{}",
+            m.0
+        );
+    }
+    assert_eq!(
+        subscribers(&r),
+        subscriber,
+        "the watcher's subscription stays the same connection, beta's channel changed on it"
+    );
     let (mut last, started) = (before, Instant::now());
     let mut beta_restarted = None;
     while started.elapsed() < Duration::from_secs(4) {

@@ -45,6 +45,8 @@ pub(super) struct Check {
 
 /// A check's answer.
 pub(super) struct Verified {
+    /// The namespaces' numbering the check was asked in (`Watcher::epoch`).
+    pub epoch: u32,
     pub ns: usize,
     pub fence: bool,
     pub key: Vec<u8>,
@@ -96,6 +98,21 @@ impl Deferrals {
         out.extend(q);
         out
     }
+
+    /// The namespaces were renumbered (a reload): `carried[old]` is each one's number now.
+    /// Events of namespaces that changed are dropped, with their keys' waits.
+    pub(super) fn renamespace(&mut self, carried: &[Option<usize>]) {
+        self.waiting.retain(|_, q| {
+            q.retain_mut(|(e, _)| match carried.get(e.ns).copied().flatten() {
+                Some(n) => {
+                    e.ns = n;
+                    true
+                }
+                None => false,
+            });
+            !q.is_empty()
+        });
+    }
 }
 
 impl Watcher {
@@ -105,6 +122,7 @@ impl Watcher {
         let tx = tx.clone();
         let kind = self.namespaces.get(check.ns).map(|n| n.value.clone());
         let timeout = self.target.sample_budget;
+        let epoch = self.epoch;
         tokio::spawn(async move {
             let keys = [check.key.clone()];
             let (mut lock, mut counter) = (None, None);
@@ -119,6 +137,7 @@ impl Watcher {
             }
             let _ = tx
                 .send(Verified {
+                    epoch,
                     ns: check.ns,
                     fence: check.fence,
                     key: check.key,
@@ -184,6 +203,24 @@ mod tests {
         let out = d.resolve(b"k", false);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].0.node, 1);
+    }
+
+    #[test]
+    fn a_reload_renumbers_waiting_events_and_drops_a_changed_namespace_s() {
+        let mut d = Deferrals::default();
+        assert!(matches!(d.admit(ev(0, "del"), 1, true), Admit::Verify(_)));
+        let mut other = ev(0, "del");
+        other.key = b"j".to_vec();
+        other.ns = 1;
+        assert!(matches!(d.admit(other, 2, true), Admit::Verify(_)));
+        d.renamespace(&[None, Some(0)]);
+        assert!(
+            d.resolve(b"k", false).is_empty(),
+            "namespace 0 changed: its wait is gone"
+        );
+        let out = d.resolve(b"j", false);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0.ns, 0, "renumbered");
     }
 
     #[test]

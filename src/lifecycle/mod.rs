@@ -15,6 +15,7 @@ pub(crate) mod history;
 pub(crate) mod metrics;
 mod migration;
 mod recorder;
+mod renamespace;
 mod session;
 pub(crate) mod tracker;
 mod verify;
@@ -38,6 +39,7 @@ use crate::vocab::{Method, Verification};
 use history::History;
 use metrics::{TargetMetrics, WatcherMetrics};
 pub(crate) use recorder::preflight;
+pub(crate) use renamespace::{Renamespace, Renamespacer};
 use tracker::Tracker;
 
 /// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 32-byte entry each).
@@ -85,6 +87,8 @@ enum SessionError {
     Topology(String),
     #[error("the primaries changed")]
     PrimariesChanged,
+    #[error("the reloaded namespaces need other notification flags")]
+    FlagsChanged,
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
     #[error("{0} timed out")]
@@ -102,8 +106,8 @@ pub(crate) struct LifecycleState {
     verdict: Mutex<Verdict>,
     history: Mutex<History>,
     notifications: Mutex<String>,
-    /// Expiry takeovers counted, per namespace name.
-    takeovers: Vec<(String, IntCounter)>,
+    /// Expiry takeovers counted, per namespace name (the namespaces change with a reload).
+    takeovers: Mutex<Vec<(String, IntCounter)>>,
 }
 
 impl LifecycleState {
@@ -117,12 +121,13 @@ impl LifecycleState {
             }),
             history: Mutex::new(History::new(HISTORY_CAP)),
             notifications: Mutex::new("not checked yet".to_string()),
-            takeovers,
+            takeovers: Mutex::new(takeovers),
         }
     }
     /// Expiry takeovers counted so far in namespace `ns`.
     pub(crate) fn takeovers(&self, ns: &str) -> u64 {
-        self.takeovers.iter().find(|(n, _)| n == ns).map_or(0, |(_, c)| c.get())
+        let takeovers = self.takeovers.lock().unwrap_or_else(|p| p.into_inner());
+        takeovers.iter().find(|(n, _)| n == ns).map_or(0, |(_, c)| c.get())
     }
     /// The verification verdict: state, method and words.
     pub(crate) fn verification(&self) -> Verdict {
@@ -146,9 +151,9 @@ pub(crate) struct ReadRequest {
     seq: Option<u16>,
 }
 
-/// One pipeline's reads: the namespace, the requests, and what each key held (`None` when
-/// the read failed).
-type ReadResult = (usize, Vec<ReadRequest>, Option<Vec<KeyRead>>);
+/// One pipeline's reads: the namespaces' numbering it was asked in (`Watcher::epoch`), the
+/// namespace, the requests, and what each key held (`None` when the read failed).
+type ReadResult = (u32, usize, Vec<ReadRequest>, Option<Vec<KeyRead>>);
 
 /// How often the server's `notify-keyspace-events` is checked again while subscribed.
 const FLAGS_CHECK_EVERY: Duration = Duration::from_secs(5);
@@ -172,6 +177,15 @@ pub(crate) struct Watcher {
     /// The target's primaries: one subscription each.
     nodes: Nodes,
     metrics: TargetMetrics,
+    /// The families `metrics` come from (the namespaces change with a reload).
+    families: WatcherMetrics,
+    /// How the namespaces are numbered: one more at each reload that changed them, with
+    /// `renumber` mapping the numbers before to those now (reads out across the change).
+    epoch: u32,
+    renumber: Vec<Option<usize>>,
+    /// Namespace changes from a reload, and where they are sent.
+    changes: Option<tokio::sync::mpsc::UnboundedReceiver<Renamespace>>,
+    changes_tx: tokio::sync::mpsc::UnboundedSender<Renamespace>,
     origin: Instant,
 }
 
@@ -185,26 +199,15 @@ impl Watcher {
         metrics: &WatcherMetrics,
         nodes: Nodes,
     ) -> Result<Self, WatchError> {
-        let prefix = format!("__keyspace@{}__:", target.connection.redis_settings().db());
-        let channel = |glob: &crate::glob::Glob| [prefix.as_bytes(), glob.as_str().as_bytes()].concat();
-        let mut channels = Vec::new();
-        for (i, n) in namespaces.iter().enumerate() {
-            channels.push((channel(&n.pattern), i, false));
-            if let Some(f) = &n.fence_pattern {
-                channels.push((channel(f), i, true));
-            }
-        }
+        let families = metrics.clone();
         let metrics = metrics.for_target(&target.name, namespaces);
-        let takeovers = namespaces
-            .iter()
-            .zip(&metrics.namespaces)
-            .map(|(n, m)| (n.name.clone(), m.takeovers.clone()))
-            .collect();
+        let takeovers = takeover_counters(namespaces, &metrics);
+        let (changes_tx, changes) = tokio::sync::mpsc::unbounded_channel();
         Ok(Watcher {
             target: target.clone(),
             namespaces: namespaces.to_vec(),
-            channels,
-            prefix_len: prefix.len(),
+            channels: channels(target, namespaces),
+            prefix_len: keyspace_prefix(target).len(),
             canary_channel: crate::access::canary::channel(target.connection.redis_settings().db()).into_bytes(),
             instance: instance_id(),
             needed: notify::needed_flags(namespaces),
@@ -212,6 +215,11 @@ impl Watcher {
             state: Arc::new(LifecycleState::new(&target.name, takeovers)),
             nodes,
             metrics,
+            families,
+            epoch: 0,
+            renumber: Vec::new(),
+            changes: Some(changes),
+            changes_tx,
             origin: Instant::now(),
         })
     }
@@ -220,25 +228,26 @@ impl Watcher {
         self.state.clone()
     }
 
+    /// Where a reload sends this watcher the new namespaces.
+    pub(crate) fn renamespacer(&self) -> Renamespacer {
+        Renamespacer(self.changes_tx.clone())
+    }
+
     /// Subscribe, follow the stream, and resubscribe with backoff until `shutdown`.
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        let ns: Vec<(i64, bool)> = self
-            .namespaces
-            .iter()
-            .map(|n| {
-                (
-                    i64::try_from(n.ttl.as_millis()).unwrap_or(i64::MAX),
-                    n.value == crate::config::ValueKind::Redisson,
-                )
-            })
-            .collect();
-        let mut tracker = Tracker::new(&ns, MAX_TRACKED);
+        let mut tracker = Tracker::new(&tracker_params(&self.namespaces), MAX_TRACKED);
+        let mut changes = self
+            .changes
+            .take()
+            .unwrap_or_else(|| tokio::sync::mpsc::unbounded_channel().1);
         let mut backoff = MIN_BACKOFF;
         let mut last_error = String::new();
         loop {
             let mut subscribed = false;
             let refused;
-            let result = self.session(&mut tracker, &shutdown, &mut subscribed).await;
+            let result = self
+                .session(&mut tracker, &mut changes, &shutdown, &mut subscribed)
+                .await;
             // A subscription that was made says the server is fine: the next try is quick.
             if subscribed {
                 backoff = MIN_BACKOFF;
@@ -260,6 +269,11 @@ impl Watcher {
                     backoff = MIN_BACKOFF;
                     continue;
                 }
+                Err(SessionError::FlagsChanged) => {
+                    tracing::info!(target_name = %self.target.name, "the reloaded namespaces need other notification flags: subscribing anew");
+                    backoff = MIN_BACKOFF;
+                    continue;
+                }
                 Err(e) => {
                     refused = matches!(e, SessionError::Refused(_));
                     let e = e.to_string();
@@ -274,9 +288,17 @@ impl Watcher {
             }
             // A refusal is no passing fault: it is asked again every REFUSED_RETRY.
             let wait = if refused { REFUSED_RETRY } else { backoff };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(wait) => {}
+            let sleep = tokio::time::sleep(wait);
+            tokio::pin!(sleep);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = &mut sleep => break,
+                    Some(change) = changes.recv() => {
+                        // Not subscribed: the next session subscribes to the new channels.
+                        self.renamespace(change, &mut tracker);
+                    }
+                }
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
@@ -331,6 +353,49 @@ impl Watcher {
         };
         *self.state.notifications.lock().unwrap_or_else(|p| p.into_inner()) = words;
     }
+}
+
+/// `__keyspace@<db>__:` of the target's database.
+fn keyspace_prefix(target: &TargetConfig) -> String {
+    format!("__keyspace@{}__:", target.connection.redis_settings().db())
+}
+
+/// The channel patterns of `namespaces`' locks and fencing counters, with the namespace and
+/// whether the pattern is the fence pattern.
+fn channels(target: &TargetConfig, namespaces: &[NamespaceConfig]) -> Vec<(Vec<u8>, usize, bool)> {
+    let prefix = keyspace_prefix(target);
+    let channel = |glob: &crate::glob::Glob| [prefix.as_bytes(), glob.as_str().as_bytes()].concat();
+    let mut channels = Vec::new();
+    for (i, n) in namespaces.iter().enumerate() {
+        channels.push((channel(&n.pattern), i, false));
+        if let Some(f) = &n.fence_pattern {
+            channels.push((channel(f), i, true));
+        }
+    }
+    channels
+}
+
+/// What the tracker needs of each namespace: its ttl in ms, and whether its locks are
+/// Redisson hashes.
+fn tracker_params(namespaces: &[NamespaceConfig]) -> Vec<(i64, bool)> {
+    namespaces
+        .iter()
+        .map(|n| {
+            (
+                i64::try_from(n.ttl.as_millis()).unwrap_or(i64::MAX),
+                n.value == crate::config::ValueKind::Redisson,
+            )
+        })
+        .collect()
+}
+
+/// Each namespace's expiry-takeover counter, by name, for the status page.
+fn takeover_counters(namespaces: &[NamespaceConfig], metrics: &TargetMetrics) -> Vec<(String, IntCounter)> {
+    namespaces
+        .iter()
+        .zip(&metrics.namespaces)
+        .map(|(n, m)| (n.name.clone(), m.takeovers.clone()))
+        .collect()
 }
 
 /// A per-process id for canary keys: the pid and the start time, in hex.

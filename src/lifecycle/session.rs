@@ -1,7 +1,8 @@
 //! One subscription of the watcher: the `notifications` policy applied on every primary,
 //! one pub/sub connection per primary (keyspace notifications are node-local), their
-//! streams followed as one, owner reads, and the flags checked again while subscribed. It
-//! ends when a stream ends, a ping fails, or the primaries change.
+//! streams followed as one, owner reads, and the flags checked again while subscribed. A
+//! reload's new namespaces are taken on the live connections (`renamespace`). It ends when
+//! a stream ends, a ping fails, or the primaries change.
 
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use super::canary::{Canaries, EVERY as CANARY_EVERY, Judged, Note};
 use super::checks::fold_all;
 use super::migration::{Admit, Deferrals, Verified};
 use super::recorder::{Recorder, wall_ms};
+use super::renamespace::Renamespace;
 use super::tracker::Notice;
 use super::tracker::Tracker;
 use super::verify::{self, Round, Verify};
@@ -27,6 +29,7 @@ use crate::access::notify;
 use crate::access::read::KeyRead;
 use crate::access::reader::Reader;
 use crate::locks::events::Found;
+use crate::vocab::Verification;
 
 /// One primary's notifications, tagged with its index; `None` when its stream ended.
 type Tagged = BoxStream<'static, Option<(usize, redis::Msg)>>;
@@ -37,6 +40,7 @@ impl Watcher {
     pub(super) async fn session(
         &mut self,
         tracker: &mut Tracker,
+        changes: &mut mpsc::UnboundedReceiver<Renamespace>,
         shutdown: &CancellationToken,
         subscribed: &mut bool,
     ) -> Result<(), SessionError> {
@@ -75,16 +79,7 @@ impl Watcher {
                 .map_err(|_| SessionError::Timeout("connecting for pub/sub"))??;
             let (mut sink, stream) = pubsub.split();
             for (channel, _, _) in &self.channels {
-                match tokio::time::timeout(limit, sink.psubscribe(channel.as_slice())).await {
-                    Err(_) => return Err(SessionError::Timeout("PSUBSCRIBE")),
-                    Ok(Err(e)) if notify::is_refusal(&e) => {
-                        return Err(SessionError::Refused(format!(
-                            "PSUBSCRIBE {} refused: {e}",
-                            String::from_utf8_lossy(channel)
-                        )));
-                    }
-                    Ok(r) => r?,
-                }
+                psubscribe(&mut sink, channel, limit).await?;
             }
             // The canary's channel: refused (an ACL granting only the lock channels), the
             // canary cannot run, and the flags or passive evidence stand in.
@@ -105,7 +100,7 @@ impl Watcher {
         // Whatever happened while unsubscribed is unknown: start clean, and let the
         // sampler's passes from now on stand in for owners not seen in a `set`.
         tracker.reset();
-        let marks: Vec<u32> = self.locks.namespaces.iter().map(|n| n.table().pass_number()).collect();
+        let mut marks: Vec<u32> = self.locks.namespaces.iter().map(|n| n.table().pass_number()).collect();
         *subscribed = true;
         tracing::info!(target_name = %self.target.name, patterns = self.channels.len(), primaries = primaries.len(),
             "subscribed to keyspace notifications");
@@ -131,7 +126,7 @@ impl Watcher {
         }
         let mut shown = None;
         self.follow(&mut shown, &verify);
-        let _unsubscribe = Unsubscribe(self.locks.clone());
+        let mut _unsubscribe = Unsubscribe(self.locks.clone());
         let mut flags_check = tokio::time::interval(FLAGS_CHECK_EVERY);
         flags_check.reset();
         let mut nodes = self.nodes.clone();
@@ -150,16 +145,24 @@ impl Watcher {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return Ok(()),
-                Some((ns, requests, reads)) = rx.recv() => {
+                Some((epoch, ns, requests, reads)) = rx.recv() => {
                     in_flight -= 1;
-                    if self.reads_done(tracker, ns, &requests, reads.as_deref(), &mut pending) {
+                    if let Some(ns) = self.renumbered(epoch, ns)
+                        && self.reads_done(tracker, ns, &requests, reads.as_deref(), &mut pending)
+                    {
                         verify.evidence(verify::SET_AGREED);
                         self.follow(&mut shown, &verify);
                     }
                     self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
                 }
-                Some(verified) = vrx.recv() => {
-                    let migrated = self.migrated(&verified);
+                Some(mut verified) = vrx.recv() => {
+                    let migrated = match self.renumbered(verified.epoch, verified.ns) {
+                        Some(ns) => {
+                            verified.ns = ns;
+                            self.migrated(&verified)
+                        }
+                        None => false,
+                    };
                     let replay = deferrals.resolve(&verified.key, migrated);
                     let mut history = self.state.history();
                     let mut obs = Recorder::new(self, &mut history, &mut pending, wall_ms());
@@ -191,6 +194,44 @@ impl Watcher {
                     if let Some(Judged(i, round)) = canaries.note(note) {
                         verify.round(i, round);
                         self.follow(&mut shown, &verify);
+                    }
+                }
+                Some(change) = changes.recv() => {
+                    let before: Vec<Vec<u8>> = self.channels.iter().map(|(c, _, _)| c.clone()).collect();
+                    let old_marks = std::mem::take(&mut marks);
+                    if !self.renamespace(change, tracker) {
+                        return Err(SessionError::FlagsChanged);
+                    }
+                    self.resubscribe(&before, &mut sinks, limit).await?;
+                    // An unchanged namespace keeps its mark; a new one's owners come from
+                    // the passes from now on.
+                    marks = self
+                        .locks
+                        .namespaces
+                        .iter()
+                        .enumerate()
+                        .map(|(j, n)| {
+                            self.renumber
+                                .iter()
+                                .position(|m| *m == Some(j))
+                                .and_then(|i| old_marks.get(i).copied())
+                                .unwrap_or_else(|| n.table().pass_number())
+                        })
+                        .collect();
+                    pending.retain_mut(|r| match self.renumber.get(r.ns).copied().flatten() {
+                        Some(n) => {
+                            r.ns = n;
+                            true
+                        }
+                        None => false,
+                    });
+                    deferrals.renamespace(&self.renumber);
+                    _unsubscribe = Unsubscribe(self.locks.clone());
+                    if let Some(v) = &shown {
+                        if v.state == Verification::Verified {
+                            self.locks.subscribed();
+                        }
+                        self.publish(v);
                     }
                 }
                 _ = nodes.changed() => {
@@ -295,6 +336,7 @@ impl Watcher {
             let reader = reader.clone();
             let tx = tx.clone();
             let timeout = self.target.sample_budget;
+            let epoch = self.epoch;
             *in_flight += 1;
             tokio::spawn(async move {
                 let keys: Vec<Vec<u8>> = batch.iter().map(|r| r.key.clone()).collect();
@@ -306,7 +348,7 @@ impl Watcher {
                     }
                     Err(_) => None,
                 };
-                let _ = tx.send((ns, batch, reads)).await;
+                let _ = tx.send((epoch, ns, batch, reads)).await;
             });
         }
     }
@@ -346,6 +388,23 @@ impl Watcher {
             tracker.owner_read(&r.key, generation, owner, &mut obs);
         }
         agreed
+    }
+}
+
+/// Subscribe `sink` to the lock channel pattern `channel`; a refusal (no pub/sub here, or
+/// an ACL without the channel) says so.
+pub(super) async fn psubscribe(
+    sink: &mut redis::aio::PubSubSink,
+    channel: &[u8],
+    limit: Duration,
+) -> Result<(), SessionError> {
+    match tokio::time::timeout(limit, sink.psubscribe(channel)).await {
+        Err(_) => Err(SessionError::Timeout("PSUBSCRIBE")),
+        Ok(Err(e)) if notify::is_refusal(&e) => Err(SessionError::Refused(format!(
+            "PSUBSCRIBE {} refused: {e}",
+            String::from_utf8_lossy(channel)
+        ))),
+        Ok(r) => Ok(r?),
     }
 }
 

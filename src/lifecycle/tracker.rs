@@ -157,6 +157,29 @@ impl Tracker {
         self.pending.clear();
     }
 
+    /// The namespaces changed while subscribed (a reload): `carried[old]` is the new index
+    /// of each namespace that did not change. Their keys' state stays, renumbered; the keys
+    /// of the others are forgotten (their locks are judged anew, as after a gap).
+    pub(crate) fn renamespace(&mut self, carried: &[Option<usize>], namespaces: &[(i64, bool)]) {
+        let mut gone = Vec::new();
+        self.keys
+            .retain(|id, e| match carried.get(usize::from(e.ns)).copied().flatten() {
+                Some(n) => {
+                    e.ns = n as u16;
+                    true
+                }
+                None => {
+                    gone.push(*id);
+                    false
+                }
+            });
+        for id in gone {
+            self.pending.remove(&id);
+        }
+        self.ttl_ms = namespaces.iter().map(|n| n.0).collect();
+        self.hash_locks = namespaces.iter().map(|n| n.1).collect();
+    }
+
     /// What waits for the owner read of key hash `id` (nothing: `Pending::None`).
     fn set_pending(&mut self, id: u64, pending: Pending) {
         if pending == Pending::None {

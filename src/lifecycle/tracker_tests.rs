@@ -257,3 +257,25 @@ fn holds_not_seen_from_the_start_measure_only_what_a_read_says() {
 fn entries_stay_small() {
     assert_eq!(std::mem::size_of::<Entry>(), 32, "README: what one tracked lock costs");
 }
+
+#[test]
+fn a_reload_keeps_the_unchanged_namespaces_keys_renumbered_and_forgets_the_others() {
+    let mut t = Tracker::new(&[(1000, false), (2000, false)], 100);
+    let mut o = Rec::default();
+    t.notice(0, b"a", Notice::Set, 10, || None, &mut o);
+    o.answer(&mut t, Some(7));
+    t.notice(1, b"b", Notice::Set, 20, || None, &mut o);
+    o.answer(&mut t, Some(8));
+    assert_eq!(t.len(), 2);
+    // Namespace 0 changed; namespace 1 is now the first.
+    t.renamespace(&[None, Some(0)], &[(2000, false)]);
+    assert_eq!(t.len(), 1, "the changed namespace's key is forgotten");
+    t.notice(0, b"b", Notice::Del, 520, || None, &mut o);
+    assert_eq!(
+        o.holds,
+        vec![(HoldEnd::Released, 500)],
+        "b's hold went on across the reload"
+    );
+    t.notice(0, b"a", Notice::Del, 530, || None, &mut o);
+    assert_eq!(o.holds.len(), 1, "a was forgotten: its release has no hold to end");
+}

@@ -1,7 +1,8 @@
 //! The running parts of one run: per target its follower, sampler and watcher (stopped
 //! together), per `[[logs]]` source its tailer. `apply` brings them to a new config: what
-//! did not change runs on; a changed part restarts alone (a namespace change: each target's
-//! tasks, the unchanged namespaces' tables carried over); a removed one stops.
+//! did not change runs on; a changed part restarts alone; a removed one stops. A namespace
+//! change restarts each target's sampler on tables that carry the unchanged namespaces'
+//! over, and the running watcher takes the new namespaces on its live subscription.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +15,11 @@ use crate::config::{Config, LogConfig, Notifications, TargetConfig};
 use crate::intake::tail::Tailer;
 use crate::intake::{Classifier, Counters, IntakeMetrics};
 use crate::lifecycle::metrics::WatcherMetrics;
-use crate::lifecycle::{self, LifecycleState, Watcher};
+use crate::lifecycle::{self, LifecycleState, Renamespace, Renamespacer, Watcher};
 use crate::locks::TargetLocks;
 use crate::metrics::Registry;
 use crate::sampler::{Sampler, SamplerError, SamplerMetrics};
-use crate::topology::{Follower, TopologyMetrics};
+use crate::topology::{Follower, Nodes, TopologyMetrics};
 
 /// How long a stopping part may take to finish (a tailer saves its offsets) before it is
 /// left to end on its own.
@@ -53,17 +54,22 @@ struct TargetRun {
     config: TargetConfig,
     locks: Arc<TargetLocks>,
     lifecycle: Option<Arc<LifecycleState>>,
+    /// Where the running watcher takes new namespaces.
+    renamespacer: Option<Renamespacer>,
+    nodes: Nodes,
     stop: CancellationToken,
+    /// The follower and the watcher.
     tasks: JoinSet<()>,
+    /// The sampler, stopped on its own when the namespaces change.
+    sampler: (CancellationToken, tokio::task::JoinHandle<()>),
 }
 
 /// One target's parts, built but not started yet.
 struct Built {
     config: TargetConfig,
     locks: Arc<TargetLocks>,
-    /// The tables of unchanged namespaces come from the running target's (a reload).
-    carried: bool,
     follower: Follower,
+    nodes: Nodes,
     sampler: Sampler,
     watcher: Option<Watcher>,
 }
@@ -108,7 +114,7 @@ impl Parts {
         let built = config
             .targets
             .iter()
-            .map(|t| build(t, config, &families, None))
+            .map(|t| build(t, config, &families))
             .collect::<Result<Vec<_>, _>>()?;
         make_state_dir(config)?;
         let mut parts = Parts {
@@ -155,6 +161,7 @@ impl Parts {
         let classifier_changed = namespaces_changed || format!("{:?}", old.rules) != format!("{:?}", new.rules);
         let mut changes = Changes::default();
         let mut built = Vec::new();
+        let mut renamespaced = Vec::new();
         for t in &new.targets {
             let running = self.targets.iter().find(|r| r.config.name == t.name);
             let same = running.filter(|r| same_target(&r.config, t));
@@ -162,16 +169,28 @@ impl Parts {
                 changes.kept += 1;
                 continue;
             }
-            lifecycle::preflight(t, &new.namespaces).await?;
-            let carry = same.filter(|_| !owners_changed).map(|r| r.locks.as_ref());
-            built.push(build(t, new, &self.families, carry)?);
-            match (running, carry) {
-                (_, Some(_)) => changes.restarted.push(format!(
-                    "target {} (its namespaces; unchanged ones' tables kept)",
+            // Only the namespaces changed: the watcher (if any) runs on and takes them.
+            if let Some(r) = same.filter(|_| !owners_changed) {
+                lifecycle::preflight(t, &new.namespaces).await?;
+                let locks = Arc::new(TargetLocks::carrying(
+                    &r.locks,
+                    t,
+                    &new.namespaces,
+                    new.server.show_owners,
+                ));
+                let sampler = Sampler::new(t, locks.clone(), self.families.sampler.clone(), r.nodes.clone())?;
+                renamespaced.push((t.name.clone(), locks, sampler));
+                changes.restarted.push(format!(
+                    "target {} (its namespaces; unchanged ones' tables, history and subscriptions kept)",
                     t.name
-                )),
-                (Some(_), None) => changes.restarted.push(format!("target {}", t.name)),
-                (None, _) => changes.added.push(format!("target {}", t.name)),
+                ));
+                continue;
+            }
+            lifecycle::preflight(t, &new.namespaces).await?;
+            built.push(build(t, new, &self.families)?);
+            match running {
+                Some(_) => changes.restarted.push(format!("target {}", t.name)),
+                None => changes.added.push(format!("target {}", t.name)),
             }
         }
         let classifier = if classifier_changed {
@@ -182,31 +201,52 @@ impl Parts {
         make_state_dir(new)?;
 
         // Nothing fails from here on.
+        for (name, locks, sampler) in renamespaced {
+            let Some(r) = self.targets.iter_mut().find(|r| r.config.name == name) else {
+                continue;
+            };
+            r.sampler.0.cancel();
+            if tokio::time::timeout(STOP_GRACE, &mut r.sampler.1).await.is_err() {
+                r.sampler.1.abort();
+            }
+            let carried = r
+                .locks
+                .namespaces
+                .iter()
+                .map(|old| locks.namespaces.iter().position(|n| Arc::ptr_eq(n, old)))
+                .collect();
+            locks.resume(&r.locks);
+            let handed = r.renamespacer.as_ref().is_some_and(|w| {
+                w.send(Renamespace {
+                    namespaces: new.namespaces.clone(),
+                    locks: locks.clone(),
+                    carried,
+                })
+            });
+            if !handed {
+                // No watcher: the old tables are followed by nothing any more.
+                r.locks.unsubscribed();
+            }
+            r.locks = locks;
+            let stop = r.stop.child_token();
+            r.sampler = (stop.clone(), tokio::spawn(sampler.run(stop)));
+        }
         let (stopping, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.targets).into_iter().partition(|r| {
             built.iter().any(|b| b.config.name == r.config.name) || !new.targets.iter().any(|t| t.name == r.config.name)
         });
         self.targets = kept;
-        let mut stopped = Vec::new();
         for mut r in stopping {
             r.stop.cancel();
-            finish(&mut r.tasks, &r.config.name).await;
-            // Its scrape hook publishes nothing more, even from tables now carried over.
+            finish(&mut r).await;
+            // Its scrape hook publishes nothing more.
             r.locks.unsubscribed();
             if !new.targets.iter().any(|t| t.name == r.config.name) {
                 changes.removed.push(format!("target {}", r.config.name));
                 changes.gone.push(("target", r.config.name.clone()));
             }
-            stopped.push(r.locks);
         }
         self.classifier = classifier;
         for b in built {
-            if b.carried
-                && let Some(old) = stopped.iter().find(|l| l.name == b.config.name)
-            {
-                // Not followed since the old tasks stopped: scan mode, a fresh cycle (or, once
-                // the new watcher subscribes, the reconciling walk and a full re-read).
-                b.locks.resume(old);
-            }
             self.launch(b, new);
         }
         self.targets
@@ -259,7 +299,7 @@ impl Parts {
     pub(super) async fn stop(mut self) {
         self.shutdown.cancel();
         for r in &mut self.targets {
-            finish(&mut r.tasks, &r.config.name).await;
+            finish(r).await;
         }
         for s in self.sources {
             if let Some(task) = s.task {
@@ -273,7 +313,9 @@ impl Parts {
             interval = %crate::duration::format(b.config.sample_interval), namespaces = config.namespaces.len(), "sampling");
         let stop = self.shutdown.child_token();
         let mut tasks = JoinSet::new();
-        tasks.spawn(b.sampler.run(stop.clone()));
+        let sampler_stop = stop.child_token();
+        let sampler = tokio::spawn(b.sampler.run(sampler_stop.clone()));
+        let renamespacer = b.watcher.as_ref().map(Watcher::renamespacer);
         let lifecycle = b.watcher.map(|w| {
             let state = w.state();
             tasks.spawn(w.run(stop.clone()));
@@ -284,8 +326,11 @@ impl Parts {
             config: b.config,
             locks: b.locks,
             lifecycle,
+            renamespacer,
+            nodes: b.nodes,
             stop,
             tasks,
+            sampler: (sampler_stop, sampler),
         });
     }
 
@@ -322,19 +367,9 @@ impl Parts {
     }
 }
 
-/// Build `target`'s parts for `config` (they connect once started); with `carry`, the
-/// tables of the namespaces that did not change are those of the target running.
-fn build(
-    target: &TargetConfig,
-    config: &Config,
-    families: &Families,
-    carry: Option<&TargetLocks>,
-) -> Result<Built, ServeError> {
-    let (namespaces, owners) = (&config.namespaces, config.server.show_owners);
-    let locks = Arc::new(match carry {
-        Some(from) => TargetLocks::carrying(from, target, namespaces, owners),
-        None => TargetLocks::new(target, namespaces, owners),
-    });
+/// Build `target`'s parts for `config` (they connect once started).
+fn build(target: &TargetConfig, config: &Config, families: &Families) -> Result<Built, ServeError> {
+    let locks = Arc::new(TargetLocks::new(target, &config.namespaces, config.server.show_owners));
     let (follower, nodes) = Follower::new(target, &families.topology).map_err(SamplerError::from)?;
     let sampler = Sampler::new(target, locks.clone(), families.sampler.clone(), nodes.clone())?;
     let watcher = if target.notifications != Notifications::Off {
@@ -343,7 +378,7 @@ fn build(
             &config.namespaces,
             locks.clone(),
             &families.watcher,
-            nodes,
+            nodes.clone(),
         )?)
     } else {
         None
@@ -351,19 +386,25 @@ fn build(
     Ok(Built {
         config: target.clone(),
         locks,
-        carried: carry.is_some(),
         follower,
+        nodes,
         sampler,
         watcher,
     })
 }
 
 /// Wait for a stopping target's tasks, for at most [`STOP_GRACE`].
-async fn finish(tasks: &mut JoinSet<()>, name: &str) {
-    let all = async { while tasks.join_next().await.is_some() {} };
+async fn finish(r: &mut TargetRun) {
+    let tasks = &mut r.tasks;
+    let sampler = &mut r.sampler.1;
+    let all = async {
+        while tasks.join_next().await.is_some() {}
+        let _ = sampler.await;
+    };
     if tokio::time::timeout(STOP_GRACE, all).await.is_err() {
-        tracing::warn!(target_name = %name, "target's tasks still stopping: aborted");
-        tasks.abort_all();
+        tracing::warn!(target_name = %r.config.name, "target's tasks still stopping: aborted");
+        r.tasks.abort_all();
+        r.sampler.1.abort();
     }
 }
 
