@@ -330,7 +330,7 @@ name = "bench"
 url = "redis://127.0.0.1:$rport/$1"
 sample_interval = "60s"
 sample_budget = "30s"
-$([ -z "$3" ] && echo "reconcile_rate = 10000000")
+$([ -z "${3:-}" ] && echo "reconcile_rate = 10000000")
 [[namespace]]
 name = "job"
 pattern = "lock:job:*"
