@@ -297,6 +297,7 @@ impl Watcher {
                     Some(change) = changes.recv() => {
                         // Not subscribed: the next session subscribes to the new channels.
                         self.renamespace(change, &mut tracker);
+                        self.locks.unsubscribed();
                     }
                 }
             }

@@ -200,6 +200,7 @@ impl Watcher {
                     let before: Vec<Vec<u8>> = self.channels.iter().map(|(c, _, _)| c.clone()).collect();
                     let old_marks = std::mem::take(&mut marks);
                     if !self.renamespace(change, tracker) {
+                        self.locks.unsubscribed();
                         return Err(SessionError::FlagsChanged);
                     }
                     self.resubscribe(&before, &mut sinks, limit).await?;
@@ -227,9 +228,13 @@ impl Watcher {
                     });
                     deferrals.renamespace(&self.renumber);
                     _unsubscribe = Unsubscribe(self.locks.clone());
+                    // The new tables follow the verdict in force (a verified one marked them
+                    // already, when the reload found the old ones in events mode).
                     if let Some(v) = &shown {
-                        if v.state == Verification::Verified {
-                            self.locks.subscribed();
+                        match (v.state == Verification::Verified, self.locks.subscription()) {
+                            (true, None) => self.locks.subscribed(),
+                            (false, Some(_)) => self.locks.unsubscribed(),
+                            _ => {}
                         }
                         self.publish(v);
                     }

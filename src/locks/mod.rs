@@ -134,10 +134,11 @@ impl TargetLocks {
         }
     }
 
-    /// Take over from `from` (this was made `carrying` it; its sampler and watcher have
-    /// stopped): its status, the incidents of the namespaces carried over, and every table
-    /// in scan mode (what only events mode keeps dropped, a fresh cycle next), as nothing
-    /// followed them since `from`'s tasks stopped.
+    /// Take over from `from` (this was made `carrying` it; its sampler has stopped): its
+    /// status and the incidents of the namespaces carried over. Where `from` is in events
+    /// mode, its watcher goes on following the carried tables (it is handed these), so these
+    /// are in events mode at once; otherwise every table goes to scan mode (what only
+    /// events mode keeps dropped, a fresh cycle next).
     pub fn resume(&self, from: &TargetLocks) {
         *self.status.lock().unwrap_or_else(|p| p.into_inner()) = from.status();
         let incidents = from.incidents.lock().unwrap_or_else(|p| p.into_inner()).carried(|old| {
@@ -145,6 +146,10 @@ impl TargetLocks {
             self.namespaces.iter().position(|n| Arc::ptr_eq(n, carried))
         });
         *self.incidents.lock().unwrap_or_else(|p| p.into_inner()) = incidents;
+        if from.subscription().is_some() {
+            self.subscribed();
+            return;
+        }
         for ns in &self.namespaces {
             ns.table().enter_scan_mode();
         }
