@@ -169,7 +169,9 @@ async fn slow_heads_slow_bodies_and_idle_connections_are_closed_after_their_time
     }
     let answer = String::from_utf8_lossy(&answer);
     assert!(
-        answer.starts_with("HTTP/1.1 408") && answer.contains("server.body_timeout (1s)"),
+        answer.starts_with("HTTP/1.1 503")
+            && answer.to_ascii_lowercase().contains("retry-after: 1")
+            && answer.contains("server.body_timeout (1s)"),
         "{answer}"
     );
     // A request that arrives whole is answered as before.
@@ -182,6 +184,15 @@ async fn slow_heads_slow_bodies_and_idle_connections_are_closed_after_their_time
         m.0
     );
     assert_eq!(closed_for("evicted"), 0.0);
+    assert_eq!(
+        m.val(
+            "lockwatch_log_pushes_refused_total",
+            &[("source", "push"), ("reason", "timeout")]
+        ),
+        1.0,
+        "the late body counted as refused for its time: {}",
+        m.0
+    );
     s.stop().await;
 }
 

@@ -3,7 +3,7 @@
 //! (`otlp`, `loki`, `http`). They share the push's token, room and time limit (`push`).
 //!
 //! Order: token (401), content type and encoding (415), room (503 + `Retry-After`), the
-//! body read within `MAX_DECODED` and the time (413, 408), then, on the blocking pool,
+//! body read within `MAX_DECODED` and the time (413, 503), then, on the blocking pool,
 //! decompression counted after it (413), reading (400: nothing of the body counted), and
 //! counting. OTLP answers in the request's content type, errors as a `google.rpc.Status`.
 

@@ -4,7 +4,8 @@
 //!
 //! Checks, in order: the bearer token when `push_token_file` is set (401), the content
 //! type (415), room among the pushes in progress (503 past `MAX_PUSHES`), the size (413,
-//! read no further than `MAX_BODY`) and the time (408 past `body_timeout`), then the body
+//! read no further than `MAX_BODY`) and the time (503 with `Retry-After` past
+//! `body_timeout`), then the body
 //! (400 naming the first bad line; nothing of a rejected batch is counted).
 
 use std::sync::Arc;
@@ -79,7 +80,8 @@ pub(super) fn busy() -> HttpError {
     )
 }
 
-/// The body within `limit` bytes and `server.body_timeout` (413, 408).
+/// The body within `limit` bytes and `server.body_timeout` (413; 408, which `account`
+/// answers as a 503 with `Retry-After`).
 pub(super) async fn read_body(
     s: &AppState,
     headers: &HeaderMap,
@@ -112,15 +114,25 @@ pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: 
     account(&s, PUSH_SOURCE, answer)
 }
 
-/// Count a refused push (`lockwatch_log_pushes_refused_total`) by its answer's status.
-pub(super) fn account(s: &AppState, source: &'static str, answer: Response) -> Response {
+/// Count a refused push (`lockwatch_log_pushes_refused_total`) by its answer's status. A
+/// body that did not arrive within `body_timeout` is answered `503` with `Retry-After`,
+/// which every shipper sends again (the OTLP specification has exporters retry 429, 502,
+/// 503 and 504 only, not a `408`): nothing of it was counted.
+pub(super) fn account(s: &AppState, source: &'static str, mut answer: Response) -> Response {
+    if answer.status() == StatusCode::REQUEST_TIMEOUT {
+        s.intake.refused(source, Refused::Timeout);
+        *answer.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        answer
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        return answer;
+    }
     let reason = match answer.status() {
         StatusCode::UNAUTHORIZED => Some(Refused::Unauthorized),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => Some(Refused::Unsupported),
         StatusCode::PAYLOAD_TOO_LARGE => Some(Refused::TooLarge),
         StatusCode::BAD_REQUEST => Some(Refused::Undecodable),
         StatusCode::SERVICE_UNAVAILABLE => Some(Refused::Busy),
-        StatusCode::REQUEST_TIMEOUT => Some(Refused::Timeout),
         _ => None,
     };
     if let Some(reason) = reason {
