@@ -117,7 +117,7 @@ fn client_ids(r: &RedisChild) -> Vec<u64> {
 }
 
 /// `SET key me NX PX 30000`, then `DEL key`: an acquisition and a release.
-fn take_and_release(c: &mut redis::Connection, key: &str) {
+fn take_and_release(c: &mut impl redis::ConnectionLike, key: &str) {
     let _: () = redis::cmd("SET")
         .arg(key)
         .arg("me")
@@ -129,9 +129,25 @@ fn take_and_release(c: &mut redis::Connection, key: &str) {
     let _: () = redis::cmd("DEL").arg(key).query(c).unwrap();
 }
 
+/// Wait until `count` reaches `want`, then check a moment later that it is exactly that:
+/// each event counted once, none twice.
+async fn counted_exactly(addr: SocketAddr, want: f64, count: impl Fn(&Metrics) -> f64) {
+    wait_for(addr, "every churned lock counted", |m| count(m) >= want).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let m = metrics(addr).await;
+    assert_eq!(count(&m), want, "each counted once:\n{}", m.0);
+}
+
 /// The ids of the connections subscribed by pattern to `r` (the watchers').
 fn subscribers(r: &RedisChild) -> Vec<u64> {
-    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn(r)).unwrap();
+    subscribers_at(r.port())
+}
+
+/// The ids of the connections subscribed by pattern to the server on `port`.
+fn subscribers_at(port: u16) -> Vec<u64> {
+    let url = format!("redis://127.0.0.1:{port}/");
+    let mut c = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
     list.lines()
         .filter(|l| l.split_whitespace().any(|f| f.starts_with("psub=") && f != "psub=0"))
         .filter_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("id="))?.parse().ok())
@@ -477,18 +493,7 @@ async fn a_namespace_change_keeps_the_others_tables(notify: bool) {
         churn.join().unwrap();
     }
     if notify {
-        wait_for(run.addr, "every churned lock of alpha counted", |m| {
-            acquired_alpha(m) >= acquired_before + CHURN as f64
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let m = metrics(run.addr).await;
-        assert_eq!(
-            acquired_alpha(&m),
-            acquired_before + CHURN as f64,
-            "each counted once:\n{}",
-            m.0
-        );
+        counted_exactly(run.addr, acquired_before + CHURN as f64, acquired_alpha).await;
     }
     assert_eq!(
         subscribers(&r),
@@ -550,4 +555,63 @@ async fn a_namespace_change_keeps_the_other_namespaces_tables_in_events_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_change_keeps_the_other_namespaces_tables_in_scan_mode() {
     a_namespace_change_keeps_the_others_tables(false).await;
+}
+
+/// On a cluster (3 primaries, a subscription on each), a namespace change is made on every
+/// primary's live connection: the unchanged namespace's lock events, on keys of every
+/// slot, are each counted once across the reload, and the watcher's connections stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_cluster_a_namespace_change_keeps_every_primary_s_subscription() {
+    let cluster = common::topo::Cluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lockwatch.toml");
+    let write = |beta: &str| {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\
+             [[target]]\nname = \"c\"\nmode = \"cluster\"\nnodes = [\"{}\"]\nsample_interval = \"1s\"\n\
+             notifications = \"configure\"\n\
+             [[namespace]]\nname = \"alpha\"\npattern = \"a:lock:*\"\nttl = \"30s\"\n\
+             [[namespace]]\nname = \"beta\"\npattern = \"{beta}\"\nttl = \"30s\"\n",
+            cluster.seed()
+        );
+        std::fs::write(&path, text).unwrap();
+    };
+    write("b:lock:*");
+    let run = start(&path, true).await;
+    wait_for(run.addr, "events mode on the cluster", |m| {
+        m.get("lockwatch_tracking_mode", &[("target", "c"), ("mode", "events")]) == Some(1.0)
+    })
+    .await;
+    let primaries = cluster.primaries();
+    let watchers = || primaries.iter().map(|p| subscribers_at(*p)).collect::<Vec<_>>();
+    let before = watchers();
+    assert!(
+        before.iter().all(|s| s.len() == 1),
+        "one subscription per primary: {before:?}"
+    );
+    let acquired = |m: &Metrics| {
+        m.val(
+            "lockwatch_lock_transitions_total",
+            &[("target", "c"), ("namespace", "alpha"), ("kind", "acquired")],
+        )
+    };
+    let acquired_before = acquired(&metrics(run.addr).await);
+    const CHURN: usize = 300;
+    let mut c = cluster.client();
+    let churn = std::thread::spawn(move || {
+        for i in 0..CHURN {
+            take_and_release(&mut c, &format!("a:lock:{i}"));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    write("c:lock:*");
+    assert_eq!(post_reload(run.addr).await.0, 200);
+    churn.join().unwrap();
+    counted_exactly(run.addr, acquired_before + CHURN as f64, acquired).await;
+    assert_eq!(
+        watchers(),
+        before,
+        "every primary's subscription is the same connection"
+    );
 }
