@@ -199,8 +199,10 @@ impl Watcher {
                 Some(change) = changes.recv() => {
                     let before: Vec<Vec<u8>> = self.channels.iter().map(|(c, _, _)| c.clone()).collect();
                     let old_marks = std::mem::take(&mut marks);
-                    if !self.renamespace(change, tracker) {
-                        self.locks.unsubscribed();
+                    let same_flags = self.renamespace(change, tracker);
+                    // Whichever way this session ends from here, the new tables go to scan mode.
+                    _unsubscribe = Unsubscribe(self.locks.clone());
+                    if !same_flags {
                         return Err(SessionError::FlagsChanged);
                     }
                     self.resubscribe(&before, &mut sinks, limit).await?;
@@ -227,7 +229,6 @@ impl Watcher {
                         None => false,
                     });
                     deferrals.renamespace(&self.renumber);
-                    _unsubscribe = Unsubscribe(self.locks.clone());
                     // The new tables follow the verdict in force (a verified one marked them
                     // already, when the reload found the old ones in events mode).
                     if let Some(v) = &shown {

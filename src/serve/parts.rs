@@ -224,8 +224,8 @@ impl Parts {
                 })
             });
             if !handed {
-                // No watcher: the old tables are followed by nothing any more.
-                r.locks.unsubscribed();
+                // No watcher follows the tables: scan mode.
+                locks.unsubscribed();
             }
             r.locks = locks;
             let stop = r.stop.child_token();
