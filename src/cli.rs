@@ -55,7 +55,7 @@ pub enum Command {
     Rules(RulesArgs),
     /// Guided staging rehearsal of the stale-holder incident (TTL expiry, stale release,
     /// renew failure, stale fenced write) with a real paused worker.
-    Drill(DrillArgs),
+    Drill(Box<DrillArgs>),
     /// Per namespace: hold durations, renewal intervals, TTL headroom, stalls and takeovers
     /// seen, and the ttl, renew_every and renew_grace that would have survived them.
     Advise(AdviseArgs),
@@ -65,6 +65,9 @@ pub enum Command {
     /// Worker A of a drill (started by `lockwatch drill`).
     #[command(hide = true)]
     DrillWorker(DrillWorkerArgs),
+    /// The watchdog of a freeze drill (started by `lockwatch drill --freeze`).
+    #[command(hide = true)]
+    DrillWatchdog(DrillWatchdogArgs),
     /// Self-contained demo: a private redis-server, simulated workers, the exporter.
     Demo(DemoArgs),
 }
@@ -246,6 +249,44 @@ pub struct DrillArgs {
     /// With --cleanup: only the keys of this run (the id the drill printed first).
     #[arg(long, requires = "cleanup")]
     pub run: Option<String>,
+    /// Drill your own worker instead of lockwatch's: freeze it past its locks' TTL and judge
+    /// what it does when it wakes. `pid:N` (SIGSTOP/SIGCONT, a stop-the-world pause) or
+    /// `cgroup:PATH` (the cgroup v2 or v1 freezer, as `docker pause` and `systemctl freeze`:
+    /// a container or unit as a whole; PATH absolute or under /sys/fs/cgroup). Needs --exporter.
+    #[arg(long, value_name = "TARGET", group = "freezing", requires = "exporter",
+          conflicts_with_all = ["interactive", "sustain", "release_script", "renew_script", "cleanup"])]
+    pub freeze: Option<String>,
+    /// Instead of --freeze: a command that freezes the worker (run with `sh -c`, must exit 0),
+    /// for anything else (`docker pause ID`, `kubectl exec … kill -STOP 1`, a remote host).
+    #[arg(long, value_name = "CMD", group = "freezing", requires_all = ["thaw_cmd", "exporter"],
+          conflicts_with_all = ["interactive", "sustain", "release_script", "renew_script", "cleanup"])]
+    pub freeze_cmd: Option<String>,
+    /// With --freeze-cmd: the command that thaws it (must exit 0).
+    #[arg(long, value_name = "CMD", requires = "freeze_cmd")]
+    pub thaw_cmd: Option<String>,
+    /// With --freeze: how long the freeze lasts (default: twice the namespace's ttl plus 1s).
+    #[arg(long = "for", value_name = "DURATION", requires = "freezing")]
+    pub hold: Option<String>,
+    /// With --freeze: how long to watch the woken worker (default: two renewal periods, at
+    /// least the ttl, plus 2s).
+    #[arg(long, value_name = "DURATION", requires = "freezing")]
+    pub observe: Option<String>,
+    /// With --freeze: no MONITOR witness (deletions are then told by the refusals after them).
+    #[arg(long, requires = "freezing")]
+    pub no_monitor: bool,
+}
+
+/// The freeze drill's watchdog (started by `lockwatch drill --freeze`).
+#[derive(Debug, Args)]
+pub struct DrillWatchdogArgs {
+    /// `pid:N` or `cgroup:PATH`.
+    #[arg(long)]
+    pub thaw: Option<String>,
+    #[arg(long)]
+    pub thaw_cmd: Option<String>,
+    /// How long the freeze lasts, in milliseconds.
+    #[arg(long)]
+    pub hold_ms: u64,
 }
 
 #[derive(Debug, Args)]

@@ -117,6 +117,11 @@ impl Link {
     pub async fn pubsub(&self) -> redis::RedisResult<PubSub> {
         self.client.get_async_pubsub().await
     }
+
+    /// The client behind the link, for the access layer's own kinds of connection.
+    pub(super) fn client(&self) -> &redis::Client {
+        &self.client
+    }
 }
 
 /// Whether a managed connection works now: `PING`. A manager answers the first command
@@ -178,22 +183,30 @@ pub async fn link_for_key(t: &TargetConfig, key: &[u8]) -> redis::RedisResult<Li
     seed.at(&shard.primary).map_err(|e| e.source)
 }
 
-/// One-off connections to each of `t`'s primaries (a cluster's, asked of a seed; the one
-/// primary otherwise), with their addresses.
-pub async fn primaries(t: &TargetConfig) -> redis::RedisResult<Vec<(String, MultiplexedConnection)>> {
+/// The links to each of `t`'s primaries that are up (a cluster's, asked of a seed; the one
+/// primary otherwise).
+pub async fn primary_links(t: &TargetConfig) -> redis::RedisResult<Vec<Link>> {
     let first = primary_link(t).await?;
     if !matches!(t.topology, Topology::Cluster { .. }) {
-        let conn = first.once().await.map_err(|e| super::tls::explained(t, e))?;
-        return Ok(vec![(first.node(), conn)]);
+        return Ok(vec![first]);
     }
     let mut conn = first.once().await.map_err(|e| super::tls::explained(t, e))?;
     let tls = matches!(t.connection.addr(), redis::ConnectionAddr::TcpTls { .. });
     let mut out = Vec::new();
     for shard in super::cluster::shards(&mut conn, tls).await? {
         if shard.primary_up {
-            let link = first.at(&shard.primary).map_err(|e| e.source)?;
-            out.push((link.node(), link.once().await.map_err(|e| super::tls::explained(t, e))?));
+            out.push(first.at(&shard.primary).map_err(|e| e.source)?);
         }
+    }
+    Ok(out)
+}
+
+/// One-off connections to each of `t`'s primaries (a cluster's, asked of a seed; the one
+/// primary otherwise), with their addresses.
+pub async fn primaries(t: &TargetConfig) -> redis::RedisResult<Vec<(String, MultiplexedConnection)>> {
+    let mut out = Vec::new();
+    for link in primary_links(t).await? {
+        out.push((link.node(), link.once().await.map_err(|e| super::tls::explained(t, e))?));
     }
     Ok(out)
 }

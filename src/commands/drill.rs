@@ -3,7 +3,7 @@
 //! alike —, print the report in the asked format and write the record (HTML for a `.html`
 //! or `.htm` file, else markdown); exit 1 on any
 //! deviation or interruption. `--cleanup` removes what interrupted runs left. Also the
-//! hidden `drill-worker` (worker A).
+//! hidden `drill-worker` (worker A). `--freeze` is `freeze`'s.
 
 use std::io::{IsTerminal, Write};
 
@@ -20,24 +20,18 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
     if args.cleanup {
         return cleanup(&config, &args).await;
     }
+    if args.freeze.is_some() || args.freeze_cmd.is_some() {
+        return super::freeze::run(&config, &args).await;
+    }
     let sustain = match &args.sustain {
         None => None,
         Some(s) => Some(crate::duration::parse(s).map_err(|e| CommandError::Usage(format!("--sustain `{s}`: {e}")))?),
     };
     if !args.yes && !args.interactive {
-        if !std::io::stdin().is_terminal() {
-            return Err(CommandError::Usage(
-                "pass --yes to run the drill without a terminal, or --interactive".into(),
-            ));
-        }
-        eprint!("run the drill against the config's target? [y/N] ");
-        let mut answer = String::new();
-        std::io::stdin()
-            .read_line(&mut answer)
-            .context("cannot read the answer")?;
-        if !answer.trim().eq_ignore_ascii_case("y") {
-            return Err(CommandError::Usage("not run: the drill was not confirmed".into()));
-        }
+        confirm(
+            "run the drill against the config's target?",
+            "pass --yes to run the drill without a terminal, or --interactive",
+        )?;
     }
     let opts = options(&args, sustain);
     let mut narrator = drill::narrator::console(args.interactive, std::io::stderr().is_terminal());
@@ -47,22 +41,7 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
     let report = drill::run(&config, &opts, narrator.as_mut(), cancel)
         .await
         .map_err(command_error)?;
-    let rendered = match args.format {
-        DrillFormat::Text => report.text(),
-        DrillFormat::Json => serde_json::to_string_pretty(&report).context("cannot render the report")? + "\n",
-        DrillFormat::Markdown => report.markdown(),
-        DrillFormat::Html => report.html(),
-    };
-    // A closed stdout (the terminal hung up) must not turn a rolled-back run into a panic.
-    let _ = std::io::stdout().write_all(rendered.as_bytes());
-    if let Some(path) = &args.report {
-        let html = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
-        let record = if html { report.html() } else { report.markdown() };
-        std::fs::write(path, record).with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    output(&report, args.format, args.report.as_deref())?;
     Ok(if report.passed() {
         Status::Fine
     } else {
@@ -94,9 +73,78 @@ fn command_error(e: DrillError) -> CommandError {
     }
 }
 
+/// Ask `question` at the terminal; anything but `y` (or no terminal: `without`) is a usage error.
+pub(super) fn confirm(question: &str, without: &str) -> Result<(), CommandError> {
+    if !std::io::stdin().is_terminal() {
+        return Err(CommandError::Usage(without.into()));
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .context("cannot read the answer")?;
+    if !answer.trim().eq_ignore_ascii_case("y") {
+        return Err(CommandError::Usage("not run: the drill was not confirmed".into()));
+    }
+    Ok(())
+}
+
+/// A drill's record in each of its forms.
+pub(super) trait Record: serde::Serialize {
+    fn text(&self) -> String;
+    fn markdown(&self) -> String;
+    fn html(&self) -> String;
+}
+
+impl Record for drill::Report {
+    fn text(&self) -> String {
+        drill::Report::text(self)
+    }
+    fn markdown(&self) -> String {
+        drill::Report::markdown(self)
+    }
+    fn html(&self) -> String {
+        drill::Report::html(self)
+    }
+}
+
+impl Record for drill::freeze::FreezeReport {
+    fn text(&self) -> String {
+        drill::freeze::FreezeReport::text(self)
+    }
+    fn markdown(&self) -> String {
+        drill::freeze::FreezeReport::markdown(self)
+    }
+    fn html(&self) -> String {
+        drill::freeze::FreezeReport::html(self)
+    }
+}
+
+/// Print the report in `format` (a closed stdout is no error) and write the record to
+/// `path`: HTML for a name ending in `.html` / `.htm`, else markdown.
+pub(super) fn output(report: &impl Record, format: DrillFormat, path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let rendered = match format {
+        DrillFormat::Text => report.text(),
+        DrillFormat::Json => serde_json::to_string_pretty(report).context("cannot render the report")? + "\n",
+        DrillFormat::Markdown => report.markdown(),
+        DrillFormat::Html => report.html(),
+    };
+    // A closed stdout (the terminal hung up) must not turn a rolled-back run into a panic.
+    let _ = std::io::stdout().write_all(rendered.as_bytes());
+    if let Some(path) = path {
+        let is_html = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+        let record = if is_html { report.html() } else { report.markdown() };
+        std::fs::write(path, record).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Cancel `token` on SIGINT, SIGTERM, SIGHUP or SIGQUIT, saying which: each ends the run the
 /// same way, with its rollback. Later signals are taken and ignored, so the rollback ends.
-fn cancel_on_signals(token: &CancellationToken) -> anyhow::Result<()> {
+pub(super) fn cancel_on_signals(token: &CancellationToken) -> anyhow::Result<()> {
     let kinds = [
         (SignalKind::interrupt(), "SIGINT"),
         (SignalKind::terminate(), "SIGTERM"),

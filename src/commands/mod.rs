@@ -10,6 +10,7 @@ mod classify;
 mod demo;
 mod discover;
 mod drill;
+mod freeze;
 mod inspect;
 mod rules;
 mod serve;
@@ -79,8 +80,9 @@ pub async fn run(command: Command) -> Result<Status, CommandError> {
         Command::Rules(args) => rules::run(args),
         Command::Advise(args) => advise::run(args).await,
         Command::Discover(args) => discover::run(args).await,
-        Command::Drill(args) => drill::run(args).await,
+        Command::Drill(args) => drill::run(*args).await,
         Command::DrillWorker(args) => drill::worker(args).await,
+        Command::DrillWatchdog(args) => freeze::watchdog(args).await,
         Command::Demo(args) => demo::run(args).await,
     }
 }

@@ -3,8 +3,10 @@
 //! the network past it (`--scenario`); its stale renew, release and fenced write must be
 //! refused. This file owns the entry point [`run`], its options and errors; `plan`,
 //! `scenario` + `delays` + `cycle` + `late`, `proxy`, `probes`, `narrator` and `rollback`
-//! are the parts; `report` with `html` + `timeline` (and `marks`) the record.
+//! are the parts; `report` with `html` + `timeline` (and `marks`) the record. `freeze` is the
+//! other mode: the team's own worker frozen past its TTL, and the verdict.
 
+pub mod freeze;
 pub mod narrator;
 pub mod report;
 
@@ -17,7 +19,7 @@ mod lease;
 mod marks;
 mod plan;
 mod preflight;
-mod probes;
+pub(crate) mod probes;
 mod proxy;
 mod rollback;
 mod scenario;

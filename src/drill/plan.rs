@@ -101,29 +101,43 @@ fn keys_for(ns: &NamespaceConfig, run_id: &str, n: u64, tagged: bool) -> Keys {
     Keys { resource, lock, fence }
 }
 
-/// The target and namespace, or why the drill cannot run on them.
-fn choose<'a>(config: &'a Config, opts: &Options) -> Result<(&'a TargetConfig, &'a NamespaceConfig), DrillError> {
-    let target = match &opts.target {
+/// The target `name` names (or the config's only one), unless it is marked production and
+/// `allow_production` is not given: then why, with what the drill does (`does`).
+pub(crate) fn pick_target<'a>(
+    config: &'a Config,
+    name: Option<&str>,
+    allow_production: bool,
+    does: &str,
+) -> Result<&'a TargetConfig, String> {
+    let target = match name {
         Some(name) => config
             .targets
             .iter()
-            .find(|t| &t.name == name)
-            .ok_or_else(|| DrillError::Usage(format!("no target `{name}` in the config")))?,
+            .find(|t| t.name == name)
+            .ok_or_else(|| format!("no target `{name}` in the config"))?,
         None => match config.targets.as_slice() {
             [only] => only,
-            _ => {
-                return Err(DrillError::Usage(
-                    "the config has several targets: pick one with --target".into(),
-                ));
-            }
+            _ => return Err("the config has several targets: pick one with --target".into()),
         },
     };
-    if target.environment.as_deref() == Some("production") && !opts.allow_production {
-        return Err(DrillError::Usage(format!(
-            "target {} is marked environment = \"production\": the drill pauses a lock holder and lets its lock expire; run it in staging, or pass --allow-production if you really mean it",
+    if target.environment.as_deref() == Some("production") && !allow_production {
+        return Err(format!(
+            "target {} is marked environment = \"production\": {does}; run it in staging, or pass --allow-production if you really mean it",
             target.name
-        )));
+        ));
     }
+    Ok(target)
+}
+
+/// The target and namespace, or why the drill cannot run on them.
+fn choose<'a>(config: &'a Config, opts: &Options) -> Result<(&'a TargetConfig, &'a NamespaceConfig), DrillError> {
+    let target = pick_target(
+        config,
+        opts.target.as_deref(),
+        opts.allow_production,
+        "the drill pauses a lock holder and lets its lock expire",
+    )
+    .map_err(DrillError::Usage)?;
     let ns = config.namespace(&opts.namespace).ok_or_else(|| {
         DrillError::Usage(format!(
             "no namespace `{}` in the config: add one for the drill (e.g. pattern \"drill:lock:*\", fence_pattern \"drill:fence:*\", ttl \"3s\") or pass --namespace",

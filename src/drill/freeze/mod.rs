@@ -1,0 +1,152 @@
+//! `lockwatch drill --freeze`: the drill on the team's own worker. It freezes a real
+//! process, cgroup or whatever a pair of commands stops (`target`, `freezer`) past the
+//! namespace's TTL, thaws it (always: `guard` on every way out, `watchdog` when the drill
+//! itself is killed or frozen), watches what the woken worker does (`observe` through the
+//! exporter, `witness` by `MONITOR`, `sockets` from `/proc`) and judges each lock it held
+//! (`verdict`), with a report (`report`, `html`).
+
+mod freezer;
+mod guard;
+mod html;
+mod observe;
+pub mod report;
+mod run;
+mod seen;
+mod sockets;
+pub mod target;
+mod verdict;
+mod watchdog;
+mod witness;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use self::report::FreezeReport;
+pub use self::run::run;
+pub use self::target::Frozen;
+pub use self::verdict::Verdict;
+pub use self::watchdog::{WatchdogArgs, main as watchdog_main};
+use crate::config::{Config, NamespaceConfig, TargetConfig};
+
+/// The longest freeze or observation the drill takes.
+const MAX_SPAN: Duration = Duration::from_secs(3600);
+
+/// How to run a freeze drill.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub namespace: String,
+    pub target: Option<String>,
+    pub frozen: Frozen,
+    /// `--for`: how long the freeze lasts; `None`: from the namespace's ttl.
+    pub hold: Option<Duration>,
+    /// `--observe`: how long after the thaw; `None`: from the namespace's renewal period.
+    pub observe: Option<Duration>,
+    pub exporter: String,
+    pub prometheus: Option<String>,
+    pub allow_production: bool,
+    /// Run the `MONITOR` witness.
+    pub monitor: bool,
+    /// The `lockwatch` executable the watchdog runs from; `None`: this one.
+    pub program: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FreezeError {
+    /// Exit 2: refused before anything was touched.
+    #[error("{0}")]
+    Usage(String),
+    /// Exit 1: the drill could not be carried out (the worker is thawed).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A freeze drill, settled before anything is touched.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    pub target: &'a TargetConfig,
+    pub ns: &'a NamespaceConfig,
+    pub opts: Options,
+    pub hold: Duration,
+    pub observe: Duration,
+}
+
+impl Plan<'_> {
+    /// What the question before freezing names.
+    pub fn question(&self) -> String {
+        format!(
+            "freeze {} for {} (target {}, namespace {}), then watch it {} after the thaw?",
+            self.opts.frozen.describe(),
+            crate::duration::format(self.hold),
+            self.target.name,
+            self.ns.name,
+            crate::duration::format(self.observe)
+        )
+    }
+}
+
+/// The target and namespace, the production guard, the durations, and an exporter that
+/// can see what the drill needs; any refusal is a [`FreezeError::Usage`].
+pub async fn plan<'a>(config: &'a Config, opts: Options) -> Result<Plan<'a>, FreezeError> {
+    let target = super::plan::pick_target(
+        config,
+        opts.target.as_deref(),
+        opts.allow_production,
+        "the freeze drill stops a real worker and lets its locks expire",
+    )
+    .map_err(FreezeError::Usage)?;
+    let ns = config
+        .namespace(&opts.namespace)
+        .ok_or_else(|| FreezeError::Usage(format!("no namespace `{}` in the config", opts.namespace)))?;
+    let hold = opts.hold.unwrap_or_else(|| default_hold(ns.ttl));
+    let observe = opts.observe.unwrap_or_else(|| default_observe(ns));
+    for (flag, d) in [("--for", hold), ("--observe", observe)] {
+        if d.is_zero() || d > MAX_SPAN {
+            return Err(FreezeError::Usage(format!(
+                "{flag} {}: between 1s and 1h",
+                crate::duration::format(d)
+            )));
+        }
+    }
+    let exporter = observe::Exporter::new(&opts.exporter, &target.name, &ns.name);
+    if let Some(why) = exporter.unfit().await {
+        return Err(FreezeError::Usage(format!("refusing to freeze: {why}")));
+    }
+    Ok(Plan {
+        target,
+        ns,
+        opts,
+        hold,
+        observe,
+    })
+}
+
+/// Long enough for the TTL to run out and another holder to take over: twice the TTL
+/// plus a second, at least 3 s.
+pub fn default_hold(ttl: Duration) -> Duration {
+    (ttl * 2 + Duration::from_secs(1)).max(Duration::from_secs(3))
+}
+
+/// Enough for the woken worker's next renewal and a release: two renewal periods
+/// (`renew_every`, else a third of the TTL), at least the TTL and 3 s, plus 2 s for its
+/// log lines to reach lockwatch.
+pub fn default_observe(ns: &NamespaceConfig) -> Duration {
+    let period = ns.renew_every.unwrap_or(ns.ttl / 3);
+    (period * 2).max(ns.ttl).max(Duration::from_secs(3)) + Duration::from_secs(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_namespace() {
+        assert_eq!(default_hold(Duration::from_secs(3)), Duration::from_secs(7));
+        assert_eq!(default_hold(Duration::from_millis(500)), Duration::from_secs(3));
+        let text = "[[target]]\nname = \"s\"\nurl = \"redis://127.0.0.1:1\"\n[[namespace]]\nname = \"payout\"\npattern = \"lock:*\"\nttl = \"30s\"\nrenew_every = \"5s\"\n";
+        let c = Config::from_toml(text, "t.toml", std::path::Path::new("."), &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ns = c.namespace("payout").unwrap_or_else(|| panic!("no namespace"));
+        assert_eq!(default_observe(ns), Duration::from_secs(32));
+        assert_eq!(default_hold(ns.ttl), Duration::from_secs(61));
+    }
+}

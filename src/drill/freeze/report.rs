@@ -1,0 +1,294 @@
+//! The freeze drill's record: what was frozen and how, each lock the frozen worker held
+//! with its verdict, consequence and fix, the application's timeline (freeze, last
+//! renewals, expiries, takeovers, thaw, refusals and deletions), the witness and alerts;
+//! as text, JSON (`verdict`, `locks`) and markdown here, HTML in `html`.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::seen::{CountedRefusal, WallMs, Window};
+use super::verdict::{LockVerdict, Verdict};
+
+/// Who a moment of the timeline belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Actor {
+    Drill,
+    Worker,
+    NewOwner,
+    Redis,
+    Lockwatch,
+}
+
+impl Actor {
+    pub fn name(self) -> &'static str {
+        match self {
+            Actor::Drill => "drill",
+            Actor::Worker => "frozen worker",
+            Actor::NewOwner => "new owner",
+            Actor::Redis => "Redis",
+            Actor::Lockwatch => "lockwatch",
+        }
+    }
+}
+
+/// One moment, in milliseconds from the freeze (negative: before it).
+#[derive(Debug, Clone, Serialize)]
+pub struct Moment {
+    pub at_ms: i64,
+    pub actor: Actor,
+    pub what: String,
+    /// `false`: a sign of harm.
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Witness {
+    pub ran: bool,
+    pub unavailable: Option<String>,
+    /// The frozen worker's connections as Redis saw them, and how they were known.
+    pub worker_connections: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FreezeReport {
+    /// `safe`, `unsafe` or `not_exercised`: the worst lock's.
+    pub verdict: Verdict,
+    /// One sentence.
+    pub result: String,
+    pub started_at: String,
+    pub target: String,
+    pub namespace: String,
+    /// `pid:N`, `cgroup:PATH` or `cmd`.
+    pub frozen: String,
+    /// What that is (a command line, a cgroup's processes).
+    pub what: String,
+    /// SIGSTOP/SIGCONT, the cgroup v2 or v1 freezer, the commands.
+    pub method: String,
+    pub for_ms: u64,
+    pub observe_ms: u64,
+    pub window: Option<Window>,
+    /// Locks of the namespace held when the worker froze.
+    pub held_at_freeze: usize,
+    pub locks: Vec<LockVerdict>,
+    /// Refusals counted for the namespace during the window, by scrape.
+    pub counted: Vec<CountedRefusal>,
+    pub witness: Witness,
+    pub timeline: Vec<Moment>,
+    pub alerts: Vec<(String, String)>,
+    pub notes: Vec<String>,
+    pub interrupted: bool,
+}
+
+fn secs(ms: i64) -> String {
+    format!("{:+.1} s", ms as f64 / 1000.0)
+}
+
+impl FreezeReport {
+    /// The timeline, from the window and the judged locks.
+    pub fn build_timeline(&mut self) {
+        let Some(w) = self.window else {
+            return;
+        };
+        let rel = |at: WallMs| at - w.frozen_ms;
+        let mut m = vec![
+            Moment {
+                at_ms: 0,
+                actor: Actor::Drill,
+                what: format!("froze {} ({})", self.frozen, self.method),
+                ok: true,
+            },
+            Moment {
+                at_ms: rel(w.thawed_ms),
+                actor: Actor::Drill,
+                what: format!("thawed {}", self.frozen),
+                ok: true,
+            },
+            Moment {
+                at_ms: rel(w.end_ms),
+                actor: Actor::Drill,
+                what: "observation ended".into(),
+                ok: true,
+            },
+        ];
+        for l in &self.locks {
+            let k = &l.key;
+            let mut add = |at: Option<WallMs>, actor, what: String, ok| {
+                if let Some(at) = at {
+                    m.push(Moment {
+                        at_ms: rel(at),
+                        actor,
+                        what,
+                        ok,
+                    });
+                }
+            };
+            add(l.last_renewal_ms, Actor::Worker, format!("last renewal of {k}"), true);
+            add(l.expired_ms, Actor::Redis, format!("{k} expired, unreleased"), false);
+            add(l.taken_over_ms, Actor::NewOwner, format!("took {k} over"), false);
+            add(
+                l.deleted_ms,
+                Actor::Worker,
+                format!("the new owner's {k} deleted"),
+                false,
+            );
+            for r in &l.refusals {
+                m.push(Moment {
+                    at_ms: rel(r.at_ms),
+                    actor: Actor::Lockwatch,
+                    what: format!("refusal of {k} counted: {}", r.what),
+                    ok: true,
+                });
+            }
+            m.push(Moment {
+                at_ms: rel(w.end_ms),
+                actor: Actor::Drill,
+                what: format!("{k}: {}", l.finding.words()),
+                ok: l.verdict != Verdict::Unsafe,
+            });
+        }
+        m.sort_by_key(|x| x.at_ms);
+        self.timeline = m;
+    }
+
+    pub fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "lockwatch drill --freeze: {}",
+            headline(self.verdict, self.interrupted)
+        );
+        let _ = writeln!(
+            o,
+            "froze {} — {} — by {} for {:.1} s, watched {:.1} s after the thaw",
+            self.frozen,
+            self.what,
+            self.method,
+            self.for_ms as f64 / 1000.0,
+            self.observe_ms as f64 / 1000.0
+        );
+        let _ = writeln!(
+            o,
+            "target {}, namespace {}: {} lock(s) held at the freeze, {} the frozen worker's",
+            self.target,
+            self.namespace,
+            self.held_at_freeze,
+            self.locks.len()
+        );
+        for l in &self.locks {
+            let _ = writeln!(o, "\nlock {} — {}", l.key, l.finding.words());
+            let _ = writeln!(o, "  attributed: {}", l.attributed_by);
+            if let Some(h) = &l.deleted_how {
+                let _ = writeln!(o, "  deletion: {h}");
+            }
+            if !l.refusals.is_empty() {
+                let _ = writeln!(o, "  refusals after the thaw: {}", l.refusal_words());
+            }
+            for n in &l.notes {
+                let _ = writeln!(o, "  note: {n}");
+            }
+            let _ = writeln!(o, "  consequence: {}", l.consequence);
+            let _ = writeln!(o, "  fix: {}", l.fix);
+        }
+        if !self.timeline.is_empty() {
+            let _ = writeln!(o, "\ntimeline (from the freeze)");
+            for m in &self.timeline {
+                let _ = writeln!(o, "  {:>8}  {:<13} {}", secs(m.at_ms), m.actor.name(), m.what);
+            }
+        }
+        let _ = writeln!(o, "\nwitness: {}", self.witness_words());
+        for (alert, state) in &self.alerts {
+            let _ = writeln!(o, "alert {alert}: {state}");
+        }
+        for n in &self.notes {
+            let _ = writeln!(o, "note: {n}");
+        }
+        let _ = writeln!(o, "result: {}", self.result);
+        o
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "# Freeze drill: {}\n", headline(self.verdict, self.interrupted));
+        let _ = writeln!(
+            o,
+            "- **Frozen**: `{}` — {} — by {} for {:.1} s, watched {:.1} s after the thaw\n- **Target**: {}, namespace `{}`\n- **Started**: {}\n- **Locks held at the freeze**: {}, the frozen worker's: {}\n",
+            self.frozen,
+            self.what,
+            self.method,
+            self.for_ms as f64 / 1000.0,
+            self.observe_ms as f64 / 1000.0,
+            self.target,
+            self.namespace,
+            self.started_at,
+            self.held_at_freeze,
+            self.locks.len()
+        );
+        for l in &self.locks {
+            let _ = writeln!(o, "## `{}`: {}\n", l.key, l.finding.words());
+            let _ = writeln!(o, "- Attributed: {}", l.attributed_by);
+            if let Some(h) = &l.deleted_how {
+                let _ = writeln!(o, "- Deletion: {h}");
+            }
+            if !l.refusals.is_empty() {
+                let _ = writeln!(o, "- Refusals after the thaw: {}", l.refusal_words());
+            }
+            for n in &l.notes {
+                let _ = writeln!(o, "- Note: {n}");
+            }
+            let _ = writeln!(o, "- **Consequence**: {}\n- **Fix**: {}\n", l.consequence, l.fix);
+        }
+        if !self.timeline.is_empty() {
+            let _ = writeln!(o, "## Timeline\n\n| from the freeze | who | what |\n|---:|---|---|");
+            for m in &self.timeline {
+                let _ = writeln!(o, "| {} | {} | {} |", secs(m.at_ms), m.actor.name(), m.what);
+            }
+            o.push('\n');
+        }
+        let _ = writeln!(o, "Witness: {}\n", self.witness_words());
+        for (alert, state) in &self.alerts {
+            let _ = writeln!(o, "- Alert `{alert}`: {state}");
+        }
+        for n in &self.notes {
+            let _ = writeln!(o, "- Note: {n}");
+        }
+        let _ = writeln!(o, "\n**Result**: {}", self.result);
+        o
+    }
+
+    pub fn witness_words(&self) -> String {
+        let w = &self.witness;
+        let conns = if w.worker_connections.is_empty() {
+            "none of the frozen worker's connections was told apart".to_string()
+        } else {
+            let list: Vec<String> = w
+                .worker_connections
+                .iter()
+                .map(|(a, how)| format!("{a} ({how})"))
+                .collect();
+            format!("the frozen worker's connections: {}", list.join(", "))
+        };
+        match (&w.unavailable, w.ran) {
+            (Some(why), false) => format!(
+                "MONITOR not available ({why}): a deletion of the new owner's lock is told from the refusals that follow it"
+            ),
+            (Some(why), true) => format!("MONITOR ran, but {why}; {conns}"),
+            (None, true) => format!("MONITOR ran; {conns}"),
+            (None, false) => {
+                "not run (--no-monitor): a deletion of the new owner's lock is told from the refusals that follow it"
+                    .into()
+            }
+        }
+    }
+}
+
+/// The verdict as the report's first line says it.
+pub fn headline(v: Verdict, interrupted: bool) -> &'static str {
+    match (v, interrupted) {
+        (_, true) => "INTERRUPTED (thawed at once)",
+        (Verdict::Safe, _) => "SAFE",
+        (Verdict::Unsafe, _) => "UNSAFE",
+        (Verdict::NotExercised, _) => "NOT EXERCISED",
+    }
+}

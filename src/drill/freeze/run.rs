@@ -1,0 +1,294 @@
+//! One freeze drill from the watchdog's start to the verdict: the locks held at the
+//! freeze, the freeze (with its countdown and the namespace's refusal counts followed),
+//! the thaw, the observation, the histories read at the thaw and at the end, and the
+//! judgement. Cancelling `cancel` (a signal) thaws at once; the report says interrupted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use super::guard::Armed;
+use super::observe::{Counting, Exporter};
+use super::report::{FreezeReport, Witness as WitnessSummary};
+use super::seen::{KeySeen, WallMs, Window, Witnessed};
+use super::target::{CgroupVersion, Frozen};
+use super::verdict::{self, Verdict};
+use super::watchdog::Watchdog;
+use super::witness::{Phase, Witness};
+use super::{FreezeError, Plan, freezer, sockets};
+
+/// How often the exporter is scraped while the drill waits.
+const POLL: Duration = Duration::from_millis(250);
+
+fn wall_ms() -> WallMs {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn method(f: &Frozen) -> &'static str {
+    match f {
+        Frozen::Pid(_) => "SIGSTOP/SIGCONT",
+        Frozen::Cgroup {
+            version: CgroupVersion::V2,
+            ..
+        } => "the cgroup v2 freezer",
+        Frozen::Cgroup {
+            version: CgroupVersion::V1,
+            ..
+        } => "the cgroup v1 freezer",
+        Frozen::Commands { .. } => "the freeze and thaw commands",
+    }
+}
+
+/// Run the drill `plan` settles, telling `say` as it goes.
+pub async fn run(
+    plan: Plan<'_>,
+    say: &mut (dyn FnMut(String) + Send),
+    cancel: CancellationToken,
+) -> Result<FreezeReport, FreezeError> {
+    let frozen = plan.opts.frozen.clone();
+    let exporter = Exporter::new(&plan.opts.exporter, &plan.target.name, &plan.ns.name);
+    let mut report = FreezeReport {
+        verdict: Verdict::NotExercised,
+        result: String::new(),
+        started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        target: plan.target.name.clone(),
+        namespace: plan.ns.name.clone(),
+        frozen: frozen.spec(),
+        what: frozen.describe(),
+        method: method(&frozen).into(),
+        for_ms: u64::try_from(plan.hold.as_millis()).unwrap_or(u64::MAX),
+        observe_ms: u64::try_from(plan.observe.as_millis()).unwrap_or(u64::MAX),
+        window: None,
+        held_at_freeze: 0,
+        locks: vec![],
+        counted: vec![],
+        witness: WitnessSummary::default(),
+        timeline: vec![],
+        alerts: vec![],
+        notes: vec![],
+        interrupted: false,
+    };
+    let program = match &plan.opts.program {
+        Some(p) => p.clone(),
+        None => {
+            std::env::current_exe().map_err(|e| FreezeError::Failed(format!("cannot find lockwatch itself: {e}")))?
+        }
+    };
+    let mut watchdog = Watchdog::spawn(&program, &frozen, plan.hold)
+        .await
+        .map_err(|e| FreezeError::Failed(format!("nothing was frozen: the watchdog could not start ({e})")))?;
+    let mut counting = Counting::default();
+    if let Some(m) = exporter.scrape().await {
+        counting.update(wall_ms(), exporter.refusals(&m));
+    }
+    let mut held: BTreeMap<String, Option<String>> = exporter
+        .held()
+        .await
+        .map_err(|e| FreezeError::Failed(format!("nothing was frozen: {e}")))?
+        .into_iter()
+        .collect();
+    let witness = match plan.opts.monitor {
+        true => Some(Witness::start(plan.target, plan.ns.pattern.clone()).await),
+        false => None,
+    };
+
+    // The freeze: the watchdog's clock starts first, the guard thaws on any way out.
+    say(format!(
+        "freezing {} ({}) for {}",
+        frozen.spec(),
+        method(&frozen),
+        crate::duration::format(plan.hold)
+    ));
+    watchdog
+        .freezing()
+        .await
+        .map_err(|e| FreezeError::Failed(format!("nothing was frozen: the watchdog does not listen ({e})")))?;
+    let armed = Armed::arm(&frozen);
+    let f = frozen.clone();
+    let froze = tokio::task::spawn_blocking(move || freezer::freeze(&f)).await;
+    let frozen_ms = wall_ms();
+    let frozen_at = Instant::now();
+    if let Err(e) = froze
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+    {
+        drop(armed);
+        watchdog.thawed().await;
+        return Err(FreezeError::Failed(format!("the freeze failed: {e} (thawed)")));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    if let Some(w) = &witness {
+        w.enter(Phase::Frozen);
+    }
+    let worker_sockets: BTreeSet<(String, u16)> = sockets::local_addrs(&frozen.pids());
+    // A lock taken just before the freeze may have reached the exporter's table only now.
+    if let Ok(now) = exporter.held().await {
+        for (k, owner) in now {
+            held.entry(k).or_insert(owner);
+        }
+    }
+    report.held_at_freeze = held.len();
+    say(format!(
+        "frozen; {} lock(s) of namespace {} held; thawing in {}",
+        held.len(),
+        plan.ns.name,
+        crate::duration::format(plan.hold)
+    ));
+    let interrupted = wait(&exporter, &mut counting, frozen_at + plan.hold, &cancel, say, "thaw").await;
+
+    // The thaw, then the guard and the watchdog stand down.
+    let f = frozen.clone();
+    let thawed = tokio::task::spawn_blocking(move || freezer::thaw(&f)).await;
+    let thawed_ms = wall_ms();
+    if let Some(w) = &witness {
+        w.enter(Phase::Thawed);
+    }
+    match thawed
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+    {
+        Ok(()) => {
+            armed.disarm();
+            watchdog.thawed().await;
+            say(format!("thawed {}", frozen.spec()));
+        }
+        Err(e) => {
+            // The guard tries again when dropped; the watchdog at its deadline.
+            report
+                .notes
+                .push(format!("the thaw failed: {e}; the watchdog tries again"));
+            drop(armed);
+        }
+    }
+    report.interrupted = interrupted;
+    let mut keys: Vec<KeySeen> = held
+        .iter()
+        .map(|(k, owner)| KeySeen {
+            key: k.clone(),
+            held_at_freeze: owner.clone(),
+            ..KeySeen::default()
+        })
+        .collect();
+    read_histories(&exporter, &mut keys, &mut report.notes).await;
+    let end_ms = if interrupted {
+        thawed_ms
+    } else {
+        say(format!(
+            "watching the woken worker for {}",
+            crate::duration::format(plan.observe)
+        ));
+        let end = Instant::now() + plan.observe;
+        report.interrupted = wait(&exporter, &mut counting, end, &cancel, say, "the end").await;
+        wall_ms()
+    };
+    let witnessed = match witness {
+        Some(w) => w.finish(&worker_sockets).await,
+        None => Witnessed::default(),
+    };
+    read_histories(&exporter, &mut keys, &mut report.notes).await;
+    if keys.iter().any(|k| k.events.is_none()) {
+        report.notes.push(
+            "the exporter keeps no lock events per key (an older lockwatch): refusals are those counted for the whole namespace"
+                .into(),
+        );
+    }
+    let window = Window {
+        frozen_ms,
+        thawed_ms,
+        end_ms,
+    };
+    report.counted = counting.moves.into_iter().filter(|c| c.at_ms >= frozen_ms).collect();
+    report.locks = verdict::judge(&keys, &report.counted, &witnessed.commands, &window);
+    report.verdict = verdict::overall(&report.locks);
+    report.window = Some(window);
+    report.witness = WitnessSummary {
+        ran: plan.opts.monitor && witnessed.unavailable.as_deref().is_none_or(|u| !u.contains("MONITOR")),
+        unavailable: witnessed.unavailable,
+        worker_connections: witnessed.worker_addrs,
+    };
+    if let Some(Ok(alerts)) = crate::drill::probes::Probes::new(None, plan.opts.prometheus.clone())
+        .lock_alerts()
+        .await
+    {
+        report.alerts = alerts;
+    }
+    report.result = result(&report);
+    report.build_timeline();
+    Ok(report)
+}
+
+/// Scrape the exporter every [`POLL`] until `until`, saying the seconds left now and then;
+/// `true` when cancelled first.
+async fn wait(
+    exporter: &Exporter,
+    counting: &mut Counting,
+    until: Instant,
+    cancel: &CancellationToken,
+    say: &mut (dyn FnMut(String) + Send),
+    what: &str,
+) -> bool {
+    let mut last_said = Instant::now();
+    while Instant::now() < until {
+        let step = POLL.min(until.saturating_duration_since(Instant::now()));
+        tokio::select! {
+            () = cancel.cancelled() => return true,
+            () = tokio::time::sleep(step) => {}
+        }
+        if let Some(m) = exporter.scrape().await {
+            counting.update(wall_ms(), exporter.refusals(&m));
+        }
+        if last_said.elapsed() >= Duration::from_secs(5) {
+            last_said = Instant::now();
+            say(format!(
+                "{} s to {what}",
+                until.saturating_duration_since(Instant::now()).as_secs()
+            ));
+        }
+    }
+    false
+}
+
+/// Each key's history merged in; a key the exporter cannot answer for is said once.
+async fn read_histories(exporter: &Exporter, keys: &mut [KeySeen], notes: &mut Vec<String>) {
+    for k in keys.iter_mut() {
+        match exporter.history(&k.key).await {
+            Ok((t, e)) => k.merge(t, e),
+            Err(e) => {
+                let note = format!("history of {}: {e}", k.key);
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
+        }
+    }
+}
+
+/// The report's last line.
+fn result(r: &FreezeReport) -> String {
+    let n = |v: Verdict| r.locks.iter().filter(|l| l.verdict == v).count();
+    let head = match r.verdict {
+        Verdict::Unsafe => format!(
+            "unsafe: {} of the {} lock(s) the frozen worker held were handled unsafely after the thaw",
+            n(Verdict::Unsafe),
+            r.locks.len()
+        ),
+        Verdict::Safe => format!(
+            "safe: the woken worker was refused on each of the {} lock(s) taken over, and the refusals reached lockwatch",
+            n(Verdict::Safe)
+        ),
+        Verdict::NotExercised if r.locks.is_empty() => format!(
+            "not exercised: the frozen worker held no lock of namespace {} that expired or stopped renewing while it was frozen ({} held in all); retry at a busier moment or with a longer --for",
+            r.namespace, r.held_at_freeze
+        ),
+        Verdict::NotExercised => {
+            "not exercised: no lock the frozen worker held was taken over while it was frozen; retry at a busier moment or with a longer --for".into()
+        }
+    };
+    match r.interrupted {
+        true => format!("interrupted (the worker was thawed at once): {head}"),
+        false => head,
+    }
+}
