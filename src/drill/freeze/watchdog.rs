@@ -31,9 +31,7 @@ impl Watchdog {
         let mut cmd = Command::new(program);
         cmd.arg("drill-watchdog")
             .arg("--hold-ms")
-            .arg(hold.as_millis().to_string())
-            .arg("--parent")
-            .arg(std::process::id().to_string());
+            .arg(hold.as_millis().to_string());
         match frozen {
             Frozen::Pid(p) => cmd.arg("--thaw").arg(format!("pid:{p}")),
             Frozen::Cgroup { path, .. } => cmd.arg("--thaw").arg(format!("cgroup:{}", path.display())),

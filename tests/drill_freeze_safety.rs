@@ -1,0 +1,315 @@
+//! `lockwatch drill --freeze` keeps the team's worker safe: every refusal (PID 1, the drill
+//! itself and its parents, a process that does not exist or may not be signalled, a path
+//! that is no freezable cgroup, a cgroup holding the drill, a production target, missing
+//! flags, no terminal to confirm at) exits 2 and leaves the target untouched (never
+//! stopped); the target is thawed at once on SIGINT, within seconds when the drill is
+//! SIGKILLed or itself frozen (the watchdog), and the drill thaws a cgroup it froze. The
+//! target here is a `sleep` child of the test, so a stop or continue shows in `waitpid`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::drill::{exited, served, text};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
+
+/// A process to freeze: `sleep`, a child of the test.
+fn sleeper() -> Child {
+    Command::new("sleep").arg("300").spawn().unwrap()
+}
+
+/// The sleeper was never stopped nor continued (`waitpid` has nothing to report).
+fn untouched(c: &Child) {
+    let pid = Pid::from_raw(c.id() as i32);
+    let flags = WaitPidFlag::WUNTRACED | WaitPidFlag::WCONTINUED | WaitPidFlag::WNOHANG;
+    assert_eq!(
+        waitpid(pid, Some(flags)).unwrap(),
+        WaitStatus::StillAlive,
+        "the target was touched"
+    );
+}
+
+fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap()
+}
+
+/// `lockwatch drill -c config args…` to its end (the exporter runs in this process meanwhile).
+async fn drill(config: &Path, args: &[&str]) -> Output {
+    tokio::process::Command::new(BIN)
+        .arg("drill")
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+/// Exit 2, saying `words`, and the sleeper untouched.
+fn refused(out: &Output, words: &str, c: &Child) {
+    exited(out, 2, words);
+    let err = text(&out.stderr);
+    assert!(err.contains(words), "expected `{words}` in: {err}");
+    untouched(c);
+}
+
+/// The drill on `spec`, in the background, with `--for`.
+fn spawn_drill(config: &Path, exporter: &str, spec: &str, hold: &str) -> Child {
+    Command::new(BIN)
+        .args(["drill", "-c"])
+        .arg(config)
+        .args([
+            "--freeze",
+            spec,
+            "--exporter",
+            exporter,
+            "--yes",
+            "--for",
+            hold,
+            "--observe",
+            "1s",
+            "--format",
+            "json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_state(pid: u32, want: impl Fn(char) -> bool, limit: Duration) -> Duration {
+    let started = Instant::now();
+    while !want(state(pid)) {
+        assert!(started.elapsed() < limit, "state {} after {limit:?}", state(pid));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    started.elapsed()
+}
+
+fn stopped(s: char) -> bool {
+    s == 'T' || s == 't'
+}
+
+/// The v2 hierarchy (a `cgroup2` mount) on this machine.
+fn v2_root() -> PathBuf {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"cgroup2")).then(|| PathBuf::from(f[1]))
+        })
+        .expect("no cgroup2 mount: tests run as root on a machine with cgroup v2")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_exits_2_and_leaves_the_target_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_r, config, _s, url) = served(dir.path()).await;
+    let mut c = sleeper();
+    let own = std::process::id().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--freeze".into(), "pid:1".into()], "refusing to freeze PID 1"),
+        (
+            vec!["--freeze".into(), format!("pid:{own}")],
+            "lockwatch itself or one of its parents",
+        ),
+        (
+            vec!["--freeze".into(), "pid:2147483647".into()],
+            "no process has that PID",
+        ),
+        (
+            vec!["--freeze".into(), format!("cgroup:{}", dir.path().display())],
+            "not a freezable cgroup",
+        ),
+        (
+            vec!["--freeze".into(), format!("cgroup:{}", v2_root().display())],
+            "not a freezable cgroup",
+        ),
+        (vec!["--freeze".into(), "docker:abc".into()], "pid:N"),
+        (
+            vec![
+                "--freeze".into(),
+                format!("pid:{}", c.id()),
+                "--for".into(),
+                "2h".into(),
+            ],
+            "between 1s and 1h",
+        ),
+        (
+            vec![
+                "--freeze".into(),
+                format!("pid:{}", c.id()),
+                "--namespace".into(),
+                "nope".into(),
+            ],
+            "no namespace `nope`",
+        ),
+    ];
+    for (args, words) in cases {
+        let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+        all.extend(["--exporter", &url, "--yes"]);
+        refused(&drill(&config, &all).await, words, &c);
+    }
+    // Usage errors of the flags themselves.
+    let pid = format!("pid:{}", c.id());
+    let out = drill(&config, &["--freeze", &pid, "--yes"]).await;
+    refused(&out, "--exporter", &c);
+    let out = drill(&config, &["--freeze-cmd", "true", "--exporter", &url, "--yes"]).await;
+    refused(&out, "--thaw-cmd", &c);
+    // No terminal to ask at, and no --yes.
+    let out = drill(&config, &["--freeze", &pid, "--exporter", &url]).await;
+    refused(&out, "pass --yes", &c);
+    // An exporter that does not follow the target's notifications cannot judge.
+    let out = drill(
+        &config,
+        &["--freeze", &pid, "--exporter", "http://127.0.0.1:9", "--yes"],
+    )
+    .await;
+    refused(&out, "refusing to freeze", &c);
+    // A production target.
+    let body = std::fs::read_to_string(&config).unwrap();
+    let prod = dir.path().join("prod.toml");
+    std::fs::write(
+        &prod,
+        body.replace("sample_interval", "environment = \"production\"\nsample_interval"),
+    )
+    .unwrap();
+    let out = drill(&prod, &["--freeze", &pid, "--exporter", &url, "--yes"]).await;
+    refused(&out, "--allow-production", &c);
+    // A process it may not signal: the drill run as nobody against root's sleeper.
+    use std::os::unix::fs::PermissionsExt;
+    for p in [dir.path(), config.as_path()] {
+        let mode = if p.is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let out = tokio::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN, "drill", "-c"])
+        .arg(&config)
+        .args(["--freeze", &pid, "--exporter", &url, "--yes"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("setpriv (util-linux) runs the drill as another user");
+    refused(&out, "may not signal", &c);
+    c.kill().unwrap();
+    c.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cgroup_holding_the_drill_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_r, config, _s, url) = served(dir.path()).await;
+    let c = sleeper();
+    // The test process (the drill's parent) moves into a cgroup of its own for the check.
+    let root = v2_root();
+    let group = root.join(format!("lockwatch-self-{}", std::process::id()));
+    std::fs::create_dir(&group).unwrap();
+    std::fs::write(group.join("cgroup.procs"), std::process::id().to_string()).unwrap();
+    let spec = format!("cgroup:{}", group.display());
+    let out = drill(&config, &["--freeze", &spec, "--exporter", &url, "--yes"]).await;
+    std::fs::write(root.join("cgroup.procs"), std::process::id().to_string()).unwrap();
+    std::fs::remove_dir(&group).unwrap();
+    refused(&out, "freezing it would stop the system or the drill itself", &c);
+    let mut c = c;
+    c.kill().unwrap();
+    c.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_thaws_at_once_and_the_report_says_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_r, config, _s, url) = served(dir.path()).await;
+    let mut c = sleeper();
+    let d = spawn_drill(&config, &url, &format!("pid:{}", c.id()), "30s");
+    wait_state(c.id(), stopped, Duration::from_secs(10));
+    kill(Pid::from_raw(d.id() as i32), Signal::SIGINT).unwrap();
+    let thawed = wait_state(c.id(), |s| !stopped(s), Duration::from_secs(5));
+    assert!(thawed < Duration::from_secs(2), "thawed {thawed:?} after SIGINT");
+    let out = d.wait_with_output().unwrap();
+    exited(&out, 1, "interrupted");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["interrupted"], true, "{report}");
+    assert_eq!(report["verdict"], "not_exercised", "{report}");
+    c.kill().unwrap();
+    c.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_thaws_when_the_drill_is_killed_or_frozen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_r, config, _s, url) = served(dir.path()).await;
+    let mut c = sleeper();
+    let spec = format!("pid:{}", c.id());
+
+    // SIGKILLed in mid-freeze: thawed within --for + 10 s (at once: its pipe closed).
+    let mut d = spawn_drill(&config, &url, &spec, "3s");
+    wait_state(c.id(), stopped, Duration::from_secs(10));
+    let killed = Instant::now();
+    d.kill().unwrap();
+    d.wait().unwrap();
+    wait_state(c.id(), |s| !stopped(s), Duration::from_secs(13));
+    assert!(killed.elapsed() < Duration::from_secs(13), "{:?}", killed.elapsed());
+
+    // The drill itself frozen: the watchdog thaws at --for + its grace.
+    let d = spawn_drill(&config, &url, &spec, "3s");
+    wait_state(c.id(), stopped, Duration::from_secs(10));
+    let frozen = Instant::now();
+    kill(Pid::from_raw(d.id() as i32), Signal::SIGSTOP).unwrap();
+    let after = frozen.elapsed() + wait_state(c.id(), |s| !stopped(s), Duration::from_secs(13));
+    assert!(
+        after < Duration::from_secs(3 + 2 + 2),
+        "thawed {after:?} after the drill froze"
+    );
+    kill(Pid::from_raw(d.id() as i32), Signal::SIGCONT).unwrap();
+    let out = d.wait_with_output().unwrap();
+    assert!(
+        text(&out.stderr).contains("--for and its grace have passed"),
+        "{}",
+        text(&out.stderr)
+    );
+    c.kill().unwrap();
+    c.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cgroup_is_frozen_as_a_whole_and_thawed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_r, config, _s, url) = served(dir.path()).await;
+    let mut c = sleeper();
+    let group = v2_root().join(format!("lockwatch-freeze-{}", std::process::id()));
+    std::fs::create_dir(&group).unwrap();
+    std::fs::write(group.join("cgroup.procs"), c.id().to_string()).unwrap();
+    let spec = format!("cgroup:{}", group.display());
+    let d = spawn_drill(&config, &url, &spec, "2s");
+    let frozen = || {
+        std::fs::read_to_string(group.join("cgroup.events"))
+            .unwrap()
+            .contains("frozen 1")
+    };
+    let started = Instant::now();
+    while !frozen() {
+        assert!(started.elapsed() < Duration::from_secs(10), "never frozen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = d.wait_with_output().unwrap();
+    assert!(!frozen(), "still frozen after the drill");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["method"], "the cgroup v2 freezer", "{report}");
+    assert_eq!(report["verdict"], "not_exercised", "{report}");
+    assert!(report["what"].as_str().unwrap().contains("1 process"), "{report}");
+    exited(&out, 1, "not exercised");
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let _ = std::fs::remove_dir(&group);
+}
