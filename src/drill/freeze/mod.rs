@@ -68,6 +68,8 @@ pub struct Plan<'a> {
     pub opts: Options,
     pub hold: Duration,
     pub observe: Duration,
+    /// How long the witness watches before the freeze (to see which locks the worker renews).
+    pub lead: Duration,
 }
 
 impl Plan<'_> {
@@ -111,13 +113,26 @@ pub async fn plan<'a>(config: &'a Config, opts: Options) -> Result<Plan<'a>, Fre
     if let Some(why) = exporter.unfit().await {
         return Err(FreezeError::Usage(format!("refusing to freeze: {why}")));
     }
+    let lead = match opts.monitor {
+        true => lead(ns),
+        false => Duration::ZERO,
+    };
     Ok(Plan {
         target,
         ns,
         opts,
         hold,
         observe,
+        lead,
     })
+}
+
+/// Before the freeze, the witness watches one renewal period (`renew_every`, else a third
+/// of the TTL), between 1 s and 10 s: long enough to see the worker renew its locks.
+fn lead(ns: &NamespaceConfig) -> Duration {
+    ns.renew_every
+        .unwrap_or(ns.ttl / 3)
+        .clamp(Duration::from_secs(1), Duration::from_secs(10))
 }
 
 /// Long enough for the TTL to run out and another holder to take over: twice the TTL

@@ -94,6 +94,17 @@ pub async fn run(
         true => Some(Witness::start(plan.target, plan.ns.pattern.clone()).await),
         false => None,
     };
+    let mut worker_sockets: BTreeSet<(String, u16)> = sockets::local_addrs(&frozen.pids());
+    if witness.is_some() {
+        say(format!(
+            "watching the namespace's commands for {} before the freeze",
+            crate::duration::format(plan.lead)
+        ));
+        tokio::select! {
+            () = cancel.cancelled() => return Err(FreezeError::Failed("interrupted before anything was frozen".into())),
+            () = tokio::time::sleep(plan.lead) => {}
+        }
+    }
 
     // The freeze: the watchdog's clock starts first, the guard thaws on any way out.
     say(format!(
@@ -123,7 +134,7 @@ pub async fn run(
     if let Some(w) = &witness {
         w.enter(Phase::Frozen);
     }
-    let worker_sockets: BTreeSet<(String, u16)> = sockets::local_addrs(&frozen.pids());
+    worker_sockets.extend(sockets::local_addrs(&frozen.pids()));
     // A lock taken just before the freeze may have reached the exporter's table only now.
     if let Ok(now) = exporter.held().await {
         for (k, owner) in now {
@@ -201,7 +212,9 @@ pub async fn run(
         end_ms,
     };
     report.counted = counting.moves.into_iter().filter(|c| c.at_ms >= frozen_ms).collect();
-    report.locks = verdict::judge(&keys, &report.counted, &witnessed.commands, &window);
+    let judged = verdict::judge(&keys, &report.counted, &witnessed.commands, &window);
+    report.locks = judged.locks;
+    report.notes.extend(judged.others);
     report.verdict = verdict::overall(&report.locks);
     report.window = Some(window);
     report.witness = WitnessSummary {

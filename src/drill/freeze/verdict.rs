@@ -10,6 +10,9 @@ use super::seen::{Command, CountedRefusal, KeyEvent, KeySeen, Sender, Transition
 /// How late the exporter may see an expiry that happened while the worker was frozen.
 const LATE_MS: WallMs = 500;
 
+/// How far apart a command `MONITOR` saw and the transition it made may be.
+const MATCH_MS: WallMs = 150;
+
 /// The answer to "would our worker, frozen this long, have double-paid?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -155,11 +158,95 @@ struct Held {
     expired_ms: Option<WallMs>,
 }
 
+/// The judgement: the frozen worker's locks, and the keys that changed while it was frozen
+/// but are shown to be another holder's (said, never judged).
+#[derive(Debug, Clone, Default)]
+pub struct Judged {
+    pub locks: Vec<LockVerdict>,
+    pub others: Vec<String>,
+}
+
 /// The locks the frozen worker held, judged; keys not attributed to it are left out.
-pub fn judge(keys: &[KeySeen], counted: &[CountedRefusal], witness: &[Command], w: &Window) -> Vec<LockVerdict> {
-    keys.iter()
-        .filter_map(|k| attribute(k, w).map(|held| judge_one(k, held, counted, witness, w)))
-        .collect()
+pub fn judge(keys: &[KeySeen], counted: &[CountedRefusal], witness: &[Command], w: &Window) -> Judged {
+    let mut out = Judged::default();
+    for k in keys {
+        match attribute(k, w) {
+            None => {}
+            Some(held) => match by_witness(k, &held, witness, w) {
+                Witnessed::Other(why) => out.others.push(format!("{}: {why}", k.key)),
+                Witnessed::Worker(why) => {
+                    let held = Held {
+                        why: format!("{why}; {}", held.why),
+                        ..held
+                    };
+                    out.locks.push(judge_one(k, held, counted, witness, w));
+                }
+                Witnessed::Unknown => out.locks.push(judge_one(k, held, counted, witness, w)),
+            },
+        }
+    }
+    out
+}
+
+/// What the witness says of who held a lock before the freeze.
+enum Witnessed {
+    Worker(String),
+    Other(String),
+    Unknown,
+}
+
+/// Commands that write a lock (and so make an acquisition or a renewal).
+fn writes(name: &str) -> bool {
+    const WRITES: [&str; 9] = [
+        "SET", "EVAL", "FCALL", "PEXPIRE", "EXPIRE", "HSET", "HINCRBY", "GETSET", "GETEX",
+    ];
+    let first = name.split('>').next().unwrap_or("");
+    WRITES.iter().any(|w| first.starts_with(w)) && !first.starts_with("SETRANGE")
+}
+
+/// The commands that made the held owner's acquisitions and renewals before the freeze
+/// (within [`MATCH_MS`] of each): sent by the frozen worker's connection, or only by others
+/// while the worker's connections are known.
+fn by_witness(k: &KeySeen, held: &Held, witness: &[Command], w: &Window) -> Witnessed {
+    let known = witness.iter().any(|c| matches!(c.by, Sender::FrozenWorker { .. }));
+    let made: Vec<&Transition> = k
+        .transitions
+        .iter()
+        .filter(|t| {
+            t.at_ms <= w.frozen_ms && t.owner == held.owner && matches!(t.kind.as_str(), "acquired" | "renewed")
+        })
+        .collect();
+    let mut others = Vec::new();
+    for t in made.iter().rev() {
+        let near: Vec<&Command> = witness
+            .iter()
+            .filter(|c| c.key == k.key && writes(&c.name) && (c.at_ms - t.at_ms).abs() <= MATCH_MS)
+            .collect();
+        if let Some(c) = near.iter().find(|c| matches!(c.by, Sender::FrozenWorker { .. })) {
+            let addr = match &c.by {
+                Sender::FrozenWorker { addr, .. } | Sender::Other { addr } => addr,
+            };
+            return Witnessed::Worker(format!(
+                "MONITOR saw the frozen worker's connection {addr} {} it ({})",
+                if t.kind == "acquired" { "acquire" } else { "renew" },
+                c.name
+            ));
+        }
+        others.extend(near.iter().map(|c| match &c.by {
+            Sender::FrozenWorker { addr, .. } | Sender::Other { addr } => addr.clone(),
+        }));
+    }
+    match (known, others.is_empty()) {
+        (true, false) => {
+            others.sort();
+            others.dedup();
+            Witnessed::Other(format!(
+                "expired or stopped renewing while the worker was frozen, but MONITOR saw it acquired or renewed from {} — not the frozen worker's connections: another holder's",
+                others.join(", ")
+            ))
+        }
+        _ => Witnessed::Unknown,
+    }
 }
 
 /// The overall verdict: the worst lock's, or not exercised without any.

@@ -43,7 +43,7 @@ fn lock(more: Vec<Transition>, events: Vec<KeyEvent>) -> KeySeen {
 }
 
 fn one(k: KeySeen, counted: &[CountedRefusal], witness: &[Command]) -> LockVerdict {
-    let mut v = judge(&[k], counted, witness, &W);
+    let mut v = judge(&[k], counted, witness, &W).locks;
     assert_eq!(v.len(), 1, "{v:?}");
     v.remove(0)
 }
@@ -179,7 +179,7 @@ fn locks_renewed_released_or_not_held_during_the_freeze_are_someone_else_s() {
         transitions: vec![t(15_000, "acquired", "z", false), t(17_000, "expired", "z", false)],
         events: None,
     };
-    assert!(judge(&[renewed, released, later], &[], &[], &W).is_empty());
+    assert!(judge(&[renewed, released, later], &[], &[], &W).locks.is_empty());
 }
 
 #[test]
@@ -189,4 +189,53 @@ fn the_worst_lock_decides() {
     assert_eq!(overall(&[]), Verdict::NotExercised);
     assert_eq!(overall(std::slice::from_ref(&safe)), Verdict::Safe);
     assert_eq!(overall(&[safe, silent]), Verdict::Unsafe);
+}
+
+fn cmd(at_ms: WallMs, name: &str, worker: bool, addr: &str) -> Command {
+    Command {
+        at_ms,
+        key: "lock:payout:7".into(),
+        name: name.into(),
+        by: match worker {
+            true => Sender::FrozenWorker {
+                addr: addr.into(),
+                how: "from /proc".into(),
+            },
+            false => Sender::Other { addr: addr.into() },
+        },
+    }
+}
+
+#[test]
+fn the_witness_tells_the_worker_s_locks_from_another_holder_s() {
+    let silent = lock(vec![], vec![]);
+    // Its renewal at 9 s came from the frozen worker's connection: attributed by MONITOR.
+    let mine = [
+        cmd(9_020, "EVALSHA", true, "127.0.0.1:5000"),
+        cmd(9_030, "GET", false, "127.0.0.1:7000"),
+    ];
+    let j = judge(std::slice::from_ref(&silent), &[], &mine, &W);
+    assert_eq!(j.locks.len(), 1);
+    assert!(
+        j.locks[0]
+            .attributed_by
+            .starts_with("MONITOR saw the frozen worker's connection 127.0.0.1:5000 renew"),
+        "{}",
+        j.locks[0].attributed_by
+    );
+    // Renewed from another client while the worker's connections are known: not its lock.
+    let theirs = [
+        cmd(9_010, "EVALSHA>pexpire", false, "127.0.0.1:6000"),
+        cmd(11_000, "PING", true, "127.0.0.1:5000"),
+    ];
+    let j = judge(std::slice::from_ref(&silent), &[], &theirs, &W);
+    assert!(j.locks.is_empty(), "{:?}", j.locks);
+    assert!(
+        j.others[0].contains("127.0.0.1:6000") && j.others[0].contains("another holder's"),
+        "{:?}",
+        j.others
+    );
+    // Nothing seen near its writes: the heuristic stands.
+    let j = judge(&[silent], &[], &[cmd(1_000, "SET NX", false, "127.0.0.1:6000")], &W);
+    assert_eq!(j.locks.len(), 1);
 }

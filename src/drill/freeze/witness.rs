@@ -170,6 +170,12 @@ impl Witness {
     }
 }
 
+impl Drop for Witness {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 fn phase_of(v: u8) -> Phase {
     match v {
         1 => Phase::Frozen,
