@@ -38,10 +38,13 @@
 //
 // Logs: one JSON object per line, as pino writes them (`level`, `time`, `pid`, `msg`), with
 // `"key": "lock:payout:batch-7"` and, for failures, `err` with the error's type, message and
-// stack; an info line at acquire and at release.
-// Stdout, one line per state change: `acquired <pid> <token>` (the token is the key's value,
-// read with GET right after acquiring: `using` does not hand the Lock, and so `lock.value`, to
-// the routine), `released <pid>`, `lost <pid>` (the worker saw that redlock lost the lock).
+// stack; an info line at acquire and at release. `lockwatch classify` reads raise's two records
+// as `renew`/`not_owned` ("already expired") and `release`/`not_owned` (a quorum failure),
+// namespace by the key, and every other line as ignored.
+// Stdout, one line per state change: `acquired <pid> <token>` (raise, swallow: the key's value
+// read with GET right after acquiring, as `using` does not hand the Lock, and so `lock.value`, to
+// the routine; plain-del: `lock.value`), `released <pid>`, `lost <pid>` (the worker saw that
+// redlock lost the lock).
 'use strict';
 
 const fs = require('fs');

@@ -10,11 +10,14 @@ It loops (forever, or N jobs): takes the lock of batch `payout:batch-7` (key
 with `RPUSH payouts:done NAME:<job#>` (a double payout shows there); releases; pauses 200 ms.
 
 - python-redis-lock 4.0.1: `redis_lock.Lock(conn, "payout:batch-7", expire=ttl,
-  auto_renewal=True)`. The library renews from a daemon thread every 2/3 of the TTL.
+  auto_renewal=True)`. The library renews from a daemon thread every 2/3 of the TTL (`expire`
+  is truncated to whole seconds). A waiting worker blocks in `BLPOP lock-signal:payout:batch-7`
+  for up to `expire` seconds between tries: a release pushes that signal, an expiry does not, so
+  an expired lock is taken over up to one TTL after it expired.
 - redis-py 8.1.0: `conn.lock("lock:payout:batch-7", timeout=ttl, thread_local=False)` and an
   extend thread of our own calling `lock.extend(ttl, replace_ttl=True)` every ttl/3. Without
   `thread_local=False` the extend thread would see no token (redis-py keeps it per thread) and
-  fail with "Cannot extend an unlocked lock" at once.
+  fail with "Cannot extend an unlocked lock" at once. A waiting worker tries `SET NX` every 0.1 s.
 
 Behaviours once the lock was lost (the process stopped past the TTL, another worker took it):
 - raise: the library's errors are logged with `logger.exception` and the job stops unpaid.
@@ -43,6 +46,8 @@ SIGCONT (both wake at once): it is then paid even by `raise`. Stop it earlier in
 Logs: one JSON object per line (python-json-logger), with `"key": "lock:payout:batch-7"` and,
 for failures, the exception's type, message and traceback in `exc_info`; an info line at
 acquire and at release (python-redis-lock adds its own "Acquired Lock(...)" info line).
+`lockwatch classify` reads raise's two records as `renew`/`not_owned` and `release`/`not_owned`
+(namespace by the key) and every other line as ignored.
 Stdout, one line per state change, flushed: `acquired <pid> <token>` (the value the library
 wrote into the key: python-redis-lock's `lock.id`, redis-py's `lock.local.token`),
 `released <pid>`, `lost <pid>` (the worker saw a library error about the lock).
