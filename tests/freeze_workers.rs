@@ -51,6 +51,7 @@ struct Thawed {
     lost_job: usize,
     /// The other worker's job that took the lock over.
     taking_job: usize,
+    /// Just before the thaw, ms since the Unix epoch.
     thawed_ms: i64,
 }
 
@@ -171,8 +172,9 @@ async fn freeze_and_thaw(lib: Lib, behavior: &str, how: Freeze) -> Thawed {
         workers.report()
     );
     let taking_job = workers.jobs(other);
-    thaw(victim, cg.as_ref());
+    // Taken before: the woken worker may print before a cgroup reads thawed.
     let thawed_ms = now_ms();
+    thaw(victim, cg.as_ref());
     if let Some(cg) = cg {
         let path = cg.path().to_path_buf();
         assert_eq!(cg.procs(), [victim]);
