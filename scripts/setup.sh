@@ -3,8 +3,10 @@
 #   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, prometheus-alertmanager
 #                            (the HA pair test), chromium (status page test),
 #                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test);
-#                            then the lock clients `discover` is tested with (tests/discover.rs): PyPI redis
-#                            in target/test-tools/venv, npm redlock and ioredis in target/test-tools/node;
+#                            then the lock clients `discover` is tested with (tests/discover.rs) and the
+#                            payout workers of tests/workers/ run on (tests/freeze_workers.rs): PyPI redis,
+#                            python-redis-lock and python-json-logger in target/test-tools/venv, npm redlock
+#                            and ioredis in target/test-tools/node;
 #                            and the log shippers' clients the push tests run (tests/shippers.rs), pinned,
 #                            in target/push-clients (scripts/push-clients.sh)
 #   scripts/setup.sh demo    redis-server
@@ -20,22 +22,24 @@ case "${1:-test}" in
   *) echo "usage: $0 test|demo|bench" >&2; exit 2 ;;
 esac
 
-# The real lock clients of tests/discover.rs, pinned, in target/test-tools (kept between runs);
-# then the log shippers' clients of tests/shippers.rs.
+# The real lock clients of tests/discover.rs and tests/workers/, pinned, in target/test-tools
+# (kept between runs); then the log shippers' clients of tests/shippers.rs.
 clients() {
   local tools sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   tools="$(cd "$(dirname "$0")/.." && pwd)/target/test-tools"
   mkdir -p "$tools/node"
-  if [ ! -x "$tools/venv/bin/python" ] || ! "$tools/venv/bin/python" -c 'import redis' 2>/dev/null; then
-    echo "installing: PyPI redis into $tools/venv" >&2
+  if [ ! -x "$tools/venv/bin/python" ] \
+    || ! "$tools/venv/bin/python" -c 'import redis, redis_lock, pythonjsonlogger' 2>/dev/null; then
+    echo "installing: PyPI redis, python-redis-lock and python-json-logger into $tools/venv" >&2
     if ! python3 -m venv "$tools/venv" >/dev/null 2>&1; then
       rm -rf "$tools/venv"
       command -v apt-get >/dev/null 2>&1 || { echo "missing: python3-venv — install it with your package manager" >&2; exit 1; }
       $sudo apt-get install -y --no-install-recommends python3-venv >/dev/null
       python3 -m venv "$tools/venv"
     fi
-    "$tools/venv/bin/pip" install --quiet --disable-pip-version-check redis==8.1.0
+    "$tools/venv/bin/pip" install --quiet --disable-pip-version-check redis==8.1.0 python-redis-lock==4.0.1 \
+      python-json-logger==4.2.0
   fi
   if [ ! -d "$tools/node/node_modules/redlock" ] || [ ! -d "$tools/node/node_modules/ioredis" ]; then
     echo "installing: npm redlock and ioredis into $tools/node" >&2

@@ -6,6 +6,7 @@
 pub mod alertmanager;
 pub mod cdp;
 pub mod drill;
+pub mod freeze;
 pub mod headless;
 pub mod pki;
 pub mod prometheus;
