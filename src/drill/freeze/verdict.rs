@@ -384,13 +384,21 @@ fn after_expiry(
     let ended_at = end.map(|t| t.at_ms);
     let mine = |c: &&Command| matches!(c.by, Sender::FrozenWorker { .. }) && c.key == k.key;
     let woken: Vec<&Command> = witness.iter().filter(mine).filter(|c| c.at_ms >= w.thawed_ms).collect();
-    if !woken.is_empty() {
-        let names: Vec<String> = woken
-            .iter()
-            .map(|c| format!("{} at +{}", c.name, secs(c.at_ms - w.thawed_ms)))
-            .collect();
-        v.notes
-            .push(format!("the woken worker sent, on this key: {}", names.join(", ")));
+    let written: Vec<String> = woken
+        .iter()
+        .filter(|c| writes(&c.name) || c.deletes())
+        .filter(|c| !c.name.contains('>') || c.deletes())
+        .map(|c| format!("{} at +{}", c.name, secs(c.at_ms - w.thawed_ms)))
+        .collect();
+    if !written.is_empty() {
+        let more = match written.len() {
+            n if n > 6 => format!(" and {} more", n - 6),
+            _ => String::new(),
+        };
+        v.notes.push(format!(
+            "the woken worker's writes on this key (MONITOR): {}{more}",
+            written[..written.len().min(6)].join(", ")
+        ));
     }
     // A deletion of the new owner's lock after the thaw, by the woken worker's connection.
     let by_worker = woken

@@ -1,0 +1,319 @@
+//! `lockwatch drill --freeze` on real applications: two payout workers on a real lock
+//! library (`tests/workers/`, `common::freeze`) contend for `lock:payout:batch-7`; the drill
+//! freezes the one that holds it — by `pid:`, through a cgroup v2 and a cgroup v1 freezer made
+//! here, or by `--freeze-cmd` — while the exporter (in this process) watches the key and tails
+//! their JSON logs. Each verdict must match the behaviour, and Redis's own record of the
+//! payouts: python-redis-lock (its renewal thread), redis-py `Lock` (an extend loop) and node
+//! redlock (`using`, automatic extension) that raise on the lost lock are **safe**; a worker
+//! that swallows the loss **carries on silently** (and pays twice); one that releases with a
+//! plain `DEL` **deletes the new owner's lock**; freezing the worker that waits is **not
+//! exercised**. The markdown records go to `target/test-artifacts/freeze-*.md`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Served;
+use common::drill::text;
+use common::freeze::{Cgroup, KEY, Lib, Workers};
+use lockwatch::access::child::RedisChild;
+use tokio::task::block_in_place;
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
+const TTL: f64 = 2.0;
+const WAIT: Duration = Duration::from_secs(20);
+
+/// How the drill freezes the holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    Pid,
+    CgroupV2,
+    CgroupV1,
+    Commands,
+}
+
+/// One case: the library and behaviour, how it is frozen, the job's length, how far into a
+/// job the holder is frozen, and `--for`.
+struct Case {
+    name: &'static str,
+    lib: Lib,
+    behavior: &'static str,
+    how: How,
+    job: f64,
+    freeze_at: f64,
+    hold: &'static str,
+}
+
+/// What a drill run left to check.
+struct Ran {
+    _r: RedisChild,
+    _dir: tempfile::TempDir,
+    conn: redis::Connection,
+    workers: Workers,
+    victim: i32,
+    lost_job: usize,
+    out: Output,
+    report: serde_json::Value,
+}
+
+fn artifacts() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write_config(dir: &Path, url: &str) -> PathBuf {
+    let path = dir.join("lockwatch.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[target]]\nname = \"staging\"\nurl = \"{url}\"\nsample_interval = \"250ms\"\n\
+             [[namespace]]\nname = \"payout\"\npattern = \"lock:payout:*\"\nttl = \"2s\"\n\
+             [[logs]]\nname = \"payout\"\npath = \"{}/*.log\"\nstart_at = \"beginning\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The two workers, the exporter, the holder frozen `freeze_at` into a job by the drill;
+/// the drill's JSON report once it ended.
+async fn run(case: &Case, freeze_the_waiter: bool) -> Ran {
+    let r = common::redis(&["--notify-keyspace-events", "KEA"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &r.url());
+    let s = Served::start(lockwatch::config::Config::load(&config, &Default::default()).unwrap()).await;
+    s.wait_for(Duration::from_secs(5), "subscribed", |m| {
+        m.get("lockwatch_notifications_connected", &[]) == Some(1.0)
+    })
+    .await;
+    let exporter = format!("http://{}", s.addr);
+    let workers = Workers::start(case.lib, case.behavior, &r.url(), dir.path(), TTL, case.job);
+    let (holder, acquired) = block_in_place(|| workers.next_holder(WAIT));
+    let victim = if freeze_the_waiter {
+        workers.other(holder)
+    } else {
+        holder
+    };
+    // The drill watches one renewal period (1 s here) before it freezes.
+    let start = acquired + Duration::from_secs_f64(case.freeze_at) - Duration::from_secs(1);
+    tokio::time::sleep(start.saturating_duration_since(Instant::now())).await;
+    let lost_job = workers.jobs(victim);
+    let cgroup = match case.how {
+        How::CgroupV2 => Some(Cgroup::v2(victim)),
+        How::CgroupV1 => Some(Cgroup::v1(victim)),
+        How::Pid | How::Commands => None,
+    };
+    let mut args: Vec<String> = vec!["--namespace".into(), "payout".into()];
+    match (case.how, &cgroup) {
+        (How::Commands, _) => args.extend([
+            "--freeze-cmd".into(),
+            format!("kill -STOP {victim}"),
+            "--thaw-cmd".into(),
+            format!("kill -CONT {victim}"),
+        ]),
+        (_, Some(cg)) => args.extend(["--freeze".into(), format!("cgroup:{}", cg.path().display())]),
+        (_, None) => args.extend(["--freeze".into(), format!("pid:{victim}")]),
+    }
+    args.extend([
+        "--exporter".into(),
+        exporter,
+        "--yes".into(),
+        "--format".into(),
+        "json".into(),
+    ]);
+    if !case.hold.is_empty() {
+        args.extend(["--for".into(), case.hold.into()]);
+    }
+    let record = artifacts().join(format!("freeze-{}.md", case.name));
+    args.extend(["--report".into(), record.display().to_string()]);
+    let out = tokio::process::Command::new(BIN)
+        .arg("drill")
+        .arg("-c")
+        .arg(&config)
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    drop(cgroup);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: no JSON report ({e})\nstdout: {}\nstderr: {}\n{}",
+            case.name,
+            text(&out.stdout),
+            text(&out.stderr),
+            workers.report()
+        )
+    });
+    Ran {
+        conn: common::conn(&r),
+        _r: r,
+        _dir: dir,
+        workers,
+        victim,
+        lost_job,
+        out,
+        report,
+    }
+}
+
+impl Ran {
+    /// The overall verdict, the one lock's verdict and finding, and the exit code; on a
+    /// mismatch the report, the drill's stderr and what the workers did.
+    fn assert(&self, verdict: &str, finding: &str, code: i32) {
+        let why = || {
+            format!(
+                "{}\nstderr: {}\n{}",
+                serde_json::to_string_pretty(&self.report).unwrap(),
+                text(&self.out.stderr),
+                self.workers.report()
+            )
+        };
+        assert_eq!(self.report["verdict"], verdict, "{}", why());
+        let locks = self.report["locks"].as_array().unwrap();
+        assert_eq!(locks.len(), 1, "{}", why());
+        assert_eq!(locks[0]["key"], KEY, "{}", why());
+        assert_eq!(locks[0]["finding"], finding, "{}", why());
+        assert_eq!(self.out.status.code(), Some(code), "{}", why());
+        assert!(self.report["timeline"].as_array().unwrap().len() >= 5, "{}", why());
+    }
+
+    /// Whether the job the frozen worker was doing got paid.
+    fn lost_job_paid(&mut self) -> bool {
+        let entry = format!("{}:{}", self.workers.name(self.victim), self.lost_job);
+        block_in_place(|| {
+            // The woken worker finishes (or gives up) its job within a few seconds.
+            std::thread::sleep(Duration::from_secs(2));
+            self.workers.payouts(&mut self.conn).contains(&entry)
+        })
+    }
+}
+
+const SAFE: &str = "refused";
+
+fn case(name: &'static str, lib: Lib, behavior: &'static str, how: How) -> Case {
+    Case {
+        name,
+        lib,
+        behavior,
+        how,
+        job: 4.0,
+        freeze_at: 1.5,
+        hold: "6s",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_redis_lock_that_raises_is_safe() {
+    let mut r = run(
+        &case("python-redis-lock-raise", Lib::PythonRedisLock, "raise", How::Pid),
+        false,
+    )
+    .await;
+    r.assert("safe", SAFE, 0);
+    let lock = &r.report["locks"][0];
+    assert!(lock["refusals"].as_array().unwrap().len() >= 2, "{lock}");
+    assert!(!r.lost_job_paid(), "{}", r.workers.report());
+    // The witness told the worker's connection from /proc.
+    let conns = r.report["witness"]["worker_connections"].as_array().unwrap();
+    assert!(
+        conns.iter().any(|c| c[1].as_str().unwrap().contains("/proc")),
+        "{}",
+        r.report["witness"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_py_lock_with_an_extend_loop_is_safe_with_the_default_duration() {
+    let c = Case {
+        hold: "",
+        ..case("redis-py-raise", Lib::RedisPy, "raise", How::Pid)
+    };
+    let mut r = run(&c, false).await;
+    assert_eq!(
+        r.report["for_ms"], 5000,
+        "the default --for: twice the 2 s ttl plus 1 s"
+    );
+    r.assert("safe", SAFE, 0);
+    assert!(!r.lost_job_paid(), "{}", r.workers.report());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_using_that_raises_is_safe() {
+    let mut r = run(&case("redlock-raise", Lib::NodeRedlock, "raise", How::Pid), false).await;
+    r.assert("safe", SAFE, 0);
+    assert!(!r.lost_job_paid(), "{}", r.workers.report());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_swallows_the_loss_carries_on_silently() {
+    let mut r = run(&case("swallow", Lib::PythonRedisLock, "swallow", How::Pid), false).await;
+    r.assert("unsafe", "carried_on_silently", 1);
+    assert!(
+        r.lost_job_paid(),
+        "the drill said unsafe; the payout must show it\n{}",
+        r.workers.report()
+    );
+    let text = std::fs::read_to_string(artifacts().join("freeze-swallow.md")).unwrap();
+    assert!(
+        text.contains("unsafe: carried on silently") && text.contains("double payout"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_releases_with_a_plain_del_deletes_the_new_owners_lock() {
+    // Frozen near the end of a long job: it deletes right after waking, inside the new
+    // owner's hold.
+    let c = Case {
+        job: 8.0,
+        freeze_at: 7.0,
+        ..case("plain-del", Lib::PythonRedisLock, "plain-del", How::Pid)
+    };
+    let r = run(&c, false).await;
+    r.assert("unsafe", "deleted_new_owners_lock", 1);
+    let how = r.report["locks"][0]["deleted_how"].as_str().unwrap();
+    assert!(how.contains("DEL sent by the woken worker's connection"), "{how}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_through_a_cgroup_v2_freezer() {
+    let r = run(&case("cgroup-v2", Lib::PythonRedisLock, "raise", How::CgroupV2), false).await;
+    r.assert("safe", SAFE, 0);
+    assert_eq!(r.report["method"], "the cgroup v2 freezer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_through_a_cgroup_v1_freezer() {
+    let r = run(&case("cgroup-v1", Lib::NodeRedlock, "raise", How::CgroupV1), false).await;
+    r.assert("safe", SAFE, 0);
+    assert_eq!(r.report["method"], "the cgroup v1 freezer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_by_commands() {
+    let r = run(&case("commands", Lib::RedisPy, "raise", How::Commands), false).await;
+    r.assert("safe", SAFE, 0);
+    assert_eq!(r.report["frozen"], "cmd");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn freezing_the_worker_that_waits_is_not_exercised() {
+    let r = run(&case("waiter", Lib::RedisPy, "raise", How::Pid), true).await;
+    assert_eq!(r.report["verdict"], "not_exercised", "{}", r.report);
+    assert!(r.report["locks"].as_array().unwrap().is_empty(), "{}", r.report);
+    assert!(
+        r.report["result"]
+            .as_str()
+            .unwrap()
+            .contains("retry at a busier moment"),
+        "{}",
+        r.report
+    );
+    assert_eq!(r.out.status.code(), Some(1));
+}
