@@ -47,8 +47,63 @@ struct Case {
     hold: &'static str,
 }
 
+/// Other traffic in the namespace while the drill runs: locks of other keys taken every
+/// 250 ms from a connection of the test's and left to expire (some while the worker is
+/// frozen), and refused releases of those keys logged as JSON with the key.
+struct Noise {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Noise {
+    fn start(url: &str, dir: &Path) -> Noise {
+        use std::io::Write;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let mut log = std::fs::File::create(dir.join("noise.log")).unwrap();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let key = format!("lock:payout:noise-{}", i % 5);
+                let _: Option<String> = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(format!("noise-{i}"))
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(1200)
+                    .query(&mut conn)
+                    .unwrap();
+                if i % 4 == 0 {
+                    writeln!(
+                        log,
+                        r#"{{"level":"error","message":"lock release failed: LockNotOwnedError: Cannot release a lock that's no longer owned","key":"{key}"}}"#
+                    )
+                    .unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        Noise {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Noise {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// What a drill run left to check.
 struct Ran {
+    _noise: Option<Noise>,
     _r: RedisChild,
     _dir: tempfile::TempDir,
     conn: redis::Connection,
@@ -83,6 +138,11 @@ fn write_config(dir: &Path, url: &str) -> PathBuf {
 /// The two workers, the exporter, the holder frozen `freeze_at` into a job by the drill;
 /// the drill's JSON report once it ended.
 async fn run(case: &Case, freeze_the_waiter: bool) -> Ran {
+    run_with(case, freeze_the_waiter, false).await
+}
+
+/// [`run`], with other traffic in the namespace when `noisy`.
+async fn run_with(case: &Case, freeze_the_waiter: bool, noisy: bool) -> Ran {
     let r = common::redis(&["--notify-keyspace-events", "KEA"]);
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &r.url());
@@ -92,6 +152,7 @@ async fn run(case: &Case, freeze_the_waiter: bool) -> Ran {
     })
     .await;
     let exporter = format!("http://{}", s.addr);
+    let noise = noisy.then(|| Noise::start(&r.url(), dir.path()));
     let workers = Workers::start(case.lib, case.behavior, &r.url(), dir.path(), TTL, case.job);
     let (holder, acquired) = block_in_place(|| workers.next_holder(WAIT));
     let victim = if freeze_the_waiter {
@@ -151,6 +212,7 @@ async fn run(case: &Case, freeze_the_waiter: bool) -> Ran {
         )
     });
     Ran {
+        _noise: noise,
         conn: common::conn(&r),
         _r: r,
         _dir: dir,
@@ -316,4 +378,20 @@ async fn freezing_the_worker_that_waits_is_not_exercised() {
         r.report
     );
     assert_eq!(r.out.status.code(), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_live_namespace_other_holders_locks_and_refusals_are_not_the_worker_s() {
+    // The worker swallows its loss; others' refusals in the namespace must not make it safe,
+    // and their locks expiring while it is frozen are not its.
+    let mut r = run_with(&case("live-swallow", Lib::PythonRedisLock, "swallow", How::Pid), false, true).await;
+    r.assert("unsafe", "carried_on_silently", 1);
+    assert!(r.lost_job_paid(), "{}", r.workers.report());
+    let notes: Vec<&str> = r.report["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+    assert!(
+        notes.iter().any(|n| n.contains("lock:payout:noise-") && n.contains("another holder's")),
+        "{notes:?}"
+    );
+    let counted = r.report["counted"].as_array().unwrap();
+    assert!(!counted.is_empty(), "the noise's refusals were counted for the namespace: {}", r.report);
 }

@@ -212,6 +212,9 @@ pub async fn run(
         end_ms,
     };
     report.counted = counting.moves.into_iter().filter(|c| c.at_ms >= frozen_ms).collect();
+    if let Some(note) = unexplained(&keys, &report.counted, &window) {
+        report.notes.push(note);
+    }
     let judged = verdict::judge(&keys, &report.counted, &witnessed.commands, &window);
     report.locks = judged.locks;
     report.notes.extend(judged.others);
@@ -277,6 +280,25 @@ async fn read_histories(exporter: &Exporter, keys: &mut [KeySeen], notes: &mut V
             }
         }
     }
+}
+
+/// Refusals counted for the namespace after the thaw beyond those whose log lines named one
+/// of the keys held at the freeze (where the exporter keeps lock events per key): said,
+/// since they are no evidence for any lock.
+fn unexplained(keys: &[KeySeen], counted: &[super::seen::CountedRefusal], w: &Window) -> Option<String> {
+    let in_window = |at: WallMs| at >= w.thawed_ms && at <= w.end_ms;
+    let total: u64 = counted.iter().filter(|c| in_window(c.at_ms)).map(|c| c.by).sum();
+    let mut keyed = 0u64;
+    for k in keys {
+        let events = k.events.as_ref()?;
+        keyed += events.iter().filter(|e| e.is_refusal() && in_window(e.at_ms)).count() as u64;
+    }
+    (total > keyed).then(|| {
+        format!(
+            "{} refusal(s) counted for the namespace after the thaw named none of the locks held at the freeze (other holders', or log lines that name no key): not taken as evidence for any lock; if the worker's own refusals are among them, make its log lines name the lock key (a `key` field)",
+            total - keyed
+        )
+    })
 }
 
 /// The report's last line.

@@ -271,6 +271,14 @@ fn attribute(k: &KeySeen, w: &Window) -> Option<Held> {
         .filter(|_| holding)
         .and_then(|t| t.owner.clone())
         .or_else(|| k.held_at_freeze.clone());
+    // Taken after the worker froze (the table was read just after): not the frozen worker's.
+    let taken_later = k
+        .transitions
+        .iter()
+        .any(|t| t.at_ms > w.frozen_ms && t.kind == "acquired" && t.owner == owner);
+    if !holding && taken_later {
+        return None;
+    }
     let during = |t: &&Transition| t.at_ms > w.frozen_ms && t.at_ms <= w.thawed_ms + LATE_MS;
     let first_end = k
         .transitions
@@ -460,8 +468,10 @@ fn after_expiry(
     }
     // The woken worker's refusals: before any deletion, after the thaw.
     let until = v.deleted_ms.unwrap_or(w.end_ms);
+    // Where the exporter keeps lock events per key, only those naming this key count: the
+    // namespace's other refusals may be other holders'.
     v.refusals = match &keyed {
-        Some(ev) if !ev.is_empty() => ev
+        Some(ev) => ev
             .iter()
             .filter(|x| x.at_ms <= until)
             .map(|x| Refusal {
@@ -469,7 +479,7 @@ fn after_expiry(
                 what: format!("{} {} (the key named, from {})", x.op, x.outcome, x.source),
             })
             .collect(),
-        _ => counted
+        None => counted
             .iter()
             .filter(|x| x.at_ms >= w.thawed_ms && x.at_ms <= until)
             .map(|x| Refusal {

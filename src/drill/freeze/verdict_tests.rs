@@ -121,15 +121,17 @@ fn a_replaced_token_after_the_thaw_is_a_deletion() {
 }
 
 #[test]
-fn namespace_counts_stand_in_when_the_logs_name_no_key() {
-    let mut k = lock(vec![], vec![]);
-    k.events = None;
+fn namespace_counts_stand_in_only_where_the_exporter_keeps_no_events_per_key() {
     let counted = vec![CountedRefusal {
         at_ms: 18_500,
         op: "release".into(),
         outcome: "not_owned".into(),
         by: 1,
     }];
+    // An exporter with per-key events: the namespace's refusals are no evidence for this key.
+    assert_eq!(one(lock(vec![], vec![]), &counted, &[]).finding, Finding::CarriedOnSilently);
+    let mut k = lock(vec![], vec![]);
+    k.events = None;
     let v = one(k, &counted, &[]);
     assert_eq!(v.finding, Finding::Refused);
     assert!(
@@ -179,7 +181,14 @@ fn locks_renewed_released_or_not_held_during_the_freeze_are_someone_else_s() {
         transitions: vec![t(15_000, "acquired", "z", false), t(17_000, "expired", "z", false)],
         events: None,
     };
-    assert!(judge(&[renewed, released, later], &[], &[], &W).locks.is_empty());
+    // Listed as held just after the freeze, but acquired after it began.
+    let just_after = KeySeen {
+        key: "lock:just-after".into(),
+        held_at_freeze: Some("n".into()),
+        transitions: vec![t(10_100, "acquired", "n", false), t(11_300, "expired", "n", false)],
+        events: None,
+    };
+    assert!(judge(&[renewed, released, later, just_after], &[], &[], &W).locks.is_empty());
 }
 
 #[test]
