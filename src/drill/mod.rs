@@ -2,8 +2,9 @@
 //! (a real child process) holds a lock and freezes past the TTL, or its renewal is held in
 //! the network past it (`--scenario`); its stale renew, release and fenced write must be
 //! refused. This file owns the entry point [`run`], its options and errors; `plan`,
-//! `scenario` + `delays` + `cycle` + `late`, `proxy`, `probes`, `narrator` and `rollback`
-//! are the parts; `report` with `html` + `timeline` (and `marks`) the record.
+//! `scenario` + `delays` + `cycle` + `late`, `proxy`, `probes` (judged by `expect`: the
+//! run's own key, so a live namespace's other traffic is no deviation), `narrator` and
+//! `rollback` are the parts; `report` with `html` + `timeline` (and `marks`) the record.
 
 pub mod narrator;
 pub mod report;
@@ -11,6 +12,7 @@ pub mod report;
 mod cleanup;
 mod cycle;
 mod delays;
+mod expect;
 mod html;
 mod late;
 mod lease;
