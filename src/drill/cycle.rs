@@ -254,6 +254,7 @@ fn stale_write(c: &Cycle, lease_ms: u64) -> Request {
         fence: c.fence_a,
         value: format!("written by A with token {}", c.fence_a),
         lease_ms,
+        lock: Some(c.keys.lock.clone()),
     }
 }
 

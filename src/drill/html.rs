@@ -43,7 +43,7 @@ ol.steps{list-style:none;padding:0;margin:0}
 .mark{font-weight:700;color:var(--ok)}.deviation .mark,td.bad{color:var(--bad);font-weight:700}td.ok{color:var(--ok)}
 .consequence{color:var(--bad);font-weight:600;margin:.3em 0}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.25em .5em;border-bottom:1px solid var(--line);vertical-align:top}
-td code{overflow-wrap:anywhere}.num{width:1%;white-space:nowrap}
+td code{overflow-wrap:anywhere}.num{width:1%;white-space:nowrap}#counters table{min-width:760px}
 .muted,footer{color:var(--muted)}footer{margin-top:2em;font-size:.85em}
 @media (max-width:600px){main{padding:10px}.step dl{grid-template-columns:1fr}.step dd{margin-bottom:.3em}}
 "#;
@@ -139,9 +139,12 @@ impl Report {
         for c in counters {
             let _ = write!(
                 o,
-                "<li><code>{}</code> moved by {} where {} was expected</li>",
+                "<li><code>{}</code> {} where {} was expected</li>",
                 esc(&c.series),
-                c.moved,
+                match c.drill {
+                    Some(d) => format!("moved by {d} for the run's key"),
+                    None => format!("moved by {}", c.moved),
+                },
                 c.expected
             );
         }
@@ -202,24 +205,30 @@ impl Report {
         if self.counters.is_empty() {
             o.push_str("<p class=\"muted\">No <code>--exporter</code> given: the counters were not checked.</p>");
         } else {
-            o.push_str(
-                "<table><thead><tr><th>series</th><th class=\"num\">expected</th><th class=\"num\">moved</th>\
-                 <th class=\"num\"></th></tr></thead><tbody>",
+            let _ = write!(
+                o,
+                "<p id=\"attribution\">{}</p><div class=\"scroll\"><table><thead><tr><th>series</th><th class=\"num\">expected</th>\
+                 <th class=\"num\">moved</th><th>the drill's</th>\
+                 <th title=\"other traffic in the namespace, not attributed to the drill\">other traffic</th><th class=\"num\"></th></tr></thead><tbody>",
+                esc(&self.attribution)
             );
+            let opt = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("+{v}"));
             for c in &self.counters {
                 let _ = write!(
                     o,
                     "<tr data-ok=\"{}\"><td><code>{}</code></td><td class=\"num\">+{}</td><td class=\"num\">+{}</td>\
-                     <td class=\"num {}\">{}</td></tr>",
+                     <td class=\"num\" data-drill>{}</td><td class=\"num\" data-other>{}</td><td class=\"num {}\">{}</td></tr>",
                     c.ok,
                     esc(&c.series),
                     c.expected,
                     c.moved,
+                    opt(c.drill),
+                    opt(c.other),
                     if c.ok { "ok" } else { "bad" },
                     if c.ok { "✓" } else { "✗" }
                 );
             }
-            o.push_str("</tbody></table>");
+            o.push_str("</tbody></table></div>");
         }
         o.push_str("</section><section id=\"alerts\"><h2>Lock alerts in Prometheus</h2>");
         if self.alerts.is_empty() {
@@ -278,7 +287,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drill::report::{CounterCheck, Event, Lane};
+    use crate::drill::report::{CounterCheck, Event, Judged, Lane};
 
     fn step(n: usize, ok: bool, title: &str) -> Step {
         Step {
@@ -312,7 +321,11 @@ mod tests {
                 expected: 1.0,
                 moved: 2.0,
                 ok: false,
+                judged_by: Judged::Key,
+                drill: Some(2.0),
+                other: Some(0.0),
             }],
+            attribution: evil.into(),
             alerts: vec![(evil.into(), evil.into())],
             preflight: vec![(evil.into(), evil.into())],
             rollback: vec![evil.into()],

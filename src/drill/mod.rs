@@ -2,9 +2,10 @@
 //! (a real child process) holds a lock and freezes past the TTL, or its renewal is held in
 //! the network past it (`--scenario`); its stale renew, release and fenced write must be
 //! refused. This file owns the entry point [`run`], its options and errors; `plan`,
-//! `scenario` + `delays` + `cycle` + `late`, `proxy`, `probes`, `narrator` and `rollback`
-//! are the parts; `report` with `html` + `timeline` (and `marks`) the record. `freeze` is the
-//! other mode: the team's own worker frozen past its TTL, and the verdict.
+//! `scenario` + `delays` + `cycle` + `late`, `proxy`, `probes` (judged by `expect`: the
+//! run's own key, so a live namespace's other traffic is no deviation), `narrator` and
+//! `rollback` are the parts; `report` with `html` + `timeline` (and `marks`) the record.
+//! `freeze` is the other mode: the team's own worker frozen past its TTL, and the verdict.
 
 pub mod freeze;
 pub mod narrator;
@@ -13,6 +14,7 @@ pub mod report;
 mod cleanup;
 mod cycle;
 mod delays;
+mod expect;
 mod html;
 mod late;
 mod lease;

@@ -1,114 +1,36 @@
-//! What the drill asks from outside Redis: whether the exporter answers, how its counters
-//! moved over the scenario (read with the crate's exposition parser), and which lock
-//! alerts Prometheus has pending or firing. Failures here are findings, never errors.
+//! What the drill asks from outside Redis: whether the exporter answers, its run's lock
+//! key's history and how its counters moved over the scenario (judged by `expect`), and
+//! which lock alerts Prometheus has pending or firing. Failures here are findings, never
+//! errors.
 
 use std::time::{Duration, Instant};
 
+use super::expect::{self, Expected, KeyHistory, Window};
 use super::report::CounterCheck;
-use crate::exposition;
 
 /// How long the counters get to catch up with the scenario.
 const COUNTER_WAIT: Duration = Duration::from_secs(10);
+/// How far the exporter's clock may be from the drill's when the key's history is read
+/// for the run's window. The key is the run's own, so nothing else could fall in.
+const CLOCK_SLACK_MS: i64 = 5_000;
+
+/// The sentence of a check judged by the run's key.
+fn keyed_words(key: &str, other: f64) -> String {
+    let rest = if other == 0.0 {
+        "nothing else moved the namespace counters meanwhile".to_string()
+    } else {
+        format!(
+            "the namespace counters moved by {other} more: other traffic in the namespace, not attributed to the drill"
+        )
+    };
+    format!("judged by the history of the run's lock key {key} (its transitions and lock events); {rest}")
+}
 
 /// The HTTP side of a run: `--exporter` and `--prometheus`, when given.
 pub(crate) struct Probes {
     http: reqwest::Client,
     exporter: Option<String>,
     prometheus: Option<String>,
-}
-
-/// A counter the scenario must move, and by how much.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Expected {
-    pub(crate) name: &'static str,
-    /// In the order the exposition prints them (sorted), so `series` reads as it does there.
-    pub(crate) labels: Vec<(&'static str, String)>,
-    pub(crate) by: f64,
-}
-
-impl Expected {
-    fn new(name: &'static str, labels: &[(&'static str, &str)], by: f64) -> Self {
-        Expected {
-            name,
-            labels: labels.iter().map(|(k, v)| (*k, (*v).to_string())).collect(),
-            by,
-        }
-    }
-
-    /// `name{label="value",…}`, as the report shows it.
-    pub(crate) fn series(&self) -> String {
-        let labels: Vec<String> = self.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        format!("{}{{{}}}", self.name, labels.join(","))
-    }
-
-    /// The counter's value in `text`; 0 when the series is not (yet) exported.
-    fn value_in(&self, text: &str) -> f64 {
-        let labels: Vec<(&str, &str)> = self.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        exposition::value(text, self.name, &labels).unwrap_or(0.0)
-    }
-}
-
-/// The counters a stale-holder cycle moves in namespace `ns` of target `target`; the
-/// transitions and the takeover only when the exporter watches the target (`takeovers`).
-pub(crate) fn expected_moves(ns: &str, target: &str, takeovers: bool) -> Vec<Expected> {
-    const EVENTS: &str = "lockwatch_lock_events_total";
-    const TRANSITIONS: &str = "lockwatch_lock_transitions_total";
-    let mut v = vec![
-        Expected::new(
-            EVENTS,
-            &[("namespace", ns), ("op", "renew"), ("outcome", "not_owned")],
-            1.0,
-        ),
-        Expected::new(
-            EVENTS,
-            &[("namespace", ns), ("op", "release"), ("outcome", "not_owned")],
-            1.0,
-        ),
-        Expected::new(
-            EVENTS,
-            &[("namespace", ns), ("op", "write"), ("outcome", "stale_fence")],
-            1.0,
-        ),
-    ];
-    if takeovers {
-        v.push(Expected::new(
-            "lockwatch_lock_expiry_takeovers_total",
-            &[("namespace", ns), ("target", target)],
-            1.0,
-        ));
-        v.push(Expected::new(
-            TRANSITIONS,
-            &[("kind", "acquired"), ("namespace", ns), ("target", target)],
-            2.0,
-        ));
-        v.push(Expected::new(
-            TRANSITIONS,
-            &[("kind", "expired"), ("namespace", ns), ("target", target)],
-            1.0,
-        ));
-    }
-    v
-}
-
-/// Whether the exporter counts expiry takeovers (it watches keyspace notifications).
-pub(crate) fn watches_takeovers(text: &str) -> bool {
-    exposition::samples(text).any(|s| s.name == "lockwatch_lock_expiry_takeovers_total")
-}
-
-/// How each expected counter moved from `before` to `now`.
-pub(crate) fn checks(expected: &[Expected], before: &str, now: &str) -> Vec<CounterCheck> {
-    expected
-        .iter()
-        .map(|e| {
-            let moved = e.value_in(now) - e.value_in(before);
-            CounterCheck {
-                series: e.series(),
-                expected: e.by,
-                moved,
-                ok: (moved - e.by).abs() < 1e-9,
-            }
-        })
-        .collect()
 }
 
 impl Probes {
@@ -148,13 +70,79 @@ impl Probes {
             .ok()
     }
 
+    /// Judge the scenario's moves: by the history of the run's lock `key` on `target` from
+    /// `from_ms` (wall clock) to now, polled until it holds every expected move or
+    /// [`COUNTER_WAIT`] passed, then `/metrics` read for what the namespace counters moved
+    /// beside it; or, where the exporter keeps no per-key events, by the namespace counters
+    /// alone. The checks, and how they were judged in a sentence.
+    pub(crate) async fn judge(
+        &self,
+        expected: &[Expected],
+        before: &str,
+        (key, target): (&str, &str),
+        from_ms: i64,
+    ) -> (Vec<CounterCheck>, String) {
+        let deadline = Instant::now() + COUNTER_WAIT;
+        loop {
+            let history = self.history(key, target).await;
+            let window = Window {
+                from_ms: from_ms - CLOCK_SLACK_MS,
+                to_ms: crate::locks::recent::wall_ms() + CLOCK_SLACK_MS,
+            };
+            let why = match &history {
+                Ok(h) if h.events.is_some() => {
+                    if h.complete(expected, window) || Instant::now() > deadline {
+                        let now = self.scrape().await.unwrap_or_default();
+                        if let Some(checks) = expect::keyed_checks(expected, h, window, (before, &now)) {
+                            let other: f64 = checks.iter().filter_map(|c| c.other).sum();
+                            return (checks, keyed_words(key, other));
+                        }
+                    }
+                    None
+                }
+                Ok(_) => {
+                    Some("the exporter keeps no per-key lock events (a lockwatch older than this one)".to_string())
+                }
+                Err(e) => Some(format!("the history of the run's key could not be read ({e})")),
+            };
+            if let Some(why) = why {
+                let checks = self.counters(expected, before).await;
+                return (
+                    checks,
+                    format!(
+                        "judged by the namespace counters: {why}; other traffic in the namespace, if any, moves them too"
+                    ),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// `/api/v1/locks/history?key=K&target=T` of the exporter.
+    async fn history(&self, key: &str, target: &str) -> Result<KeyHistory, String> {
+        let url = self.exporter.as_deref().ok_or("no --exporter")?;
+        let resp = self
+            .http
+            .get(format!("{}/api/v1/locks/history", url.trim_end_matches('/')))
+            .query(&[("key", key), ("target", target)])
+            .send()
+            .await
+            .map_err(|e| format!("no answer: {e}"))?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let body = resp.text().await.unwrap_or_default();
+            return Err(format!("{status}: {}", body.trim()));
+        }
+        resp.json().await.map_err(|e| format!("bad answer: {e}"))
+    }
+
     /// Poll the exporter until every expected counter moved from `before` by its amount,
     /// or [`COUNTER_WAIT`] passed: the last reading.
-    pub(crate) async fn counters(&self, expected: &[Expected], before: &str) -> Vec<CounterCheck> {
+    async fn counters(&self, expected: &[Expected], before: &str) -> Vec<CounterCheck> {
         let deadline = Instant::now() + COUNTER_WAIT;
         loop {
             let now = self.scrape().await.unwrap_or_default();
-            let found = checks(expected, before, &now);
+            let found = expect::checks(expected, before, &now);
             if found.iter().all(|c| c.ok) || Instant::now() > deadline {
                 return found;
             }
@@ -197,41 +185,5 @@ impl Probes {
         out.sort();
         out.dedup();
         Ok(out)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn series_read_as_the_exposition_prints_them() {
-        let e = expected_moves("drill", "staging", true);
-        let series: Vec<String> = e.iter().map(Expected::series).collect();
-        assert_eq!(
-            series[0],
-            r#"lockwatch_lock_events_total{namespace="drill",op="renew",outcome="not_owned"}"#
-        );
-        assert_eq!(
-            series[4],
-            r#"lockwatch_lock_transitions_total{kind="acquired",namespace="drill",target="staging"}"#
-        );
-        assert_eq!(expected_moves("drill", "staging", false).len(), 3);
-    }
-
-    #[test]
-    fn counters_move_from_before_to_now() {
-        let before = "# TYPE lockwatch_lock_events_total counter\n\
-            lockwatch_lock_events_total{namespace=\"drill\",op=\"renew\",outcome=\"not_owned\"} 2\n\
-            lockwatch_lock_expiry_takeovers_total{namespace=\"drill\",target=\"staging\"} 0\n";
-        let now = "lockwatch_lock_events_total{namespace=\"drill\",op=\"renew\",outcome=\"not_owned\"} 3\n\
-            lockwatch_lock_events_total{namespace=\"drill\",op=\"release\",outcome=\"not_owned\"} 2\n\
-            lockwatch_lock_events_total{namespace=\"other\",op=\"write\",outcome=\"stale_fence\"} 1\n";
-        assert!(watches_takeovers(before));
-        assert!(!watches_takeovers(now));
-        let c = checks(&expected_moves("drill", "staging", false), before, now);
-        let moved: Vec<(f64, bool)> = c.iter().map(|c| (c.moved, c.ok)).collect();
-        // renew moved by one; release by two (a deviation); write not at all in "drill".
-        assert_eq!(moved, [(1.0, true), (2.0, false), (0.0, false)]);
     }
 }

@@ -22,12 +22,47 @@ pub struct Step {
     pub consequence: Option<String>,
 }
 
+/// One series the scenario must move. `moved` is how much the namespace-wide series moved
+/// over the run; `ok` is judged on the drill's own share (`drill`, from the run's lock key)
+/// when the exporter keeps per-key events, else on `moved`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CounterCheck {
     pub series: String,
     pub expected: f64,
     pub moved: f64,
     pub ok: bool,
+    pub judged_by: Judged,
+    /// Of `moved`, the drill's own: what the run's lock key's history holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drill: Option<f64>,
+    /// The rest of `moved`: other traffic in the namespace, not attributed to the drill.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other: Option<f64>,
+}
+
+/// What a counter check was judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Judged {
+    /// The run's lock key's transitions and lock events in the exporter's history.
+    Key,
+    /// The namespace-wide counter (an exporter without per-key events).
+    Namespace,
+}
+
+impl CounterCheck {
+    /// How it moved, in words: `moved by N` and, judged by the key, the drill's share and
+    /// the rest.
+    pub fn words(&self) -> String {
+        match (self.drill, self.other) {
+            (Some(d), Some(o)) if o != 0.0 => format!(
+                "moved by {}: {d} the drill's (expected {}), {o} other traffic in the namespace, not attributed to the drill",
+                self.moved, self.expected
+            ),
+            (Some(d), _) => format!("moved by {}: {d} the drill's (expected {})", self.moved, self.expected),
+            _ => format!("moved by {} (expected {})", self.moved, self.expected),
+        }
+    }
 }
 
 /// Who an event of the timeline belongs to.
@@ -112,6 +147,9 @@ pub struct Report {
     /// The first cycle's moments, in the order they happened.
     pub events: Vec<Event>,
     pub counters: Vec<CounterCheck>,
+    /// How the counters were judged, in a sentence (by the run's key, or by the namespace
+    /// counters and why); empty when they were not checked.
+    pub attribution: String,
     pub alerts: Vec<(String, String)>,
     pub cycles: Option<SustainSummary>,
     pub rollback: Vec<String>,
@@ -183,14 +221,10 @@ impl Report {
             }
         }
         for c in &self.counters {
-            let _ = writeln!(
-                o,
-                "  {} {} moved by {} (expected {})",
-                if c.ok { "✓" } else { "✗" },
-                c.series,
-                c.moved,
-                c.expected
-            );
+            let _ = writeln!(o, "  {} {} {}", if c.ok { "✓" } else { "✗" }, c.series, c.words());
+        }
+        if !self.attribution.is_empty() {
+            let _ = writeln!(o, "  ({})", self.attribution);
         }
         o
     }
@@ -247,15 +281,19 @@ impl Report {
         if !self.counters.is_empty() {
             let _ = writeln!(
                 o,
-                "\n## What lockwatch counted\n\n| series | expected | moved | |\n|---|---|---|---|"
+                "\n## What lockwatch counted\n\n{}\n\n| series | expected | moved | the drill's | other traffic, not attributed to the drill | |\n|---|---|---|---|---|---|",
+                self.attribution
             );
+            let opt = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("+{v}"));
             for c in &self.counters {
                 let _ = writeln!(
                     o,
-                    "| `{}` | +{} | +{} | {} |",
+                    "| `{}` | +{} | +{} | {} | {} | {} |",
                     c.series,
                     c.expected,
                     c.moved,
+                    opt(c.drill),
+                    opt(c.other),
                     if c.ok { "✓" } else { "✗" }
                 );
             }

@@ -9,12 +9,13 @@ use redis::aio::MultiplexedConnection;
 
 use super::Options;
 use super::cycle;
+use super::expect;
 use super::lease::{self, Lease};
 use super::narrator::{Narrator, Progress, Said};
 use super::plan::Plan;
-use super::probes::{self, Probes};
+use super::probes::Probes;
 use super::proxy::Proxy;
-use super::report::{Event, Lane, Period, Report, Step, SustainSummary};
+use super::report::{Event, Judged, Lane, Period, Report, Step, SustainSummary};
 use super::worker::{Worker, WorkerError};
 use crate::access::scripts::LockScripts;
 
@@ -33,6 +34,8 @@ pub(crate) struct Session<'a> {
     pub(crate) proxy: Option<Proxy>,
     pub(crate) report: Report,
     pub(crate) started: Instant,
+    /// The start as wall-clock ms: the run's window in the exporter's history begins here.
+    pub(crate) started_ms: i64,
     /// Every key the run created, for the rollback.
     pub(crate) created: Vec<String>,
     /// Keeps the run's fencing counters and resources alive while it runs, no longer.
@@ -65,6 +68,7 @@ impl<'a> Session<'a> {
             proxy: None,
             report,
             started: Instant::now(),
+            started_ms: crate::locks::recent::wall_ms(),
             created: Vec::new(),
             probes: Probes::new(opts.exporter.clone(), opts.prometheus.clone()),
             recording: false,
@@ -138,21 +142,38 @@ impl<'a> Session<'a> {
 /// Worker A, the narrated cycle, the counters, sustained cycles and the alert states.
 pub(crate) async fn scenario(s: &mut Session<'_>, narrator: &mut dyn Narrator) -> Result<(), WorkerError> {
     let before = s.probes.scrape().await;
-    let watched = before.as_deref().is_some_and(probes::watches_takeovers);
+    let watched = before.as_deref().is_some_and(expect::watches_takeovers);
     s.worker = Some(start_worker(s).await?);
     cycle::run(s, narrator, 1, true).await?;
     if let Some(before) = before {
-        let expected = probes::expected_moves(&s.plan.ns.name, &s.plan.target.name, watched);
-        let checks = s.probes.counters(&expected, &before).await;
+        let expected = expect::expected_moves(&s.plan.ns.name, &s.plan.target.name, watched);
+        let key = s.plan.keys(1).lock;
+        let target = (key.as_str(), s.plan.target.name.as_str());
+        let (checks, attribution) = s.probes.judge(&expected, &before, target, s.started_ms).await;
         narrator.say(Said::Counters {
             checks: &checks,
             watched,
         });
         let moved = checks.iter().filter(|c| c.ok).count();
-        let what = format!("{moved} of {} counters moved as expected", checks.len());
+        let other: f64 = checks.iter().filter_map(|c| c.other).sum();
+        let what = match checks.first().map(|c| c.judged_by) {
+            Some(Judged::Key) if other != 0.0 => format!(
+                "{moved} of {} counters moved as expected for the run's key; {other} more from other traffic",
+                checks.len()
+            ),
+            Some(Judged::Key) => format!(
+                "{moved} of {} counters moved as expected for the run's key",
+                checks.len()
+            ),
+            _ => format!(
+                "{moved} of {} counters moved as expected (namespace counters)",
+                checks.len()
+            ),
+        };
         let event = Event::at(s.at_ms(), Lane::Lockwatch, what, moved == checks.len());
         s.report.events.push(event);
         s.report.counters = checks;
+        s.report.attribution = attribution;
     }
     if let Some(d) = s.opts.sustain {
         sustain(s, narrator, d).await?;

@@ -39,11 +39,14 @@ pub(crate) enum Request {
         token: String,
     },
     /// A compare-token write to the fenced resource (which, written, expires after `lease_ms`).
+    /// `lock`: the lock whose fencing token it carries, named in the refusal it reports.
     Write {
         resource: String,
         fence: i64,
         value: String,
         lease_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lock: Option<String>,
     },
 }
 
@@ -99,6 +102,7 @@ pub(crate) async fn perform(
             fence,
             value,
             lease_ms,
+            ..
         } => {
             let lease = Some(Duration::from_millis(*lease_ms));
             scripts.fenced_write(c, resource, *fence, value, lease).await?
@@ -158,7 +162,7 @@ pub(crate) async fn serve(
                             Request::Acquire { key, .. }
                             | Request::Renew { key, .. }
                             | Request::Release { key, .. } => Some(key.as_str()),
-                            Request::Write { .. } => None,
+                            Request::Write { lock, .. } => lock.as_deref(),
                         };
                         let event =
                             serde_json::json!({"namespace": namespace, "op": op, "outcome": outcome, "key": key});

@@ -1,5 +1,6 @@
 //! `GET /api/v1/locks` (the held locks, from the lock tables' view) and
-//! `GET /api/v1/locks/history` (a key's recent lifecycle, from the watchers), as JSON.
+//! `GET /api/v1/locks/history` (a key's recent lifecycle, from the watchers, and the lock
+//! events that named it, from the intake's ring), as JSON.
 //!
 //! Owner tokens are capabilities (whoever knows one can release the lock with the
 //! compare-and-delete script), so they are redacted unless `server.show_owners` is on;
@@ -89,6 +90,9 @@ pub(crate) struct HistoryResponse {
     namespace: String,
     /// Oldest first, all watched targets together.
     transitions: Vec<TransitionView>,
+    /// Lock events from logs and pushes that named exactly this key, oldest first (of
+    /// every target: logs do not say which).
+    events: Vec<EventView>,
     /// Targets whose lifecycle is not watched (notifications off), if any were asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unwatched_targets: Vec<String>,
@@ -104,15 +108,46 @@ pub(crate) struct TransitionView {
     pub(super) takeover: bool,
 }
 
+#[derive(Serialize)]
+pub(crate) struct EventView {
+    pub(super) at: String,
+    pub(super) at_ms: i64,
+    pub(super) op: &'static str,
+    pub(super) outcome: &'static str,
+    /// The `source` label value that counted it: a `[[logs]]` name, `push`, `otlp`, …
+    pub(super) source: String,
+}
+
+/// RFC 3339 with milliseconds, UTC.
+fn rfc3339(at_ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// The lock events kept that named `key`, oldest first.
+pub(super) fn events(s: &AppState, key: &str) -> Vec<EventView> {
+    s.intake
+        .keyed()
+        .of(key)
+        .into_iter()
+        .map(|e| EventView {
+            at: rfc3339(e.at_ms),
+            at_ms: e.at_ms,
+            op: e.op.as_str(),
+            outcome: e.outcome.as_str(),
+            source: e.source.to_string(),
+        })
+        .collect()
+}
+
 /// `key`'s transitions in the history of every watched target `wanted` accepts, oldest first.
 pub(super) fn transitions(s: &AppState, key: &[u8], wanted: impl Fn(&str) -> bool) -> Vec<TransitionView> {
     let mut transitions = Vec::new();
     for lc in s.lifecycles.iter().filter(|l| wanted(&l.target)) {
         for r in lc.history().of(key) {
-            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(r.at_ms).unwrap_or(0));
             transitions.push(TransitionView {
                 target: lc.target.clone(),
-                at: humantime::format_rfc3339_millis(at).to_string(),
+                at: rfc3339(r.at_ms),
                 at_ms: r.at_ms,
                 kind: r.kind.as_str(),
                 owner_hash: r.owner().map(|o| format!("{o:016x}")),
@@ -157,6 +192,7 @@ pub(crate) async fn history(
     }
     let wanted = |name: &str| q.target.as_deref().is_none_or(|t| t == name);
     let transitions = transitions(&s, key.as_bytes(), wanted);
+    let events = events(&s, &key);
     let unwatched_targets = s
         .config
         .targets
@@ -168,6 +204,7 @@ pub(crate) async fn history(
         key,
         namespace: ns.name.clone(),
         transitions,
+        events,
         unwatched_targets,
     })
     .into_response())

@@ -1,7 +1,8 @@
 //! `GET /locks/<namespace>?key=K`: one key's page — its lifecycle from the watchers' history
 //! drawn as a timeline (holds per owner hash, expiries and takeovers marked), and where it
-//! is held now: owner (redacted unless `show_owners`), TTL left, fence. `&format=json` gives
-//! the same as JSON with the page's body, which the page's script polls. Links are relative.
+//! is held now: owner (redacted unless `show_owners`), TTL left, fence; and the lock events
+//! from logs and pushes that named it. `&format=json` gives the same as JSON with the page's
+//! body, which the page's script polls. Links are relative.
 
 use std::fmt::Write;
 
@@ -11,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::api::{self, TransitionView};
+use super::api::{self, EventView, TransitionView};
 use super::charts::{self, esc};
 use super::{AppState, HttpError, gate, status_page};
 use crate::locks::recent::wall_ms;
@@ -37,6 +38,7 @@ struct KeyStatus {
     /// Where the key is held now, one entry per target holding it.
     held: Vec<LockView>,
     transitions: Vec<TransitionView>,
+    events: Vec<EventView>,
     /// The page's body as shown.
     html: String,
 }
@@ -107,14 +109,40 @@ pub(crate) async fn page(
 fn key_status(s: &AppState, namespace: String, key: String) -> KeyStatus {
     let held = view::one_lock(&s.targets, &namespace, key.as_bytes(), s.config.server.show_owners);
     let transitions = api::transitions(s, key.as_bytes(), |_| true);
-    let html = body(&held, &transitions, !s.lifecycles.is_empty());
+    let events = api::events(s, &key);
+    let mut html = body(&held, &transitions, !s.lifecycles.is_empty());
+    event_table(&mut html, &events);
     KeyStatus {
         namespace,
         key,
         held,
         transitions,
+        events,
         html,
     }
+}
+
+/// The lock events that named the key, newest first.
+fn event_table(h: &mut String, events: &[EventView]) {
+    h.push_str("<h2>lock events from logs and pushes</h2>");
+    if events.is_empty() {
+        h.push_str(r#"<p class="quiet">none kept for this key</p>"#);
+        return;
+    }
+    h.push_str(
+        r#"<div class="scroll"><table class="events"><tr><th>time</th><th>op</th><th>outcome</th><th>source</th></tr>"#,
+    );
+    for e in events.iter().rev() {
+        let _ = write!(
+            h,
+            r#"<tr data-op="{op}" data-outcome="{outcome}"><td>{at}</td><td>{op}</td><td>{outcome}</td><td>{source}</td></tr>"#,
+            at = esc(&e.at),
+            op = e.op,
+            outcome = e.outcome,
+            source = esc(&e.source),
+        );
+    }
+    h.push_str("</table></div>");
 }
 
 fn body(held: &[LockView], transitions: &[TransitionView], watched: bool) -> String {

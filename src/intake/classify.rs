@@ -39,6 +39,9 @@ pub enum Verdict {
         outcome: Outcome,
         /// Which rule decided: `rule[N]` or the built-in signal that matched.
         by: String,
+        /// The lock key the record named (a key field, or a word of its text) when one
+        /// matches a namespace's pattern, cut to 256 bytes.
+        key: Option<Box<str>>,
     },
     Ignored(&'static str),
     Malformed(&'static str),
@@ -201,11 +204,13 @@ impl Classifier {
     fn decide(&self, rule: Option<usize>, f: &Fields<'_>, t: &Text) -> Verdict {
         if let Some(i) = rule {
             let r = &self.rules[i];
+            let (namespace, key) = self.place(f, t);
             return Verdict::Event {
-                namespace: r.namespace.or_else(|| self.namespace_of(f, t)),
+                namespace: r.namespace.or(namespace),
                 op: r.op,
                 outcome: r.outcome,
                 by: format!("rule[{i}]"),
+                key,
             };
         }
         self.builtin(f, t)
@@ -280,33 +285,49 @@ impl Classifier {
             Said::Quorum | Said::Held => format!("built-in: \"{signal}\" (another holder: {})", outcome.as_str()),
             _ => format!("built-in: \"{signal}\""),
         };
+        let (namespace, key) = self.place(f, t);
         Verdict::Event {
-            namespace: self.namespace_of(f, t),
+            namespace,
             op,
             outcome,
             by: signal,
+            key,
         }
     }
 
-    /// Explicit field, else a lock key (field or word) by pattern, else a phrase, else unknown.
-    fn namespace_of(&self, f: &Fields<'_>, t: &Text) -> Option<usize> {
-        if let Some(ns) = &f.namespace {
+    /// An event's namespace and the key it named. Namespace: explicit field, else the
+    /// named key's, else a phrase, else unknown. Key: a key field, else the first word of
+    /// the text, matching a namespace's pattern. Read only for events.
+    fn place(&self, f: &Fields<'_>, t: &Text) -> (Option<usize>, Option<Box<str>>) {
+        let named = self.named_key(f, t);
+        let namespace = match (&f.namespace, named) {
             // Only configured names become labels; anything else is `unknown`.
-            return self.namespace_index(ns);
+            (Some(ns), _) => self.namespace_index(ns),
+            (None, Some((i, _))) => Some(i),
+            (None, None) => self.namespace_of_phrase(t),
+        };
+        (namespace, named.map(|(_, k)| super::keyed::cut(k).into()))
+    }
+
+    /// The lock key a record names (field or word) and its namespace, by pattern.
+    fn named_key<'t>(&self, f: &'t Fields<'_>, t: &'t Text) -> Option<(usize, &'t str)> {
+        if let Some(k) = f.key.as_deref()
+            && let Some(i) = self.namespace_of_key(k)
+        {
+            return Some((i, k));
         }
-        let by_key = |k: &str| self.namespace_of_key(k);
-        if let Some(i) = f.key.as_deref().and_then(by_key) {
-            return Some(i);
-        }
-        for w in t.text.split(is_separator) {
+        t.text.split(is_separator).find_map(|w| {
             let w = w.trim_matches(|c: char| matches!(c, ':' | '.' | ',' | ';' | '\'' | '"'));
-            if w.len() > 2
-                && w.contains(':')
-                && let Some(i) = by_key(w)
-            {
-                return Some(i);
+            if w.len() > 2 && w.contains(':') {
+                self.namespace_of_key(w).map(|i| (i, w))
+            } else {
+                None
             }
-        }
+        })
+    }
+
+    /// The namespace whose `log_phrases` appears first in the text.
+    fn namespace_of_phrase(&self, t: &Text) -> Option<usize> {
         self.namespaces
             .iter()
             .enumerate()

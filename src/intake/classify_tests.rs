@@ -117,3 +117,38 @@ fn stacks_inside_fields_keep_working() {
     let pino = r#"{"level":50,"msg":"lock extend failed","err":{"type":"ExecutionError","message":"Cannot extend an already-expired lock.","stack":"ExecutionError: Cannot extend an already-expired lock.\n    at Redlock.extend (index.js:191:19)"}}"#;
     assert_eq!(event(&c, pino), Some((Op::Renew, Outcome::NotOwned)));
 }
+
+fn key_of(c: &Classifier, record: &str) -> Option<(Option<usize>, Option<String>)> {
+    match c.classify(record.as_bytes(), LogFormat::Auto) {
+        Verdict::Event { namespace, key, .. } => Some((namespace, key.map(String::from))),
+        _ => None,
+    }
+}
+
+#[test]
+fn an_event_carries_the_key_it_named_and_nothing_else_does() {
+    let c = classifier();
+    let k = |s: &str| Some(s.to_string());
+    // A key field, in JSON and in logfmt.
+    let json = r#"{"msg":"lock release failed: not owned","key":"payout:batch:lock:7"}"#;
+    assert_eq!(key_of(&c, json), Some((Some(3), k("payout:batch:lock:7"))));
+    let logfmt = r#"level=error msg="lock renew failed: lock not owned" lock_key=cordum:approval:lock:9"#;
+    assert_eq!(key_of(&c, logfmt), Some((Some(1), k("cordum:approval:lock:9"))));
+    // A word of the text.
+    let text = "ERROR release of lock 'payout:batch:lock:42' failed: lock not owned";
+    assert_eq!(key_of(&c, text), Some((Some(3), k("payout:batch:lock:42"))));
+    // An explicit namespace keeps its say; the key named is still carried.
+    let both = r#"{"msg":"lock release failed: not owned","namespace":"approval","key":"payout:batch:lock:1"}"#;
+    assert_eq!(key_of(&c, both), Some((Some(1), k("payout:batch:lock:1"))));
+    // A key field matching no pattern is no key; a word that does is.
+    let other = r#"{"msg":"lock release of payout:batch:lock:5 failed: not owned","key":"cache:x"}"#;
+    assert_eq!(key_of(&c, other), Some((Some(3), k("payout:batch:lock:5"))));
+    // No key named: none carried.
+    assert_eq!(key_of(&c, "lock release failed: lock not owned"), Some((None, None)));
+    // An ordinary line is no event at all.
+    assert_eq!(key_of(&c, "GET /payout:batch:lock:1 200"), None);
+    // Keys are cut to 256 bytes.
+    let long = format!("payout:batch:lock:{}", "x".repeat(400));
+    let v = key_of(&c, &format!("lock release failed: lock not owned key={long}"));
+    assert_eq!(v, Some((Some(3), k(&long[..256]))));
+}

@@ -2,10 +2,15 @@
 //! line) and `flush`es into the pre-resolved Prometheus counters of one source.
 //!
 //! Counters are resolved once from the config, so a line costs no label lookup and no
-//! label value can come from the input.
+//! label value can come from the input. Events that named a key are also kept, apart from
+//! the counters, in the intake's ring of keyed events (`keyed`), never as a label.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
 
 use prometheus::IntCounter;
 
+use super::keyed::{self, KeyedEvents, Pending};
 use super::metrics::IntakeMetrics;
 use super::records::Piece;
 use super::{Classifier, Verdict};
@@ -26,6 +31,9 @@ pub struct Counters {
     events: Vec<IntCounter>,
     lines: [IntCounter; 3],
     recent: super::recent::RecentFailures,
+    /// The `source` label value, as the keyed events record it.
+    source: Arc<str>,
+    keyed: KeyedEvents,
 }
 
 impl Counters {
@@ -49,6 +57,8 @@ impl Counters {
             events,
             lines: LineResult::ALL.map(line),
             recent: metrics.recent.clone(),
+            source: source.into(),
+            keyed: metrics.keyed.clone(),
         }
     }
 
@@ -57,8 +67,10 @@ impl Counters {
         Tally::new(self.namespaces)
     }
 
-    /// Add `tally` to the counters and zero it; its failures into the last hour.
+    /// Add `tally` to the counters and zero it; its failures into the last hour, its keyed
+    /// events into the intake's ring, at this moment.
     pub fn flush(&self, tally: &mut Tally) {
+        let keyed = std::mem::take(&mut tally.keyed);
         for (ns, counts) in tally.events.chunks(PER_NAMESPACE).enumerate() {
             let failed: u64 = counts
                 .iter()
@@ -71,10 +83,16 @@ impl Counters {
             }
         }
         self.restore(tally);
+        // After the counters: whoever reads the ring then `/metrics` sees them counted.
+        if !keyed.is_empty() {
+            self.keyed.record(crate::locks::recent::wall_ms(), &self.source, keyed);
+        }
     }
 
-    /// Add saved counts (`tally`) to the counters and zero it: not failures of now.
+    /// Add saved counts (`tally`) to the counters and zero it: not failures of now, nor
+    /// events of now (any keyed ones are dropped).
     pub fn restore(&self, tally: &mut Tally) {
+        tally.keyed.clear();
         if tally.is_empty() {
             return;
         }
@@ -98,6 +116,8 @@ pub struct Tally {
     events: Vec<u64>,
     /// By `LineResult`: matched, ignored, malformed.
     pub lines: [u64; 3],
+    /// The events that named a key, in order; the last [`keyed::CAP`] (the ring keeps no more).
+    keyed: VecDeque<Pending>,
 }
 
 impl Tally {
@@ -106,6 +126,7 @@ impl Tally {
             namespaces,
             events: vec![0; (namespaces + 1) * PER_NAMESPACE],
             lines: [0; 3],
+            keyed: VecDeque::new(),
         }
     }
 
@@ -119,10 +140,17 @@ impl Tally {
     pub fn record(&mut self, verdict: &Verdict, lines: u64) {
         let result = match verdict {
             Verdict::Event {
-                namespace, op, outcome, ..
+                namespace,
+                op,
+                outcome,
+                key,
+                ..
             } => {
                 let ns = namespace.filter(|i| *i < self.namespaces);
                 self.events[slot(self.namespaces, ns, *op, *outcome)] += 1;
+                if let Some(key) = key {
+                    self.keep(Pending::new(key, ns, *op, *outcome));
+                }
                 LineResult::Matched
             }
             Verdict::Ignored(_) => LineResult::Ignored,
@@ -141,6 +169,27 @@ impl Tally {
         let ns = ns.filter(|i| *i < self.namespaces);
         self.events[slot(self.namespaces, ns, op, outcome)] += 1;
         self.lines[LineResult::Matched as usize] += 1;
+    }
+
+    /// Count one lock event (a matched line) that named `key`.
+    pub fn keyed_event(&mut self, ns: Option<usize>, op: Op, outcome: Outcome, key: &str) {
+        self.event(ns, op, outcome);
+        let ns = ns.filter(|i| *i < self.namespaces);
+        self.keep(Pending::new(key, ns, op, outcome));
+    }
+
+    /// Keep a keyed event for the ring; past [`keyed::CAP`] the oldest go, as they would there.
+    fn keep(&mut self, e: Pending) {
+        if self.keyed.len() >= keyed::CAP {
+            self.keyed.pop_front();
+        }
+        self.keyed.push_back(e);
+    }
+
+    /// The keyed events not yet recorded, oldest first.
+    #[cfg(test)]
+    pub(crate) fn keyed(&self) -> impl Iterator<Item = &Pending> {
+        self.keyed.iter()
     }
 
     /// Add `n` events of one series, without their lines (restoring saved counts).
@@ -162,7 +211,16 @@ impl Tally {
         self.total() == 0
     }
 
-    /// Add another tally of the same shape.
+    /// Add another tally of the same shape, its keyed events taken after this one's.
+    pub fn absorb(&mut self, mut other: Tally) {
+        self.add(&other);
+        for e in other.keyed.drain(..) {
+            self.keep(e);
+        }
+    }
+
+    /// Add the counts of another tally of the same shape (not its keyed events: a running
+    /// total of counts keeps none).
     pub fn add(&mut self, other: &Tally) {
         for (a, b) in self.events.iter_mut().zip(&other.events) {
             *a += b;
@@ -204,6 +262,7 @@ mod tests {
             op: Op::Release,
             outcome: Outcome::NotOwned,
             by: String::new(),
+            key: None,
         };
         t.record(&traceback, 9);
         let got: Vec<_> = t.events().collect();
@@ -219,5 +278,44 @@ mod tests {
         // One event for the 9-line record; its lines all count as matched.
         assert_eq!(t.lines, [12, 1, 1]);
         assert_eq!(t.total(), 14);
+    }
+
+    #[test]
+    fn keyed_events_follow_what_the_counters_count_and_restored_counts_are_none() {
+        let cfg = crate::config::Config::from_toml(
+            "[[target]]\nname = \"m\"\nurl = \"redis://127.0.0.1:1/0\"\n\
+             [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n",
+            "t.toml",
+            std::path::Path::new("."),
+            &Default::default(),
+        )
+        .unwrap();
+        let metrics = IntakeMetrics::register(&crate::metrics::Registry::new().unwrap(), &cfg).unwrap();
+        let counters = Counters::new(&metrics, &["wf".to_string()], "app");
+        let mut t = counters.tally();
+        t.keyed_event(Some(0), Op::Renew, Outcome::NotOwned, "wf:lock:1");
+        t.event(Some(0), Op::Renew, Outcome::NotOwned);
+        let mut more = counters.tally();
+        more.keyed_event(None, Op::Release, Outcome::NotOwned, "wf:lock:1");
+        t.absorb(more);
+        assert_eq!(t.keyed().count(), 2);
+        counters.flush(&mut t);
+        assert_eq!(t.keyed().count(), 0);
+        let kept = metrics.keyed().of("wf:lock:1");
+        let seen: Vec<_> = kept.iter().map(|e| (e.namespace, e.op, &*e.source)).collect();
+        assert_eq!(seen, [(Some(0), Op::Renew, "app"), (None, Op::Release, "app")]);
+        assert_eq!(metrics.events("wf", Op::Renew, Outcome::NotOwned), 2);
+        // Saved counts restored at start are not events of now.
+        let mut saved = counters.tally();
+        saved.keyed_event(Some(0), Op::Write, Outcome::StaleFence, "wf:lock:2");
+        counters.restore(&mut saved);
+        assert!(metrics.keyed().of("wf:lock:2").is_empty());
+        // A tally keeps no more than the ring would.
+        let mut big = counters.tally();
+        for i in 0..keyed::CAP + 10 {
+            big.keyed_event(Some(0), Op::Acquire, Outcome::Busy, &format!("wf:lock:{i}"));
+        }
+        assert_eq!(big.keyed().count(), keyed::CAP);
+        assert_eq!(big.keyed().next().map(|e| &*e.key), Some("wf:lock:10"));
     }
 }

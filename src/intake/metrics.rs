@@ -1,7 +1,8 @@
 //! The intake's metric families — `lockwatch_lock_events_total`, `lockwatch_log_lines_total`,
 //! `lockwatch_log_files`, `lockwatch_log_pushes_refused_total` — registered and pre-exported
 //! from the config, and read back for the status page. Sources count through `Counters`
-//! resolved from here; a refused push through `refused`.
+//! resolved from here; a refused push through `refused`. Beside them, not as metrics: the
+//! last hour's failures (`recent`) and the latest keyed events (`keyed`).
 
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec};
 
@@ -23,6 +24,8 @@ pub struct IntakeMetrics {
     pushes_refused_total: IntCounterVec,
     /// Lock failures of the last hour and their bursts, for the status page.
     pub(crate) recent: super::recent::RecentFailures,
+    /// The latest lock events that named a key, for the history API.
+    pub(crate) keyed: super::keyed::KeyedEvents,
 }
 
 impl IntakeMetrics {
@@ -50,6 +53,7 @@ impl IntakeMetrics {
                 &["source", "reason"],
             )?,
             recent: super::recent::RecentFailures::new(config.namespaces.len()),
+            keyed: super::keyed::KeyedEvents::default(),
         };
         for source in PUSH_SOURCES {
             for reason in Refused::ALL {
@@ -122,5 +126,10 @@ impl IntakeMetrics {
     /// Lock failures of the last hour, per namespace, and their bursts.
     pub fn recent(&self) -> &super::recent::RecentFailures {
         &self.recent
+    }
+
+    /// The latest lock events that named a key.
+    pub fn keyed(&self) -> &super::keyed::KeyedEvents {
+        &self.keyed
     }
 }

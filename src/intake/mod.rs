@@ -4,7 +4,8 @@
 //! `lines` and `records` cut input into records (a line, or a line with its traceback);
 //! `fields` reads a record's first line (JSON, logfmt or text); `classify` turns a record
 //! into a lock event `{namespace, op, outcome}` with the words of `phrases`, or says why
-//! not; `count` adds verdicts up into the intake's own metrics (`metrics`).
+//! not; `count` adds verdicts up into the intake's own metrics (`metrics`), the events that
+//! named a key also into `keyed`, the ring the history API reads.
 //! `tail` follows `[[logs]]` files, `stdin` reads a pipe, `push` reads pushed event objects.
 //! Shippers' bodies: `decode` undoes their compression, `wire` declares their protobuf
 //! messages, `otlp`, `loki` and `plain` read them into a `batch` of records.
@@ -14,6 +15,7 @@ pub mod classify;
 pub(crate) mod count;
 pub(crate) mod decode;
 pub(crate) mod fields;
+pub(crate) mod keyed;
 pub mod lines;
 pub(crate) mod loki;
 pub(crate) mod metrics;

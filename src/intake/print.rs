@@ -71,6 +71,7 @@ pub(crate) fn run(
                 op,
                 outcome,
                 by,
+                ..
             } => {
                 t.events += 1;
                 writeln!(

@@ -35,6 +35,7 @@ pub(crate) struct Batch {
 /// Read NDJSON event objects `{"namespace","op","outcome","key"?,"ts"?}`, one per line
 /// (blank lines skipped, other fields ignored). Namespace: the field when configured (other
 /// names count as `unknown`), else the namespace whose pattern matches `key`, else `unknown`.
+/// An event with a `key` is also kept under that key (cut to 256 bytes) for the history API.
 pub(crate) fn events(body: &[u8], classifier: &Classifier) -> Result<Batch, BadLine> {
     let mut batch = Batch {
         tally: Tally::new(classifier.namespace_count()),
@@ -82,7 +83,10 @@ pub(crate) fn events(body: &[u8], classifier: &Classifier) -> Result<Batch, BadL
             }
             None => key.and_then(|k| classifier.namespace_of_key(k)),
         };
-        batch.tally.event(namespace, op, outcome);
+        match key {
+            Some(key) => batch.tally.keyed_event(namespace, op, outcome, key),
+            None => batch.tally.event(namespace, op, outcome),
+        }
     }
     Ok(batch)
 }

@@ -227,7 +227,7 @@ impl Tailer {
         self.totals.malformed += malformed;
         self.totals.lines += matched + ignored + malformed;
         let polled = std::mem::replace(&mut self.tally, self.counters.tally());
-        self.pending.add(&polled);
+        self.pending.absorb(polled);
         self.files_gauge.set(self.files.len() as i64);
         if self.store.is_none() {
             self.counters.flush(&mut self.pending);
