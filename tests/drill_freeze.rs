@@ -384,14 +384,30 @@ async fn freezing_the_worker_that_waits_is_not_exercised() {
 async fn on_a_live_namespace_other_holders_locks_and_refusals_are_not_the_worker_s() {
     // The worker swallows its loss; others' refusals in the namespace must not make it safe,
     // and their locks expiring while it is frozen are not its.
-    let mut r = run_with(&case("live-swallow", Lib::PythonRedisLock, "swallow", How::Pid), false, true).await;
+    let mut r = run_with(
+        &case("live-swallow", Lib::PythonRedisLock, "swallow", How::Pid),
+        false,
+        true,
+    )
+    .await;
     r.assert("unsafe", "carried_on_silently", 1);
     assert!(r.lost_job_paid(), "{}", r.workers.report());
-    let notes: Vec<&str> = r.report["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+    let notes: Vec<&str> = r.report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
     assert!(
-        notes.iter().any(|n| n.contains("lock:payout:noise-") && n.contains("another holder's")),
+        notes
+            .iter()
+            .any(|n| n.contains("lock:payout:noise-") && n.contains("another holder's")),
         "{notes:?}"
     );
     let counted = r.report["counted"].as_array().unwrap();
-    assert!(!counted.is_empty(), "the noise's refusals were counted for the namespace: {}", r.report);
+    assert!(
+        !counted.is_empty(),
+        "the noise's refusals were counted for the namespace: {}",
+        r.report
+    );
 }

@@ -236,8 +236,11 @@ fn by_witness(k: &KeySeen, held: &Held, witness: &[Command], w: &Window) -> Witn
             Sender::FrozenWorker { addr, .. } | Sender::Other { addr } => addr.clone(),
         }));
     }
-    match (known, others.is_empty()) {
-        (true, false) => {
+    let touched = witness
+        .iter()
+        .any(|c| c.key == k.key && matches!(c.by, Sender::FrozenWorker { .. }));
+    match (known, others.is_empty(), touched) {
+        (true, false, false) => {
             others.sort();
             others.dedup();
             Witnessed::Other(format!(
@@ -245,6 +248,9 @@ fn by_witness(k: &KeySeen, held: &Held, witness: &[Command], w: &Window) -> Witn
                 others.join(", ")
             ))
         }
+        (true, true, false) => Witnessed::Other(
+            "expired or stopped renewing while the worker was frozen, but the frozen worker's connections never sent a command on it (MONITOR, from before the freeze to the end): not attributed to it".into(),
+        ),
         _ => Witnessed::Unknown,
     }
 }

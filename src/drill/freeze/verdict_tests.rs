@@ -129,7 +129,10 @@ fn namespace_counts_stand_in_only_where_the_exporter_keeps_no_events_per_key() {
         by: 1,
     }];
     // An exporter with per-key events: the namespace's refusals are no evidence for this key.
-    assert_eq!(one(lock(vec![], vec![]), &counted, &[]).finding, Finding::CarriedOnSilently);
+    assert_eq!(
+        one(lock(vec![], vec![]), &counted, &[]).finding,
+        Finding::CarriedOnSilently
+    );
     let mut k = lock(vec![], vec![]);
     k.events = None;
     let v = one(k, &counted, &[]);
@@ -188,7 +191,11 @@ fn locks_renewed_released_or_not_held_during_the_freeze_are_someone_else_s() {
         transitions: vec![t(10_100, "acquired", "n", false), t(11_300, "expired", "n", false)],
         events: None,
     };
-    assert!(judge(&[renewed, released, later, just_after], &[], &[], &W).locks.is_empty());
+    assert!(
+        judge(&[renewed, released, later, just_after], &[], &[], &W)
+            .locks
+            .is_empty()
+    );
 }
 
 #[test]
@@ -233,10 +240,11 @@ fn the_witness_tells_the_worker_s_locks_from_another_holder_s() {
         j.locks[0].attributed_by
     );
     // Renewed from another client while the worker's connections are known: not its lock.
-    let theirs = [
+    let mut theirs = [
         cmd(9_010, "EVALSHA>pexpire", false, "127.0.0.1:6000"),
-        cmd(11_000, "PING", true, "127.0.0.1:5000"),
+        cmd(11_000, "GET", true, "127.0.0.1:5000"),
     ];
+    theirs[1].key = "lock:elsewhere".into();
     let j = judge(std::slice::from_ref(&silent), &[], &theirs, &W);
     assert!(j.locks.is_empty(), "{:?}", j.locks);
     assert!(
@@ -244,7 +252,23 @@ fn the_witness_tells_the_worker_s_locks_from_another_holder_s() {
         "{:?}",
         j.others
     );
-    // Nothing seen near its writes: the heuristic stands.
+    // Nothing seen near its writes, and the worker's connections never touched it: not its.
+    let unseen = [
+        cmd(1_000, "SET NX", false, "127.0.0.1:6000"),
+        cmd(500, "GET", true, "127.0.0.1:5000"),
+    ];
+    let mut elsewhere = unseen.clone();
+    elsewhere[1].key = "lock:elsewhere".into();
+    let j = judge(std::slice::from_ref(&silent), &[], &elsewhere, &W);
+    assert!(
+        j.locks.is_empty() && j.others[0].contains("never sent a command"),
+        "{:?}",
+        j.others
+    );
+    // …but touched by it (a read before the lead window's writes): the heuristic stands.
+    let j = judge(std::slice::from_ref(&silent), &[], &unseen, &W);
+    assert_eq!(j.locks.len(), 1);
+    // Without the witness's knowledge of the worker's connections: the heuristic stands.
     let j = judge(&[silent], &[], &[cmd(1_000, "SET NX", false, "127.0.0.1:6000")], &W);
     assert_eq!(j.locks.len(), 1);
 }
