@@ -75,7 +75,7 @@ impl Noise {
                     .arg(1200)
                     .query(&mut conn)
                     .unwrap();
-                if i % 4 == 0 {
+                if i.is_multiple_of(4) {
                     writeln!(
                         log,
                         r#"{{"level":"error","message":"lock release failed: LockNotOwnedError: Cannot release a lock that's no longer owned","key":"{key}"}}"#
