@@ -224,7 +224,7 @@ pub struct DrillArgs {
     #[arg(long, value_enum, default_value_t = DrillFormat::Text)]
     pub format: DrillFormat,
     /// Also write the report to this file: HTML for a name ending in .html or .htm (one
-    /// self-contained page with the timeline), else markdown (a drill record).
+    /// self-contained page with the timeline), text for .txt, else markdown (a drill record).
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// The application's release script (KEYS[1] lock, ARGV[1] token; 1 = released).

@@ -7,7 +7,7 @@
 //! redlock (`using`, automatic extension) that raise on the lost lock are **safe**; a worker
 //! that swallows the loss **carries on silently** (and pays twice); one that releases with a
 //! plain `DEL` **deletes the new owner's lock**; freezing the worker that waits is **not
-//! exercised**. The markdown records go to `target/test-artifacts/freeze-*.md`.
+//! exercised**. The text records go to `target/test-artifacts/freeze-*.txt`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -190,7 +190,7 @@ async fn run_with(case: &Case, freeze_the_waiter: bool, noisy: bool) -> Ran {
     if !case.hold.is_empty() {
         args.extend(["--for".into(), case.hold.into()]);
     }
-    let record = artifacts().join(format!("freeze-{}.md", case.name));
+    let record = artifacts().join(format!("freeze-{}.txt", case.name));
     args.extend(["--report".into(), record.display().to_string()]);
     let out = tokio::process::Command::new(BIN)
         .arg("drill")
@@ -321,7 +321,7 @@ async fn a_worker_that_swallows_the_loss_carries_on_silently() {
         "the drill said unsafe; the payout must show it\n{}",
         r.workers.report()
     );
-    let text = std::fs::read_to_string(artifacts().join("freeze-swallow.md")).unwrap();
+    let text = std::fs::read_to_string(artifacts().join("freeze-swallow.txt")).unwrap();
     assert!(
         text.contains("unsafe: carried on silently") && text.contains("double payout"),
         "{text}"

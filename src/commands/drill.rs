@@ -121,7 +121,7 @@ impl Record for drill::freeze::FreezeReport {
 }
 
 /// Print the report in `format` (a closed stdout is no error) and write the record to
-/// `path`: HTML for a name ending in `.html` / `.htm`, else markdown.
+/// `path`: HTML for a name ending in `.html` / `.htm`, text for `.txt`, else markdown.
 pub(super) fn output(report: &impl Record, format: DrillFormat, path: Option<&std::path::Path>) -> anyhow::Result<()> {
     let rendered = match format {
         DrillFormat::Text => report.text(),
@@ -132,11 +132,16 @@ pub(super) fn output(report: &impl Record, format: DrillFormat, path: Option<&st
     // A closed stdout (the terminal hung up) must not turn a rolled-back run into a panic.
     let _ = std::io::stdout().write_all(rendered.as_bytes());
     if let Some(path) = path {
-        let is_html = path
+        let ext = path
             .extension()
             .and_then(|e| e.to_str())
-            .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
-        let record = if is_html { report.html() } else { report.markdown() };
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let record = match ext.as_str() {
+            "html" | "htm" => report.html(),
+            "txt" | "text" => report.text(),
+            _ => report.markdown(),
+        };
         std::fs::write(path, record).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())

@@ -54,3 +54,45 @@ impl Drop for Armed {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+    use crate::drill::freeze::target::state_of;
+
+    fn stopped(pid: i32) -> bool {
+        matches!(state_of(pid), Some('T' | 't'))
+    }
+
+    #[test]
+    fn an_armed_target_is_thawed_by_a_panic_and_by_a_drop_but_not_once_disarmed() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let pid = child.id() as i32;
+        let f = Frozen::Pid(pid);
+        let hit = std::panic::catch_unwind(|| {
+            let _armed = Armed::arm(&f);
+            freezer::freeze(&f).unwrap_or_else(|e| panic!("{e}"));
+            assert!(stopped(pid));
+            panic!("a bug while the worker is frozen");
+        });
+        assert!(hit.is_err());
+        assert!(!stopped(pid), "a panic left the worker frozen");
+        {
+            let _armed = Armed::arm(&f);
+            freezer::freeze(&f).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert!(!stopped(pid), "an early return left the worker frozen");
+        let armed = Armed::arm(&f);
+        freezer::freeze(&f).unwrap_or_else(|e| panic!("{e}"));
+        armed.disarm();
+        assert!(stopped(pid), "disarmed: the drill thaws it itself");
+        freezer::thaw(&f).unwrap_or_else(|e| panic!("{e}"));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

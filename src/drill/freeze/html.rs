@@ -156,3 +156,73 @@ impl FreezeReport {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::report::{FreezeReport, Moment, Witness};
+    use super::super::seen::Window;
+    use super::super::verdict::{Finding, LockVerdict, Verdict};
+    use super::*;
+
+    fn report() -> FreezeReport {
+        let finding = Finding::DeletedNewOwnersLock;
+        let lock = LockVerdict {
+            key: "lock:<script>alert(1)</script>".into(),
+            verdict: finding.verdict(),
+            finding,
+            attributed_by: "held & expired".into(),
+            owner: Some("a".into()),
+            last_renewal_ms: Some(900),
+            expired_ms: Some(2_000),
+            taken_over_ms: Some(2_500),
+            new_owner: Some("b".into()),
+            deleted_ms: Some(6_500),
+            deleted_how: Some("DEL sent by the woken worker's connection".into()),
+            refusals: vec![],
+            consequence: finding.consequence(),
+            fix: finding.fix(),
+            notes: vec![],
+        };
+        let mut r = FreezeReport {
+            verdict: Verdict::Unsafe,
+            result: "unsafe".into(),
+            started_at: "2026-11-26T00:00:00Z".into(),
+            target: "staging".into(),
+            namespace: "payout".into(),
+            frozen: "pid:42".into(),
+            what: "process 42 (worker \"<x>\")".into(),
+            method: "SIGSTOP/SIGCONT".into(),
+            for_ms: 5_000,
+            observe_ms: 5_000,
+            window: Some(Window {
+                frozen_ms: 1_000,
+                thawed_ms: 6_000,
+                end_ms: 11_000,
+            }),
+            held_at_freeze: 1,
+            locks: vec![lock],
+            counted: vec![],
+            witness: Witness::default(),
+            timeline: Vec::<Moment>::new(),
+            alerts: vec![],
+            notes: vec![],
+            interrupted: false,
+        };
+        r.build_timeline();
+        r
+    }
+
+    #[test]
+    fn the_page_is_self_contained_and_escapes_what_the_run_saw() {
+        let r = report();
+        let page = r.html();
+        assert!(!page.contains("<script"), "unescaped");
+        assert!(page.contains("lock:&lt;script&gt;"));
+        assert!(!page.contains("http://") && !page.contains("https://") && !page.contains(" src="));
+        assert!(page.contains("<svg") && page.contains("unsafe: deleted the new owner"));
+        // The moments in time order, from before the freeze (the last renewal) to the end.
+        let at: Vec<i64> = r.timeline.iter().map(|m| m.at_ms).collect();
+        assert!(at.windows(2).all(|p| p[0] <= p[1]) && at[0] < 0, "{at:?}");
+        assert!(r.text().contains("UNSAFE") && r.markdown().contains("# Freeze drill: UNSAFE"));
+    }
+}
