@@ -162,7 +162,6 @@ mod tests {
     use super::super::report::{FreezeReport, Moment, Witness};
     use super::super::seen::Window;
     use super::super::verdict::{Finding, LockVerdict, Verdict};
-    use super::*;
 
     fn report() -> FreezeReport {
         let finding = Finding::DeletedNewOwnersLock;

@@ -5,6 +5,7 @@
 //! exporter, `witness` by `MONITOR`, `sockets` from `/proc`) and judges each lock it held
 //! (`verdict`), with a report (`report`, `html`).
 
+mod finding;
 mod freezer;
 mod guard;
 mod html;
