@@ -313,3 +313,46 @@ async fn a_cgroup_is_frozen_as_a_whole_and_thawed() {
     c.wait().unwrap();
     let _ = std::fs::remove_dir(&group);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_yes_it_names_the_process_and_asks_first() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let (_r, config, _s, url) = served(dir.path()).await;
+    let mut c = sleeper();
+    // At a terminal (`script` gives the drill one), answered "n".
+    let line = format!(
+        "{BIN} drill -c {} --namespace drill --freeze pid:{} --exporter {url}",
+        config.display(),
+        c.id()
+    );
+    let mut s = tokio::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("script (bsdutils) gives the drill a terminal");
+    let mut stdin = s.stdin.take().unwrap();
+    stdin.write_all(b"n\n").await.unwrap();
+    let mut stdout = s.stdout.take().unwrap();
+    let reading = tokio::spawn(async move {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out).await;
+        out
+    });
+    let status = tokio::time::timeout(Duration::from_secs(30), s.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(stdin);
+    let said = reading.await.unwrap();
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(&format!("freeze process {} (sleep 300) for 3s", c.id())) && said.contains("[y/N]"),
+        "{said}"
+    );
+    assert!(said.contains("not run: the drill was not confirmed"), "{said}");
+    untouched(&c);
+    c.kill().unwrap();
+    c.wait().unwrap();
+}
