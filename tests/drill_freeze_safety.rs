@@ -211,14 +211,22 @@ async fn a_cgroup_holding_the_drill_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (_r, config, _s, url) = served(dir.path()).await;
     let c = sleeper();
-    // The test process (the drill's parent) moves into a cgroup of its own for the check.
+    // The drill moves itself into a cgroup of its own (a shell that joins it, then execs the
+    // drill), and is asked to freeze that cgroup; nothing else is in it.
     let root = v2_root();
     let group = root.join(format!("lockwatch-self-{}", std::process::id()));
     std::fs::create_dir(&group).unwrap();
-    std::fs::write(group.join("cgroup.procs"), std::process::id().to_string()).unwrap();
-    let spec = format!("cgroup:{}", group.display());
-    let out = drill(&config, &["--freeze", &spec, "--exporter", &url, "--yes"]).await;
-    std::fs::write(root.join("cgroup.procs"), std::process::id().to_string()).unwrap();
+    let line = format!(
+        "echo $$ > {g}/cgroup.procs && exec {BIN} drill -c {c} --freeze cgroup:{g} --exporter {url} --yes",
+        g = group.display(),
+        c = config.display()
+    );
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", &line])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
     std::fs::remove_dir(&group).unwrap();
     refused(&out, "freezing it would stop the system or the drill itself", &c);
     let mut c = c;
