@@ -41,6 +41,44 @@ pub fn fix_command(current: &str, needed: &str) -> String {
     format!("CONFIG SET notify-keyspace-events '{}'", merge_flags(current, needed))
 }
 
+/// Of the server's setting `current`, the flags lockwatch subscribes for (of `needed`) and
+/// the others, each with what it is, which lockwatch never counts from: ("K g $ x e",
+/// "E (keyevent channels), o (overwritten)…"). Events of ignored classes arrive on the same
+/// keyspace channels (`overwritten` before a `set`, `type_changed`, `hexpired`…) and change
+/// no count: only set, del, expire, expired, evicted and Redisson's hash writes do.
+pub fn flag_use(current: &str, needed: &str) -> (String, String) {
+    let have = expand(current);
+    let mut used = Vec::new();
+    let mut ignored = Vec::new();
+    let mut seen = String::new();
+    for c in have.chars().filter(|c| *c != 'A') {
+        if seen.contains(c) {
+            continue;
+        }
+        seen.push(c);
+        if needed.contains(c) {
+            used.push(c.to_string());
+            continue;
+        }
+        let what = match c {
+            'E' => "keyevent channels",
+            'l' => "lists",
+            's' => "sets",
+            'h' => "hashes, hash-field expiry",
+            'z' => "sorted sets",
+            't' => "streams",
+            'm' => "key misses",
+            'n' => "new keys",
+            'd' => "module types",
+            'o' => "overwritten",
+            'c' => "type_changed",
+            _ => "a class lockwatch does not know",
+        };
+        ignored.push(format!("{c} ({what})"));
+    }
+    (used.join(" "), ignored.join(", "))
+}
+
 /// What lockwatch cannot see without each flag of `missing`, in words.
 pub fn consequences(missing: &str) -> String {
     let words: Vec<&str> = missing
@@ -177,6 +215,22 @@ pub async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_flags_used_and_those_ignored_are_told_apart() {
+        let (used, ignored) = flag_use("AKEoc", "Kg$xe");
+        assert_eq!(used, "g $ x e K");
+        assert!(
+            ignored.starts_with("l (lists), s (sets), h (hashes, hash-field expiry)"),
+            "{ignored}"
+        );
+        assert!(
+            ignored.ends_with("E (keyevent channels), o (overwritten), c (type_changed)"),
+            "{ignored}"
+        );
+        let (used, ignored) = flag_use("Kg$xeh", "Kg$xeh");
+        assert_eq!((used.as_str(), ignored.as_str()), ("K g $ x e h", ""));
+    }
 
     #[test]
     fn flags_are_compared_with_the_alias_expanded() {

@@ -50,6 +50,19 @@ pub(super) async fn check(
     let flags_read = matches!(flags, Ok(notify::Flags::Set(_)));
     let (mut healthy, mut events) = match flags {
         Ok(notify::Flags::Set(flags)) => {
+            let (used, ignored) = notify::flag_use(&flags, &needed);
+            match ignored.is_empty() {
+                true => writeln!(out, "  · notifications: lockwatch uses every flag set ({used})")?,
+                false => writeln!(
+                    out,
+                    "  · notifications: of \"{flags}\", lockwatch uses {}; it ignores {ignored}: their events change no count",
+                    if used.is_empty() {
+                        "none".to_string()
+                    } else {
+                        used.clone()
+                    }
+                )?,
+            }
             let missing = notify::missing_flags(&flags, &needed);
             let set_refused = match t.notifications {
                 Notifications::Configure => probe::config_set_refusal(conn).await?,
