@@ -364,3 +364,34 @@ async fn without_yes_it_names_the_process_and_asks_first() {
     c.kill().unwrap();
     c.wait().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exporter_the_drill_reads_is_never_frozen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_r, config, _s, _url) = served(dir.path()).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let serve = Command::new(BIN)
+        .args(["serve", "-c"])
+        .arg(&config)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "serve did not listen");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let exporter = format!("http://127.0.0.1:{port}");
+    let pid = format!("pid:{}", serve.id());
+    let out = drill(&config, &["--freeze", &pid, "--exporter", &exporter, "--yes"]).await;
+    refused(&out, "it serves the exporter", &serve);
+    let mut serve = serve;
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+}

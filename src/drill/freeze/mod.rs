@@ -110,6 +110,15 @@ pub async fn plan<'a>(config: &'a Config, opts: Options) -> Result<Plan<'a>, Fre
             )));
         }
     }
+    if let Some(port) = local_port(&opts.exporter)
+        && sockets::listens_on(&opts.frozen.pids(), port)
+    {
+        return Err(FreezeError::Usage(format!(
+            "refusing to freeze {}: it serves the exporter at {} that the drill reads (run the drill against a worker, with lockwatch serve in another process)",
+            opts.frozen.spec(),
+            opts.exporter
+        )));
+    }
     let exporter = observe::Exporter::new(&opts.exporter, &target.name, &ns.name);
     if let Some(why) = exporter.unfit().await {
         return Err(FreezeError::Usage(format!("refusing to freeze: {why}")));
@@ -126,6 +135,16 @@ pub async fn plan<'a>(config: &'a Config, opts: Options) -> Result<Plan<'a>, Fre
         observe,
         lead,
     })
+}
+
+/// The port of an exporter URL on this host (`localhost`, `127.*`, `::1`), if so.
+fn local_port(url: &str) -> Option<u16> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next()?;
+    let (host, port) = authority.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let local = host == "localhost" || host.starts_with("127.") || host == "::1" || host == "0.0.0.0";
+    local.then(|| port.parse().ok()).flatten()
 }
 
 /// Before the freeze, the witness watches one renewal period (`renew_every`, else a third
@@ -153,6 +172,15 @@ pub fn default_observe(ns: &NamespaceConfig) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_exporters_are_known_by_their_port() {
+        assert_eq!(local_port("http://127.0.0.1:9747"), Some(9747));
+        assert_eq!(local_port("http://localhost:9747/"), Some(9747));
+        assert_eq!(local_port("https://[::1]:443/x"), Some(443));
+        assert_eq!(local_port("http://lockwatch:9747"), None);
+        assert_eq!(local_port("http://127.0.0.1"), None);
+    }
 
     #[test]
     fn defaults_follow_the_namespace() {

@@ -1,14 +1,28 @@
 //! The frozen worker's TCP connections, from `/proc`: each process's socket inodes
 //! (`/proc/PID/fd`) looked up in its network namespace's tables (`/proc/PID/net/tcp`,
 //! `tcp6`), giving the local `ip:port` that Redis shows as the client's address (when no
-//! NAT stands between them). Read once the worker is frozen: its sockets cannot change then.
+//! NAT stands between them); and whether they listen on a port (the exporter's).
 
 use std::collections::{BTreeSet, HashSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// The local addresses (`ip`, port) of the TCP sockets `pids` hold.
+/// The local addresses (`ip`, port) of the TCP connections `pids` hold (not listeners).
 pub fn local_addrs(pids: &[i32]) -> BTreeSet<(String, u16)> {
-    let mut out = BTreeSet::new();
+    sockets(pids)
+        .into_iter()
+        .filter(|(_, listening)| !listening)
+        .map(|(a, _)| a)
+        .collect()
+}
+
+/// Whether one of `pids` listens on TCP `port` (the exporter the drill reads from, say).
+pub fn listens_on(pids: &[i32], port: u16) -> bool {
+    sockets(pids).iter().any(|((_, p), listening)| *listening && *p == port)
+}
+
+/// Every TCP socket of `pids`: its local address, and whether it listens (state `0A`).
+fn sockets(pids: &[i32]) -> Vec<((String, u16), bool)> {
+    let mut out = Vec::new();
     for pid in pids {
         let inodes = socket_inodes(*pid);
         if inodes.is_empty() {
@@ -20,13 +34,15 @@ pub fn local_addrs(pids: &[i32]) -> BTreeSet<(String, u16)> {
             };
             for line in text.lines().skip(1) {
                 let f: Vec<&str> = line.split_whitespace().collect();
-                let (Some(local), Some(inode)) = (f.get(1), f.get(9).and_then(|i| i.parse::<u64>().ok())) else {
+                let (Some(local), Some(state), Some(inode)) =
+                    (f.get(1), f.get(3), f.get(9).and_then(|i| i.parse::<u64>().ok()))
+                else {
                     continue;
                 };
                 if inodes.contains(&inode)
                     && let Some(addr) = decode(local)
                 {
-                    out.insert(addr);
+                    out.push((addr, *state == "0A"));
                 }
             }
         }
@@ -100,7 +116,10 @@ mod tests {
         let conn = std::net::TcpStream::connect(listener.local_addr().unwrap_or_else(|e| panic!("{e}")))
             .unwrap_or_else(|e| panic!("{e}"));
         let mine = conn.local_addr().unwrap_or_else(|e| panic!("{e}"));
-        let found = local_addrs(&[std::process::id() as i32]);
+        let me = [std::process::id() as i32];
+        let found = local_addrs(&me);
         assert!(found.contains(&(mine.ip().to_string(), mine.port())), "{found:?}");
+        let port = listener.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+        assert!(listens_on(&me, port) && !found.iter().any(|(_, p)| *p == port));
     }
 }
