@@ -19,8 +19,13 @@ pub enum ChildError {
     NotFound { looked: String },
     #[error("cannot start {path}: {source}")]
     Spawn { path: PathBuf, source: std::io::Error },
-    #[error("redis-server did not answer PING on port {port} within {secs} s; its log: {log}")]
-    NotReady { port: u16, secs: u64, log: String },
+    #[error("{} did not answer PING on port {port} within {secs} s; its log: {log}", binary.display())]
+    NotReady {
+        binary: PathBuf,
+        port: u16,
+        secs: u64,
+        log: String,
+    },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -144,6 +149,7 @@ impl RedisChild {
         let log = std::fs::read_to_string(&log).unwrap_or_default();
         self.stop();
         Err(ChildError::NotReady {
+            binary: self.binary.clone(),
             port: self.port,
             secs: limit.as_secs(),
             log: log.lines().last().unwrap_or("").to_string(),

@@ -28,6 +28,28 @@ pub fn redis(extra: &[&str]) -> RedisChild {
     RedisChild::start(None, extra).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Which server `r` is, as it says in `INFO server` (what a test asks before asserting
+/// what that server supports).
+pub fn server_of(r: &RedisChild) -> lockwatch::access::server::Server {
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn(r)).unwrap();
+    lockwatch::access::server::Server::from_info(&info)
+}
+
+/// The server build the tests start, as its binary's `--version` says (`Redis server
+/// v=7.0.15 …`, `Valkey server v=9.1.2 …`): (`redis` or `valkey`, the version). Told apart
+/// from `INFO`, so a test can check what lockwatch reads there.
+pub fn server_build() -> (String, String) {
+    let bin = lockwatch::access::child::find_redis_server(None).unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new(&bin).arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let family = text.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+    let version = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or_else(|| panic!("{}: no version in {text:?}", bin.display()));
+    (family, version.to_string())
+}
+
 /// A synchronous connection for setting up keys.
 pub fn conn(r: &RedisChild) -> redis::Connection {
     redis::Client::open(r.url()).unwrap().get_connection().unwrap()
@@ -194,6 +216,18 @@ pub fn require_binary(name: &str, package: &str) -> std::path::PathBuf {
         }
     }
     panic!("{name} not found: install it with `sudo apt-get install {package}` (or run `make test`, which does)");
+}
+
+/// The binary an environment variable names (`LOCKWATCH_REDIS_CLI=/path/redis-cli`), or
+/// `None` when it is unset; a path that is no file fails the test naming the variable.
+pub fn require_override(var: &str) -> Option<std::path::PathBuf> {
+    let path = std::path::PathBuf::from(std::env::var_os(var)?);
+    assert!(
+        path.is_file(),
+        "{var}={} is not a file: point it at the binary, or unset it (`make compat` sets it: scripts/setup.sh compat installs the servers)",
+        path.display()
+    );
+    Some(path)
 }
 
 /// Metric names a PromQL expression selects, or the parser's complaint.
