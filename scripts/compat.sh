@@ -24,7 +24,7 @@ out_dir="$root/target/compat"
 all_servers=(redis-6.2.5 redis-8.2.3 valkey-9.1.2)
 # Every integration test file that talks to a server the test starts (tls last: skipped on
 # builds without TLS).
-files=(${COMPAT_TESTS:-serve tracking lifecycle cluster sentinel managed discover reload drill drill_live drill_freeze drill_freeze_safety acl tls})
+files=(${COMPAT_TESTS:-serve target_info tracking lifecycle cluster sentinel managed discover reload drill drill_live drill_freeze drill_freeze_safety acl tls})
 [ $# -gt 0 ] && all_servers=("$@")
 
 binary_of() {
@@ -68,7 +68,7 @@ has_tls() {
   port=$(free_port)
   "$bin" --port 0 --tls-port "$port" --bind 127.0.0.1 --save '' --dir "$dir" --logfile "$dir/log" \
     --tls-cert-file "$dir/cert.pem" --tls-key-file "$dir/key.pem" --tls-ca-cert-file "$dir/cert.pem" \
-    --tls-auth-clients no >/dev/null 2>&1 &
+    --tls-auth-clients no >"$dir/out" 2>&1 &
   pid=$!
   for _ in $(seq 50); do
     if redis-cli --tls --cacert "$dir/cert.pem" -p "$port" PING 2>/dev/null | grep -q PONG; then ok=0; break; fi
@@ -78,7 +78,8 @@ has_tls() {
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   if [ $ok -ne 0 ]; then
-    tls_why=$(grep -hE 'TLS|tls|directive' "$dir/log" 2>/dev/null | tail -n 1 | sed 's/^[0-9]*:[A-Z] [^#*]*[#*] //')
+    tls_why=$(cat "$dir/log" "$dir/out" 2>/dev/null | grep -E 'TLS|tls|directive' | tail -n 2 | tr '\n' ' ' \
+      | sed -E 's/[0-9]+:[A-Z] [0-9]+ [A-Za-z]+ [0-9]+ [0-9:.]+ [#*] //g; s/ +$//')
     [ -n "$tls_why" ] || tls_why="it did not answer over TLS"
   fi
   rm -rf "$dir"

@@ -3,8 +3,8 @@
 //! release it is compatible with (7.2.4); Redis says only `redis_version`. What a server
 //! supports that lockwatch's advice depends on (read-only ACL key patterns) is judged here.
 
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
 /// The longest version string kept: a label value is bounded, and never free text.
 const VERSION_MAX: usize = 32;
@@ -79,6 +79,12 @@ impl Server {
         }
     }
 
+    /// The Redis release whose commands it has (`redis_version`; Valkey's says 7.2), as
+    /// (major, minor), when told.
+    pub fn redis_compat(&self) -> Option<(u32, u32)> {
+        self.redis_compat
+    }
+
     /// Whether ACL rules may make a key pattern read-only (`%R~`, Redis 7.0 and later, so
     /// every Valkey). A server that did not say is taken to have them.
     pub fn read_only_key_patterns(&self) -> bool {
@@ -86,9 +92,48 @@ impl Server {
     }
 }
 
-/// Ask `INFO server` of a node.
+/// Ask a node which server it is: `INFO server`, or `HELLO` when `INFO` is refused (an
+/// ACL, a command renamed away). `Err` is `INFO`'s error when neither answers.
 pub async fn ask(conn: &mut impl ConnectionLike) -> RedisResult<Server> {
+    match info(conn).await {
+        Err(e) if super::notify::is_refusal(&e) => hello(conn).await.map_err(|_| e),
+        answer => answer,
+    }
+}
+
+/// `INFO server`.
+pub async fn info(conn: &mut impl ConnectionLike) -> RedisResult<Server> {
     let info: String = redis::cmd("INFO").arg("server").query_async(conn).await?;
+    Ok(Server::from_info(&info))
+}
+
+/// `HELLO` without a protocol version (nothing about the connection changes): its
+/// `server` and `version` fields, as a flat array (RESP2) or a map (RESP3).
+pub async fn hello(conn: &mut impl ConnectionLike) -> RedisResult<Server> {
+    let reply: Value = redis::cmd("HELLO").query_async(conn).await?;
+    let pairs: Vec<(Value, Value)> = match reply {
+        Value::Map(pairs) => pairs,
+        Value::Array(items) => {
+            let mut it = items.into_iter();
+            std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()
+        }
+        _ => Vec::new(),
+    };
+    let field = |name: &str| {
+        pairs.iter().find_map(|(k, v)| match (k, v) {
+            (Value::BulkString(k), Value::BulkString(v)) if k == name.as_bytes() => {
+                Some(String::from_utf8_lossy(v).into_owned())
+            }
+            (Value::SimpleString(k), Value::SimpleString(v)) if k == name => Some(v.clone()),
+            _ => None,
+        })
+    };
+    let (server, version) = (field("server"), field("version"));
+    let info = match server.as_deref() {
+        Some("valkey") => format!("server_name:valkey\nvalkey_version:{}\n", version.unwrap_or_default()),
+        Some("redis") => format!("redis_version:{}\n", version.unwrap_or_default()),
+        _ => String::new(),
+    };
     Ok(Server::from_info(&info))
 }
 

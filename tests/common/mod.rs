@@ -8,6 +8,7 @@ pub mod cdp;
 pub mod drill;
 pub mod freeze;
 pub mod headless;
+pub mod managed;
 pub mod pki;
 pub mod prometheus;
 
@@ -26,6 +27,74 @@ use tokio_util::sync::CancellationToken;
 /// Start redis-server, or fail the test saying how to install it.
 pub fn redis(extra: &[&str]) -> RedisChild {
     RedisChild::start(None, extra).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// What the server build the tests start is and has, asked of one server started for the
+/// purpose, once per test binary: `INFO server`, and which options it knows.
+pub struct Build {
+    pub server: lockwatch::access::server::Server,
+    /// `enable-debug-command` (Redis 7.0 on; before, `DEBUG` needs no option).
+    pub debug_command_option: bool,
+}
+
+pub fn build() -> &'static Build {
+    static BUILD: std::sync::OnceLock<Build> = std::sync::OnceLock::new();
+    BUILD.get_or_init(|| {
+        let r = redis(&[]);
+        let option: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("enable-debug-command")
+            .query(&mut conn(&r))
+            .unwrap();
+        Build {
+            server: server_of(&r),
+            debug_command_option: !option.is_empty(),
+        }
+    })
+}
+
+/// The arguments that let a test send `DEBUG SLEEP` and the like to the server it starts.
+pub fn debug_args() -> &'static [&'static str] {
+    match build().debug_command_option {
+        true => &["--enable-debug-command", "yes"],
+        false => &[],
+    }
+}
+
+/// The ACL rule that lets a user read the keys of `pattern` on the tests' server:
+/// `%R~<pattern>`, or `~<pattern>` where key patterns cannot be read-only (before 7.0).
+pub fn key_rule(pattern: &str) -> String {
+    match build().server.read_only_key_patterns() {
+        true => format!("%R~{pattern}"),
+        false => format!("~{pattern}"),
+    }
+}
+
+/// The one code line of docs/security.md (trimmed) that starts with `start` and contains
+/// `containing`.
+pub fn security_line(start: &str, containing: &str) -> String {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/security.md")).unwrap();
+    let found: Vec<&str> = doc
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with(start) && l.contains(containing))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one docs/security.md line `{start}…{containing}…`: {found:?}"
+    );
+    found[0].to_string()
+}
+
+/// The documented read-only line (with `<pattern>` placeholders, or the sample config's
+/// patterns for `containing = "cordum:wf:run:lock:*"`) for the tests' server: the Redis 7
+/// line, or the Redis 6.2 one on a server without read-only key patterns.
+pub fn read_only_line(containing: &str) -> String {
+    match build().server.read_only_key_patterns() {
+        true => security_line("ACL SETUSER lockwatch reset on >PASSWORD -@all", containing),
+        false => security_line("ACL SETUSER lockwatch reset on >PASSWORD resetchannels", containing),
+    }
 }
 
 /// Which server `r` is, as it says in `INFO server` (what a test asks before asserting

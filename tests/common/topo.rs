@@ -104,6 +104,14 @@ impl Cluster {
         c
     }
 
+    /// Whether the nodes answer `CLUSTER SHARDS` (Redis 7.0 on, Valkey); before, lockwatch
+    /// reads `CLUSTER SLOTS`, which lists no failed node.
+    pub fn has_shards(&self) -> bool {
+        let n = self.nodes.iter().find(|n| n.pid().is_some()).unwrap();
+        let answer = cli_at(n.port(), &["cluster", "shards"]);
+        !answer.trim().is_empty() && !answer.starts_with("ERR")
+    }
+
     pub fn seed(&self) -> String {
         self.nodes[0].url()
     }
