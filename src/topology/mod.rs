@@ -32,6 +32,9 @@ pub const REFRESH: Duration = Duration::from_secs(1);
 const FAILOVERS_KEPT: usize = 64;
 /// A slot no primary serves.
 const NO_OWNER: u16 = u16::MAX;
+/// How long an answer that leaves slots unserved which were served is taken for a moment
+/// of a failover (failovers told against the layout before it) rather than a lost shard.
+const SETTLE: Duration = Duration::from_secs(5);
 
 /// A primary and the link to it.
 #[derive(Debug, Clone)]
@@ -167,6 +170,12 @@ pub struct Follower {
     sentinels: Vec<Sentinel>,
     switch: Arc<Notify>,
     failover_seq: u64,
+    /// The last layout that served every slot the one before it served: failovers are told
+    /// against it, so an answer caught in the middle of one hides none (Redis 8.2 lists the
+    /// shard being failed over with no slots and both nodes as primaries for a moment).
+    settled: Option<Arc<Layout>>,
+    /// Since when answers have left served slots unserved.
+    unsettled_since: Option<std::time::Instant>,
     /// Which server each primary said it is, by address.
     servers: HashMap<String, Server>,
     /// Nodes whose last ping failed: asked again which server they are once they answer.
@@ -207,6 +216,8 @@ impl Follower {
             sentinels,
             switch: Arc::new(Notify::new()),
             failover_seq: 0,
+            settled: None,
+            unsettled_since: None,
             servers: HashMap::new(),
             down: HashSet::new(),
             servers_tx,
@@ -288,9 +299,11 @@ impl Follower {
     fn publish(&mut self, found: Found) {
         let old = self.tx.borrow().clone();
         let old_addrs: Vec<&str> = old.primary_addrs();
+        let base = self.settled.clone().unwrap_or_else(|| old.clone());
+        let settled = self.settles(&base, &found);
         let mut changes = Vec::new();
-        if old.discovered {
-            changes = discover::failovers(&old, &found);
+        if old.discovered && settled {
+            changes = discover::failovers(&base, &found);
         }
         let primaries: Vec<Primary> = found
             .primaries
@@ -348,6 +361,9 @@ impl Follower {
             && failovers.len() == old.failovers.len();
         self.metrics.nodes(primaries.len(), found.replicas.len());
         if same {
+            if settled {
+                self.settled = Some(old);
+            }
             return;
         }
         if !old.discovered || old_addrs != new_addrs.iter().map(String::as_str).collect::<Vec<_>>() {
@@ -362,7 +378,26 @@ impl Follower {
             failovers,
             problem: None,
         };
-        self.tx.send_replace(Arc::new(layout));
+        let layout = Arc::new(layout);
+        if settled {
+            self.settled = Some(layout.clone());
+        }
+        self.tx.send_replace(layout);
+    }
+
+    /// Whether `found` is settled: it serves every slot `base` served, or has left some
+    /// unserved for [`SETTLE`] (a shard lost, not a moment of a failover).
+    fn settles(&mut self, base: &Layout, found: &Found) -> bool {
+        if discover::serves_all(base, found) {
+            self.unsettled_since = None;
+            return true;
+        }
+        let since = *self.unsettled_since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() < SETTLE {
+            return false;
+        }
+        self.unsettled_since = None;
+        true
     }
 
     /// PING every node of the layout; `lockwatch_node_up` from the answers.
