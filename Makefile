@@ -11,8 +11,10 @@ demo: setup-demo
 test: setup-test
 	$(CARGO) test --locked
 
-# The server matrix: every server-facing integration test file (serve, tracking, lifecycle,
-# cluster, sentinel, managed, discover, reload, the drills, acl, tls) against Redis 6.2.5,
+# The server matrix: every server-facing integration test file (serve, target_info,
+# tracking, lifecycle, sampler, headroom, cluster, sentinel, managed, discover, inspect, cli,
+# reload, many_targets, advise, keyed_events, the drills, freeze_workers, acl, tls; the list
+# is scripts/compat.sh's) against Redis 6.2.5,
 # Redis 8.2.3 and Valkey 9.1.2, pinned builds installed into target/servers/ (scripts/setup.sh
 # compat), one server after the other; a table of passed/failed per file and server at the
 # end. Debian's redis-server 7.0.15, the fourth, is what `make test` runs every file on.

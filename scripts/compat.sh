@@ -22,9 +22,13 @@ servers_dir="$root/target/servers"
 out_dir="$root/target/compat"
 
 all_servers=(redis-6.2.5 redis-8.2.3 valkey-9.1.2)
-# Every integration test file that talks to a server the test starts (tls last: skipped on
-# builds without TLS).
-files=(${COMPAT_TESTS:-serve target_info tracking lifecycle cluster sentinel managed discover reload drill drill_live drill_freeze drill_freeze_safety acl tls})
+# Every integration test file whose subject is what a server does (tls last: skipped on
+# builds without TLS). Files that start a server only to have a target (the HTTP, log
+# intake, rules, dashboard and package tests) run on Debian's in `make test` alone.
+all_files="serve target_info tracking lifecycle sampler headroom cluster sentinel managed discover inspect cli
+  reload many_targets advise keyed_events drill drill_inprocess drill_scenarios drill_live drill_freeze
+  drill_freeze_safety freeze_workers acl tls"
+files=(${COMPAT_TESTS:-$all_files})
 [ $# -gt 0 ] && all_servers=("$@")
 
 binary_of() {
