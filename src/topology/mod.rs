@@ -2,8 +2,8 @@
 //! Redis Cluster (`CLUSTER SHARDS` every second), or the primary a Sentinel group names
 //! (asked every second, and at once on `+switch-master`). The follower publishes a
 //! [`Layout`] that the sampler and the watcher read, pings every node for
-//! `lockwatch_node_up`, asks each primary which server it is (`INFO server`, else `HELLO`) when it first
-//! answers and again after every failed ping (a restart, an upgrade) for
+//! `lockwatch_node_up`, asks each primary which server it is (`INFO server`, else `HELLO`)
+//! when it first answers and again after every failed ping (a restart, an upgrade) for
 //! `lockwatch_target_info` and the status page, and records each primary change (failover)
 //! for the sampler, which compares the locks held before with what the new primary has.
 
@@ -121,7 +121,7 @@ impl Nodes {
 
     /// Which servers the primaries are, as last asked: each server and version once, more
     /// than one only while a cluster's primaries differ (a rolling upgrade); empty until
-    /// one has said (or when `INFO` is refused).
+    /// one has said (or when neither `INFO` nor `HELLO` answers).
     pub fn servers(&self) -> Arc<[Server]> {
         self.servers.borrow().clone()
     }
