@@ -244,6 +244,7 @@ pub mod metric {
     pub const NODES: &str = "lockwatch_nodes";
     pub const NODE_UP: &str = "lockwatch_node_up";
     pub const FAILOVERS_TOTAL: &str = "lockwatch_failovers_total";
+    pub const TARGET_INFO: &str = "lockwatch_target_info";
     // The lifecycle watcher's.
     pub const LOCK_TRANSITIONS_TOTAL: &str = "lockwatch_lock_transitions_total";
     pub const LOCK_EXPIRY_TAKEOVERS_TOTAL: &str = "lockwatch_lock_expiry_takeovers_total";

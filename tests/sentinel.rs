@@ -39,9 +39,18 @@ async fn locks_the_new_primary_never_received_are_counted_lost() {
     let _: i64 = c.incr("lw:fence:run", 10).unwrap();
     let _: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut c).unwrap();
     let served = Served::start(config(&g)).await;
+    // Which server the primary the sentinels name is, in mode sentinel.
+    let (family, version) = common::server_build();
+    let info = [
+        ("target", "s"),
+        ("server", family.as_str()),
+        ("version", version.as_str()),
+        ("mode", "sentinel"),
+    ];
     served
         .wait_for(Duration::from_secs(20), "20 held in events mode", |m| {
-            m.val("lockwatch_locks_held", &JOBS) == 20.0
+            m.get("lockwatch_target_info", &info) == Some(1.0)
+                && m.val("lockwatch_locks_held", &JOBS) == 20.0
                 && m.val("lockwatch_tracking_mode", &[("target", "s"), ("mode", "events")]) == 1.0
                 && m.val("lockwatch_fence_token", &JOBS) == 10.0
                 && m.val("lockwatch_nodes", &[("target", "s"), ("role", "replica")]) == 1.0

@@ -265,7 +265,7 @@ async fn redis_stopped_and_restarted_under_a_running_exporter() {
 
 #[tokio::test]
 async fn paused_and_sleeping_redis_marks_down_keeps_serving_and_recovers() {
-    let r = redis(&["--enable-debug-command", "yes"]);
+    let r = redis(common::debug_args());
     let served = Served::start(common::config(&r, &cfg("", "300ms", "250ms"))).await;
     served
         .wait_for(Duration::from_secs(5), "up", |m| m.val("lockwatch_up", UP) == 1.0)

@@ -1,8 +1,11 @@
 //! TLS to Redis with a private CA and client certificates, against real `redis-server`s
 //! with `--tls-auth-clients yes`: `serve` over `rediss://` (sampler and watcher), the one
 //! sentence each TLS failure gives (wrong CA, no client certificate, expired or misnamed
-//! server certificate) in `check-config --connect` and in `serve`, and the config errors.
-//! The certificates are made for each run with `openssl`.
+//! server certificate) in `check-config --connect` and in `serve`, and the config errors;
+//! the managed profile of TLS with a private CA and `CONFIG` renamed away (the harness of
+//! tests/managed.rs). The certificates are made for each run with `openssl`. Every test
+//! that needs a server built with TLS is in this file, which `make compat` skips on a
+//! build without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -370,7 +373,7 @@ async fn a_tls_cluster_with_a_private_ca() {
     let path = write_config(&pki, "cluster.toml", &text_);
     let out = check_connect(&path);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert_eq!(text(&out).matches(": reachable, Redis").count(), 3, "{}", text(&out));
+    assert_eq!(text(&out).matches(": reachable, ").count(), 3, "{}", text(&out));
 
     let cfg = Config::load(std::path::Path::new(&path), &Overrides::default()).unwrap();
     let served = Served::start(cfg).await;
@@ -457,4 +460,16 @@ async fn a_tls_sentinel_group_is_followed_through_a_failover() {
     assert_eq!(m.val("lockwatch_locks_lost_in_failover_total", &held), 0.0);
     assert_eq!(m.val("lockwatch_locks_held", &held), 25.0);
     served.stop().await;
+}
+
+/// A managed Redis's profile: TLS with a private CA (no client certificate), `CONFIG`
+/// renamed away, the flags set in the console — verified by the canary, events mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_tls_with_a_private_ca_and_config_renamed() {
+    use common::managed::{Profile, profile, renamed_config, run};
+    run(Profile {
+        tls: true,
+        ..profile("TLS, private CA, CONFIG unknown, KEA", renamed_config("KEA"), None)
+    })
+    .await;
 }

@@ -19,8 +19,13 @@ pub enum ChildError {
     NotFound { looked: String },
     #[error("cannot start {path}: {source}")]
     Spawn { path: PathBuf, source: std::io::Error },
-    #[error("redis-server did not answer PING on port {port} within {secs} s; its log: {log}")]
-    NotReady { port: u16, secs: u64, log: String },
+    #[error("{} did not answer PING on port {port} within {secs} s; its log: {log}", binary.display())]
+    NotReady {
+        binary: PathBuf,
+        port: u16,
+        secs: u64,
+        log: String,
+    },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -118,9 +123,10 @@ impl RedisChild {
             .arg("--logfile")
             .arg(&log)
             .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdin(Stdio::null());
+        // What it says before its log file is open (a refused option) goes to a file too.
+        let early = std::fs::File::create(self.dir.path().join("output.log"))?;
+        cmd.stdout(early.try_clone()?).stderr(early);
         let child = cmd.spawn().map_err(|source| ChildError::Spawn {
             path: self.binary.clone(),
             source,
@@ -141,12 +147,21 @@ impl RedisChild {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        let last = |name: &Path| {
+            let text = std::fs::read_to_string(name).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            lines[lines.len().saturating_sub(3)..].join(" / ")
+        };
+        let mut said = last(&log);
+        if said.is_empty() {
+            said = last(&self.dir.path().join("output.log"));
+        }
         self.stop();
         Err(ChildError::NotReady {
+            binary: self.binary.clone(),
             port: self.port,
             secs: limit.as_secs(),
-            log: log.lines().last().unwrap_or("").to_string(),
+            log: said,
         })
     }
 
@@ -190,6 +205,13 @@ impl RedisChild {
     pub fn restart(&mut self) -> Result<(), ChildError> {
         self.stop();
         self.spawn()
+    }
+
+    /// Start it again on the same port, empty, with `extra` arguments in place of the
+    /// first ones (a server restarted with another setting, as after an upgrade).
+    pub fn restart_with(&mut self, extra: &[&str]) -> Result<(), ChildError> {
+        self.args = extra.iter().map(|s| s.to_string()).collect();
+        self.restart()
     }
 }
 

@@ -10,6 +10,7 @@ use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
 
 use super::connect::{Link, TIMEOUT};
 use super::owner;
+use super::server::Server;
 use crate::config::{NamespaceConfig, TargetConfig, ValueKind};
 use crate::glob::Glob;
 
@@ -63,24 +64,20 @@ pub(crate) async fn texts(conn: &mut impl ConnectionLike, keys: &[Vec<u8>]) -> R
     Ok(values.iter().map(text).collect())
 }
 
-/// The `redis_version` of `INFO server` (`unknown` when not told), and whether the user
-/// may not ask it.
-pub(crate) async fn server_version(conn: &mut impl ConnectionLike) -> RedisResult<(String, Option<Missing>)> {
-    let info: RedisResult<String> = redis::cmd("INFO").arg("server").query_async(conn).await;
-    let (info, missing) = match info {
-        Ok(info) => (info, None),
-        Err(e) => (String::new(), classify(e, "INFO", "info", "")?),
-    };
-    let version = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap_or("unknown")
-        .trim()
-        .to_string();
-    Ok((version, missing))
+/// Which server it is (`INFO server`, else `HELLO`; unknown when neither tells), and
+/// whether the user may not run `INFO`.
+pub(crate) async fn server(conn: &mut impl ConnectionLike) -> RedisResult<(Server, Option<Missing>)> {
+    match super::server::info(conn).await {
+        Ok(server) => Ok((server, None)),
+        Err(e) => {
+            let missing = classify(e, "INFO", "info", "")?;
+            let server = super::server::hello(conn).await.unwrap_or_else(|_| Server::unknown());
+            Ok((server, missing))
+        }
+    }
 }
 
-/// A permission the configured user lacks, named the way a Redis 7 ACL rule grants it.
+/// A permission the configured user lacks, named the way an ACL rule grants it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Missing {
     /// The command itself (`name` as typed, `rule` as ACL rules write it: `config|get`),
@@ -90,7 +87,8 @@ pub(crate) enum Missing {
         rule: &'static str,
         on: String,
     },
-    /// Reading the keys of `pattern`: grant `%R~<pattern>` (lockwatch only reads them).
+    /// Reading the keys of `pattern`: grant `%R~<pattern>` (lockwatch only reads them), or
+    /// `~<pattern>` before Redis 7.0 ([`key_rule`]).
     Keys { pattern: String },
     /// Subscribing to the channel pattern: grant `&<channel>`.
     Channel { channel: String },
@@ -99,14 +97,18 @@ pub(crate) enum Missing {
 }
 
 impl Missing {
-    /// The ACL rule that grants it; `None` when no rule can (`Other`).
-    pub(crate) fn grant(&self) -> Option<String> {
-        match self {
-            Missing::Command { rule, .. } => Some(format!("+{rule}")),
-            Missing::Keys { pattern } => Some(format!("%R~{pattern}")),
-            Missing::Channel { channel } => Some(format!("&{channel}")),
-            Missing::Other { .. } => None,
-        }
+    /// Whether an ACL rule grants it (not `Other`: a renamed or disabled command).
+    pub(crate) fn grantable(&self) -> bool {
+        !matches!(self, Missing::Other { .. })
+    }
+}
+
+/// The rule that lets a user read the keys of `pattern`: `%R~<pattern>` (read-only) where
+/// the server has read-only key patterns (Redis 7.0 and later, Valkey), else `~<pattern>`.
+pub(crate) fn key_rule(pattern: &str, read_only: bool) -> String {
+    match read_only {
+        true => format!("%R~{pattern}"),
+        false => format!("~{pattern}"),
     }
 }
 

@@ -10,7 +10,7 @@ use std::io::Write;
 use super::{CommandError, Status};
 use crate::access::probe::{self, Missing};
 use crate::cli::CheckConfigArgs;
-use crate::config::{Config, NamespaceConfig, Notifications, TargetConfig, Topology, ValueKind};
+use crate::config::{Config, Mode, NamespaceConfig, Notifications, TargetConfig, Topology, ValueKind};
 use crate::duration::format as dur;
 
 pub(super) async fn command(args: CheckConfigArgs) -> Result<Status, CommandError> {
@@ -94,13 +94,15 @@ async fn run(config: &Config, connect: bool, out: &mut impl Write) -> std::io::R
 async fn check_target(config: &Config, t: &TargetConfig, out: &mut impl Write) -> std::io::Result<bool> {
     let (mut healthy, nodes) = super::check_nodes::topology(t, out).await?;
     for node in &nodes {
-        healthy &= check_node(config, node, out).await?;
+        healthy &= check_node(config, node, t.topology.mode(), out).await?;
     }
     Ok(healthy && !nodes.is_empty())
 }
 
-async fn check_node(config: &Config, t: &TargetConfig, out: &mut impl Write) -> std::io::Result<bool> {
-    match check_permissions(config, t, out).await {
+/// One node (the standalone server, a cluster's or a Sentinel group's primary) of a target
+/// in `mode`.
+async fn check_node(config: &Config, t: &TargetConfig, mode: Mode, out: &mut impl Write) -> std::io::Result<bool> {
+    match check_permissions(config, t, mode, out).await {
         Ok(healthy) => Ok(healthy),
         Err(Check::Io(e)) => Err(e),
         Err(Check::Redis(e)) => {
@@ -139,11 +141,19 @@ impl From<redis::RedisError> for Check {
 
 /// Reachability, then every permission serve, inspect and check-config need on `t`: each
 /// missing one named with the ACL rule that grants it, and when any is, the whole rule.
-async fn check_permissions(config: &Config, t: &TargetConfig, out: &mut impl Write) -> Result<bool, Check> {
+async fn check_permissions(config: &Config, t: &TargetConfig, mode: Mode, out: &mut impl Write) -> Result<bool, Check> {
     let mut conn = crate::access::connect::once(t).await?;
     let ping = probe::refusal(&mut conn, "PING", "ping", &redis::cmd("PING"), "").await?;
-    let (version, info) = probe::server_version(&mut conn).await?;
-    writeln!(out, "✓ target {}: reachable, Redis {version}", t.name)?;
+    let (server, info) = probe::server(&mut conn).await?;
+    writeln!(
+        out,
+        "✓ target {}: reachable, {} ({})",
+        t.name,
+        server.name(),
+        mode.as_str()
+    )?;
+    // Before Redis 7.0 a key pattern cannot be read-only: the rules and advice differ.
+    let read_only = server.read_only_key_patterns();
     let mut healthy = true;
     // A permission is missing that a rule would grant: print the whole rule at the end.
     let mut any_missing = false;
@@ -168,15 +178,15 @@ async fn check_permissions(config: &Config, t: &TargetConfig, out: &mut impl Wri
         )?;
     }
     if let Some(m) = info {
-        any_missing |= m.grant().is_some();
+        any_missing |= m.grantable();
         writeln!(
             out,
-            "  ! target {}: {} — optional: only check-config asks it, for the Redis version",
+            "  ! target {}: {} — optional: HELLO tells which server it is (lockwatch_target_info, the line above) without it",
             t.name,
             refused(&m)
         )?;
     }
-    let notifications = super::check_notify::check(t, config, &mut conn, out).await?;
+    let notifications = super::check_notify::check(t, config, &mut conn, read_only, out).await?;
     healthy &= notifications.healthy;
     any_missing |= notifications.missing;
     match notifications.events {
@@ -214,14 +224,15 @@ async fn check_permissions(config: &Config, t: &TargetConfig, out: &mut impl Wri
                 } => " — inspect needs it",
                 _ => "",
             };
-            writeln!(out, "  ✗ namespace {}: {}{why}", n.name, refused_in(m, n))?;
+            writeln!(out, "  ✗ namespace {}: {}{why}", n.name, refused_in(m, n, read_only))?;
         }
     }
     if any_missing {
+        let dialect = if read_only { "Redis 7" } else { "Redis 6.2" };
         writeln!(
             out,
-            "  → everything lockwatch needs here, as one Redis 7 command (replace PASSWORD): {}",
-            acl_rule(config, t)
+            "  → everything lockwatch needs here, as one {dialect} command (replace PASSWORD): {}",
+            acl_rule(config, t, read_only)
         )?;
     }
     Ok(healthy)
@@ -243,16 +254,18 @@ pub(super) fn refused(m: &Missing) -> String {
 }
 
 /// [`refused`] in a namespace's words: which pattern a command was refused on, lock keys
-/// or fencing counters.
-fn refused_in(m: &Missing, n: &NamespaceConfig) -> String {
+/// or fencing counters; keys granted read-only where the server can (`read_only`).
+fn refused_in(m: &Missing, n: &NamespaceConfig, read_only: bool) -> String {
     let fence = |p: &str| n.fence_pattern.as_ref().is_some_and(|f| f.as_str() == p);
     match m {
         Missing::Command { name, rule, on } => {
             let what = if fence(on) { "on fencing counters" } else { "on" };
             format!("the user may not run {name} {what} `{on}` (grant `+{rule}`)")
         }
-        Missing::Keys { pattern } if fence(pattern) => {
-            format!("the user may not read the fencing counters `{pattern}` (grant `%R~{pattern}`)")
+        Missing::Keys { pattern } => {
+            let what = if fence(pattern) { "fencing counters" } else { "keys" };
+            let rule = probe::key_rule(pattern, read_only);
+            format!("the user may not read the {what} `{pattern}` (grant `{rule}`)")
         }
         Missing::Other { name, why } => format!("{name} refused on `{}`: {why}", n.pattern),
         other => refused(other),
@@ -273,11 +286,14 @@ pub(super) fn channels(config: &Config, t: &TargetConfig) -> Vec<String> {
         .collect()
 }
 
-/// The Redis 7 ACL rule that grants exactly what `serve`, `inspect` and `check-config`
-/// need on `t` with this config (the README's "Least privilege" line, filled in): every
-/// key pattern read-only, the keyspace channels by their literal patterns. `+info` and
-/// `+config|get` are optional (see the README).
-fn acl_rule(config: &Config, t: &TargetConfig) -> String {
+/// The ACL rule that grants exactly what `serve`, `inspect` and `check-config` need on `t`
+/// with this config (docs/security.md's "Least privilege" line, filled in): every key
+/// pattern read-only, the keyspace channels by their literal patterns. `+info` and
+/// `+config|get` are optional (see the docs). Without read-only key patterns (`read_only`
+/// false: before Redis 7.0) the 6.2 line: `~` key patterns, channels reset first (6.2's
+/// `reset` leaves every channel allowed), and no canary, whose `+set` would reach every key
+/// pattern of the user.
+fn acl_rule(config: &Config, t: &TargetConfig, read_only: bool) -> String {
     let user = t
         .connection
         .redis_settings()
@@ -286,10 +302,11 @@ fn acl_rule(config: &Config, t: &TargetConfig) -> String {
         .unwrap_or("lockwatch");
     let db = db_of(t);
     let watching = t.notifications != Notifications::Off;
-    let read_only = [
+    let head = [
         "reset",
         "on",
         ">PASSWORD",
+        "resetchannels",
         "-@all",
         "+ping",
         "+info",
@@ -301,13 +318,21 @@ fn acl_rule(config: &Config, t: &TargetConfig) -> String {
         "+type",
         "+get",
     ];
-    let mut rules: Vec<String> = read_only.map(String::from).into();
+    let mut rules: Vec<String> = head
+        .iter()
+        .filter(|r| !read_only || **r != "resetchannels")
+        .map(|r| r.to_string())
+        .collect();
     if config.namespaces.iter().any(|n| n.value == ValueKind::Redisson) {
         rules.push("+hgetall".into());
     }
     if watching {
-        // `+set` on the canary keys alone: every other key pattern is read-only.
-        rules.extend(["+config|get", "+psubscribe", "+set"].map(String::from));
+        rules.extend(["+config|get", "+psubscribe"].map(String::from));
+    }
+    // `+set` on the canary keys alone: every other key pattern is read-only.
+    let canary = watching && read_only;
+    if canary {
+        rules.push("+set".into());
     }
     if t.notifications == Notifications::Configure {
         rules.push("+config|set".into());
@@ -322,10 +347,14 @@ fn acl_rule(config: &Config, t: &TargetConfig) -> String {
         .namespaces
         .iter()
         .flat_map(|n| std::iter::once(&n.pattern).chain(&n.fence_pattern));
-    rules.extend(patterns.map(|p| format!("%R~{p}")));
-    if watching {
+    rules.extend(patterns.map(|p| probe::key_rule(p.as_str(), read_only)));
+    if canary {
         rules.push(format!("~{}*", crate::access::canary::PREFIX));
+    }
+    if watching {
         rules.extend(channels(config, t).into_iter().map(|c| format!("&{c}")));
+    }
+    if canary {
         rules.push(format!("&{}", crate::access::canary::channel(db)));
     }
     let mut seen = std::collections::HashSet::new();

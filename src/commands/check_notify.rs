@@ -25,11 +25,14 @@ pub(super) struct NotifyCheck {
 }
 
 /// The notifications checks: the setting (and whether the user may read and, under
-/// `configure`, write it), then PSUBSCRIBE on each keyspace channel.
+/// `configure`, write it), then PSUBSCRIBE on each keyspace channel, then the canary —
+/// which a server without read-only key patterns (`read_only` false: Redis 6.2) is not
+/// asked to allow, as its `+set` would reach the lock keys.
 pub(super) async fn check(
     t: &TargetConfig,
     config: &Config,
     conn: &mut MultiplexedConnection,
+    read_only: bool,
     out: &mut impl Write,
 ) -> Result<NotifyCheck, Check> {
     if t.notifications == Notifications::Off {
@@ -68,7 +71,7 @@ pub(super) async fn check(
                 Notifications::Configure => probe::config_set_refusal(conn).await?,
                 _ => None,
             };
-            missing_permission |= set_refused.as_ref().is_some_and(|m| m.grant().is_some());
+            missing_permission |= set_refused.as_ref().is_some_and(Missing::grantable);
             if missing.is_empty() {
                 writeln!(
                     out,
@@ -107,13 +110,16 @@ pub(super) async fn check(
         }
         Ok(notify::Flags::Unreadable(why)) => {
             let require = t.notifications == Notifications::Require;
+            let instead = match read_only {
+                true => "the canary below proves them instead",
+                false => {
+                    "the canary below, or else lock notifications that reads agree with (passive), prove them instead"
+                }
+            };
             let (mark, consequence) = if require {
                 ("✗", "serve will refuse to start, as it cannot read them".to_string())
             } else {
-                (
-                    "!",
-                    format!("the canary below proves them instead; set '{needed}' in the provider's settings"),
-                )
+                ("!", format!("{instead}; set '{needed}' in the provider's settings"))
             };
             match probe::config_get_refusal(conn).await? {
                 Some(m @ Missing::Command { .. }) => {
@@ -173,14 +179,14 @@ pub(super) async fn check(
         true => "the flags CONFIG GET reads",
         false => "lock notifications that reads agree with (passive: events mode once locks are taken)",
     };
+    let every = crate::lifecycle::CANARY_EVERY.as_secs();
     match canary::probe(&link, db, &format!("check{}", std::process::id())).await? {
         Probe::Seen(seen) => match canary::gap(seen) {
             None => writeln!(
                 out,
-                "  ✓ notifications: the canary proved them — `set`, `expire` and `expired` of a `{}…` key arrived within {} s (serve repeats this on every primary every {} s)",
+                "  ✓ notifications: the canary proved them — `set`, `expire` and `expired` of a `{}…` key arrived within {} s (serve repeats this on every primary every {every} s)",
                 canary::PREFIX,
                 canary::DEADLINE.as_secs(),
-                crate::lifecycle::CANARY_EVERY.as_secs()
             )?,
             Some(gap) => {
                 events = events.map(|_| false);
@@ -191,13 +197,16 @@ pub(super) async fn check(
                 )?;
             }
         },
+        Probe::Refused(why) | Probe::ChannelRefused(why) if !read_only => writeln!(
+            out,
+            "  - notifications: the canary cannot run ({why}) — serve verifies by {fallback} instead; before Redis 7.0 a key pattern cannot be read-only, so the `+set` the canary needs would let this user write the lock keys too (the Redis 6.2 line leaves it out: docs/security.md)"
+        )?,
         Probe::Refused(why) => {
             missing_permission = true;
             let grant = format!("`+set` and `~{}*`", canary::PREFIX);
             writeln!(
                 out,
-                "  ! notifications: the canary cannot run ({why}) — serve verifies by {fallback} instead; to let it prove them every {} s (grant {grant})",
-                crate::lifecycle::CANARY_EVERY.as_secs()
+                "  ! notifications: the canary cannot run ({why}) — serve verifies by {fallback} instead; to let it prove them every {every} s (grant {grant})"
             )?;
         }
         Probe::ChannelRefused(why) => {
@@ -205,8 +214,7 @@ pub(super) async fn check(
             let grant = format!("`&{}`", canary::channel(db));
             writeln!(
                 out,
-                "  ! notifications: the canary cannot run ({why}) — serve verifies by {fallback} instead; to let it prove them every {} s (grant {grant})",
-                crate::lifecycle::CANARY_EVERY.as_secs()
+                "  ! notifications: the canary cannot run ({why}) — serve verifies by {fallback} instead; to let it prove them every {every} s (grant {grant})"
             )?;
         }
     }

@@ -35,6 +35,7 @@ use crate::intake::IntakeMetrics;
 use crate::lifecycle::LifecycleState;
 use crate::locks::TargetLocks;
 use crate::metrics::Registry;
+use crate::topology::Nodes;
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -45,6 +46,8 @@ pub(crate) struct AppState {
     pub(crate) targets: Arc<[Arc<TargetLocks>]>,
     /// Lifecycle watchers, of the targets whose notifications are not off.
     pub(crate) lifecycles: Arc<[Arc<LifecycleState>]>,
+    /// Each target's nodes by target name: which servers they are, for the status page.
+    pub(crate) nodes: Arc<[(String, Nodes)]>,
     /// The intake's counts, for the status page.
     pub(crate) intake: IntakeMetrics,
     /// `POST /api/v1/events`.

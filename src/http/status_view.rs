@@ -35,11 +35,22 @@ pub(super) struct Status {
 #[derive(Serialize)]
 pub(super) struct TargetView {
     pub(super) name: String,
+    /// The config's mode: `standalone`, `cluster` or `sentinel`.
+    pub(super) topology: &'static str,
+    /// Which servers its primaries are (`lockwatch_target_info`); empty until told.
+    pub(super) servers: Vec<ServerView>,
     /// `events` or `scan`.
     pub(super) mode: &'static str,
     /// Whether keyspace notifications are shown to arrive; `None` when they are off.
     pub(super) notifications: Option<NotificationsView>,
     pub(super) namespaces: Vec<NamespaceView>,
+}
+
+/// A server among a target's primaries: `redis` or `valkey`, and its version.
+#[derive(Serialize)]
+pub(super) struct ServerView {
+    pub(super) server: &'static str,
+    pub(super) version: String,
 }
 
 /// The verification of a target's notifications (`lockwatch_notifications_verification`).
@@ -188,6 +199,14 @@ pub(super) fn status(s: &AppState) -> Status {
                 .collect();
             TargetView {
                 name: t.name.clone(),
+                topology: topology_mode(s, &t.name),
+                servers: servers_of(s, &t.name)
+                    .iter()
+                    .map(|v| ServerView {
+                        server: v.family.as_str(),
+                        version: v.version.clone(),
+                    })
+                    .collect(),
                 mode: match t.subscription() {
                     Some(_) => "events",
                     None => "scan",
@@ -239,8 +258,17 @@ fn target_line(s: &AppState, t: &TargetLocks) -> Line {
     };
     let (notes_state, notes) = notifications(s, t);
     state = state.min(notes_state);
+    let servers: Vec<String> = servers_of(s, &t.name).iter().map(|v| esc(&v.name())).collect();
+    let server = match servers.is_empty() {
+        true => "server not known yet".to_string(),
+        false => servers.join(" and "),
+    };
     let parts = vec![
         format!(r#"<span data-part="health">{health}</span>"#),
+        format!(
+            r#"<span data-part="server">{server}, {}</span>"#,
+            topology_mode(s, &t.name)
+        ),
         format!(r#"<span data-part="tracking">tracking: {}</span>"#, tracking(t)),
         format!(r#"<span data-part="notifications">notifications: {notes}</span>"#),
     ];
@@ -251,6 +279,24 @@ fn target_line(s: &AppState, t: &TargetLocks) -> Line {
         parts,
         weight: 0,
     }
+}
+
+/// Which servers the target's primaries are, as the topology follower last asked.
+fn servers_of(s: &AppState, target: &str) -> std::sync::Arc<[crate::access::server::Server]> {
+    s.nodes
+        .iter()
+        .find(|(name, _)| name == target)
+        .map(|(_, n)| n.servers())
+        .unwrap_or_else(|| std::sync::Arc::from([]))
+}
+
+/// The target's `mode` in the config.
+fn topology_mode(s: &AppState, target: &str) -> &'static str {
+    s.config
+        .targets
+        .iter()
+        .find(|t| t.name == target)
+        .map_or("standalone", |t| t.topology.mode().as_str())
 }
 
 /// The tracking mode in words.

@@ -90,6 +90,7 @@ pub async fn run_with(
             registry: registry.clone(),
             targets: parts.targets(),
             lifecycles: parts.lifecycles(),
+            nodes: parts.nodes(),
             intake: families.intake.clone(),
             push,
             views: Default::default(),

@@ -143,6 +143,14 @@ impl Parts {
         self.targets.iter().map(|t| t.locks.clone()).collect()
     }
 
+    /// Each target's nodes, by target name (which servers they are, for the status page).
+    pub(super) fn nodes(&self) -> Arc<[(String, Nodes)]> {
+        self.targets
+            .iter()
+            .map(|t| (t.config.name.clone(), t.nodes.clone()))
+            .collect()
+    }
+
     /// The lifecycle watchers' states, of the targets whose notifications are not off.
     pub(super) fn lifecycles(&self) -> Arc<[Arc<LifecycleState>]> {
         self.targets.iter().filter_map(|t| t.lifecycle.clone()).collect()

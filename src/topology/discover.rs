@@ -110,6 +110,14 @@ pub(super) async fn sentinel(sentinels: &[Sentinel], name: &str) -> Result<Found
     Err(format!("cannot find the primary: {last}"))
 }
 
+/// Whether `found` serves every slot `base` served (Sentinel: always).
+pub(super) fn serves_all(base: &Layout, found: &Found) -> bool {
+    match (&base.slots, &found.slots) {
+        (Some(before), Some(now)) => before.iter().zip(now).all(|(&b, &n)| b == NO_OWNER || n != NO_OWNER),
+        _ => true,
+    }
+}
+
 /// A primary change: from, to, and the slots it concerns (`None`: every key).
 pub(super) type Switch = (String, String, Option<Vec<(u16, u16)>>);
 

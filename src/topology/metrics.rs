@@ -1,8 +1,12 @@
 //! The topology follower's families: nodes per role, each node's health (one series per
-//! node of the current topology; a node that leaves it loses its series), failovers seen.
+//! node of the current topology; a node that leaves it loses its series), failovers seen,
+//! and which server the target is (`lockwatch_target_info`: one series per server and
+//! version among its primaries, the old ones dropped when they change).
 
+use prometheus::core::Collector;
 use prometheus::{IntCounter, IntCounterVec, IntGaugeVec};
 
+use crate::access::server::Server;
 use crate::config::Config;
 use crate::metrics::Registry;
 use crate::vocab::metric;
@@ -12,6 +16,7 @@ pub struct TopologyMetrics {
     nodes: IntGaugeVec,
     node_up: IntGaugeVec,
     failovers_total: IntCounterVec,
+    target_info: IntGaugeVec,
 }
 
 /// One target's handles.
@@ -22,7 +27,15 @@ pub(super) struct Handles {
     /// Nodes with a `node_up` series now.
     shown: Vec<String>,
     pub(super) failovers: IntCounter,
+    target_info: IntGaugeVec,
+    /// The target's `mode` label.
+    mode: &'static str,
+    /// (server, version) with a `target_info` series now.
+    servers_shown: Vec<(String, String)>,
 }
+
+/// The label values of a target that has not said which server it is.
+const UNKNOWN: (&str, &str) = ("unknown", "unknown");
 
 impl TopologyMetrics {
     /// Register the families, every target's `failovers_total` and `nodes` at 0.
@@ -43,8 +56,17 @@ impl TopologyMetrics {
                 "Primary changes seen: a Sentinel switch, or a cluster replica taking over its primary's slots.",
                 &["target"],
             )?,
+            target_info: r.int_gauges(
+                metric::TARGET_INFO,
+                "1 for each server and version among the target's primaries (INFO server: redis or valkey; unknown until told), with the config's mode.",
+                &["target", "server", "version", "mode"],
+            )?,
         };
         for t in &config.targets {
+            let mode = t.topology.mode().as_str();
+            m.target_info
+                .with_label_values(&[t.name.as_str(), UNKNOWN.0, UNKNOWN.1, mode])
+                .set(1);
             m.failovers_total.with_label_values(&[&t.name]);
             for role in ["primary", "replica"] {
                 m.nodes.with_label_values(&[&t.name, role]);
@@ -53,13 +75,16 @@ impl TopologyMetrics {
         Ok(m)
     }
 
-    pub(super) fn for_target(&self, target: &str) -> Handles {
+    pub(super) fn for_target(&self, target: &str, mode: &'static str) -> Handles {
         Handles {
             target: target.to_string(),
             nodes: self.nodes.clone(),
             node_up: self.node_up.clone(),
             shown: Vec::new(),
             failovers: self.failovers_total.with_label_values(&[target]),
+            target_info: self.target_info.clone(),
+            mode,
+            servers_shown: Vec::new(),
         }
     }
 }
@@ -83,5 +108,54 @@ impl Handles {
             let _ = self.node_up.remove_label_values(&[t.as_str(), gone.as_str()]);
         }
         self.shown = now;
+    }
+
+    /// A follower starting (its predecessor of a reload stopped): the target's
+    /// `target_info` series, whatever their mode, back to one saying `unknown`.
+    pub(super) fn start(&mut self) {
+        let t = self.target.clone();
+        for mf in self.target_info.collect() {
+            for m in mf.get_metric() {
+                let label = |name: &str| {
+                    m.get_label()
+                        .iter()
+                        .find(|p| p.name() == name)
+                        .map(|p| p.value().to_string())
+                        .unwrap_or_default()
+                };
+                if label("target") == t {
+                    let values = [t.clone(), label("server"), label("version"), label("mode")];
+                    let _ = self
+                        .target_info
+                        .remove_label_values(&values.each_ref().map(String::as_str));
+                }
+            }
+        }
+        self.servers_shown.clear();
+        self.servers(&[]);
+    }
+
+    /// Which servers the target's primaries are (none known: `unknown`); series of servers
+    /// and versions no longer among them are removed.
+    pub(super) fn servers(&mut self, servers: &[Server]) {
+        let mut now: Vec<(String, String)> = servers
+            .iter()
+            .map(|s| (s.family.as_str().to_string(), s.version.clone()))
+            .collect();
+        if now.is_empty() {
+            now.push((UNKNOWN.0.to_string(), UNKNOWN.1.to_string()));
+        }
+        now.sort();
+        now.dedup();
+        let t = self.target.as_str();
+        for (server, version) in &now {
+            self.target_info
+                .with_label_values(&[t, server, version, self.mode])
+                .set(1);
+        }
+        for (server, version) in self.servers_shown.iter().filter(|s| !now.contains(s)) {
+            let _ = self.target_info.remove_label_values(&[t, server, version, self.mode]);
+        }
+        self.servers_shown = now;
     }
 }

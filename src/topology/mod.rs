@@ -2,13 +2,15 @@
 //! Redis Cluster (`CLUSTER SHARDS` every second), or the primary a Sentinel group names
 //! (asked every second, and at once on `+switch-master`). The follower publishes a
 //! [`Layout`] that the sampler and the watcher read, pings every node for
-//! `lockwatch_node_up`, and records each primary change (failover) for the sampler, which
-//! compares the locks held before with what the new primary has.
+//! `lockwatch_node_up`, asks each primary which server it is (`INFO server`, else `HELLO`)
+//! when it first answers and again after every failed ping (a restart, an upgrade) for
+//! `lockwatch_target_info` and the status page, and records each primary change (failover)
+//! for the sampler, which compares the locks held before with what the new primary has.
 
 mod discover;
 pub mod metrics;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::cluster;
 use crate::access::sentinel::Sentinel;
+use crate::access::server::{self, Server};
 use crate::access::{Link, LinkError, NodeAddr};
 use crate::config::{TargetConfig, Topology};
 use discover::Found;
@@ -29,6 +32,9 @@ pub const REFRESH: Duration = Duration::from_secs(1);
 const FAILOVERS_KEPT: usize = 64;
 /// A slot no primary serves.
 const NO_OWNER: u16 = u16::MAX;
+/// How long an answer that leaves slots unserved which were served is taken for a moment
+/// of a failover (failovers told against the layout before it) rather than a lost shard.
+const SETTLE: Duration = Duration::from_secs(5);
 
 /// A primary and the link to it.
 #[derive(Debug, Clone)]
@@ -102,6 +108,8 @@ impl Layout {
 #[derive(Debug, Clone)]
 pub struct Nodes {
     rx: watch::Receiver<Arc<Layout>>,
+    /// Which servers the primaries are, each server and version once (empty until told).
+    servers: watch::Receiver<Arc<[Server]>>,
     /// The sender of a fixed layout, kept so the layout stays readable.
     _fixed: Option<Arc<watch::Sender<Arc<Layout>>>>,
 }
@@ -109,6 +117,13 @@ pub struct Nodes {
 impl Nodes {
     pub fn current(&self) -> Arc<Layout> {
         self.rx.borrow().clone()
+    }
+
+    /// Which servers the primaries are, as last asked: each server and version once, more
+    /// than one only while a cluster's primaries differ (a rolling upgrade); empty until
+    /// one has said (or when neither `INFO` nor `HELLO` answers).
+    pub fn servers(&self) -> Arc<[Server]> {
+        self.servers.borrow().clone()
     }
 
     /// The layout as now, and whether it changed since this handle last looked.
@@ -138,6 +153,7 @@ impl Nodes {
         let (tx, rx) = watch::channel(Arc::new(layout));
         Ok(Nodes {
             rx,
+            servers: watch::channel(Arc::from([])).1,
             _fixed: Some(Arc::new(tx)),
         })
     }
@@ -154,6 +170,17 @@ pub struct Follower {
     sentinels: Vec<Sentinel>,
     switch: Arc<Notify>,
     failover_seq: u64,
+    /// The last layout that served every slot the one before it served: failovers are told
+    /// against it, so an answer caught in the middle of one hides none (Redis 8.2 lists the
+    /// shard being failed over with no slots and both nodes as primaries for a moment).
+    settled: Option<Arc<Layout>>,
+    /// Since when answers have left served slots unserved.
+    unsettled_since: Option<std::time::Instant>,
+    /// Which server each primary said it is, by address.
+    servers: HashMap<String, Server>,
+    /// Nodes whose last ping failed: asked again which server they are once they answer.
+    down: HashSet<String>,
+    servers_tx: watch::Sender<Arc<[Server]>>,
 }
 
 impl Follower {
@@ -179,21 +206,35 @@ impl Follower {
             source,
         })?;
         let (tx, rx) = watch::channel(Arc::new(initial));
+        let (servers_tx, servers) = watch::channel(Arc::from([]));
         let follower = Follower {
             target: t.clone(),
             link,
             tx,
-            metrics: metrics.for_target(&t.name),
+            metrics: metrics.for_target(&t.name, t.topology.mode().as_str()),
             conns: HashMap::new(),
             sentinels,
             switch: Arc::new(Notify::new()),
             failover_seq: 0,
+            settled: None,
+            unsettled_since: None,
+            servers: HashMap::new(),
+            down: HashSet::new(),
+            servers_tx,
         };
-        Ok((follower, Nodes { rx, _fixed: None }))
+        Ok((
+            follower,
+            Nodes {
+                rx,
+                servers,
+                _fixed: None,
+            },
+        ))
     }
 
     /// Follow the topology until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
+        self.metrics.start();
         if !self.sentinels.is_empty() {
             tokio::spawn(discover::watch_switches(
                 self.sentinels.clone(),
@@ -258,9 +299,11 @@ impl Follower {
     fn publish(&mut self, found: Found) {
         let old = self.tx.borrow().clone();
         let old_addrs: Vec<&str> = old.primary_addrs();
+        let base = self.settled.clone().unwrap_or_else(|| old.clone());
+        let settled = self.settles(&base, &found);
         let mut changes = Vec::new();
-        if old.discovered {
-            changes = discover::failovers(&old, &found);
+        if old.discovered && settled {
+            changes = discover::failovers(&base, &found);
         }
         let primaries: Vec<Primary> = found
             .primaries
@@ -318,6 +361,9 @@ impl Follower {
             && failovers.len() == old.failovers.len();
         self.metrics.nodes(primaries.len(), found.replicas.len());
         if same {
+            if settled {
+                self.settled = Some(old);
+            }
             return;
         }
         if !old.discovered || old_addrs != new_addrs.iter().map(String::as_str).collect::<Vec<_>>() {
@@ -332,7 +378,26 @@ impl Follower {
             failovers,
             problem: None,
         };
-        self.tx.send_replace(Arc::new(layout));
+        let layout = Arc::new(layout);
+        if settled {
+            self.settled = Some(layout.clone());
+        }
+        self.tx.send_replace(layout);
+    }
+
+    /// Whether `found` is settled: it serves every slot `base` served, or has left some
+    /// unserved for [`SETTLE`] (a shard lost, not a moment of a failover).
+    fn settles(&mut self, base: &Layout, found: &Found) -> bool {
+        if discover::serves_all(base, found) {
+            self.unsettled_since = None;
+            return true;
+        }
+        let since = *self.unsettled_since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() < SETTLE {
+            return false;
+        }
+        self.unsettled_since = None;
+        true
     }
 
     /// PING every node of the layout; `lockwatch_node_up` from the answers.
@@ -361,7 +426,56 @@ impl Follower {
         }
         let answers = futures_util::future::join_all(pings).await;
         self.conns.retain(|k, _| nodes.contains(k));
+        self.ask_servers(&layout, &nodes, &answers).await;
         self.metrics.node_up(nodes.iter().map(String::as_str).zip(answers));
+    }
+
+    /// Ask each primary that answered which server it is, when it has not said yet or its
+    /// last ping failed (it may have restarted as another version); publish what changed.
+    async fn ask_servers(&mut self, layout: &Layout, nodes: &[String], answers: &[bool]) {
+        let primaries = &nodes[..layout.primaries.len().min(nodes.len())];
+        for (node, &up) in primaries.iter().zip(answers) {
+            if !up {
+                self.down.insert(node.clone());
+                continue;
+            }
+            let back = self.down.remove(node);
+            if self.servers.contains_key(node) && !back {
+                continue;
+            }
+            let Some(mut conn) = self.conns.get(node).cloned() else {
+                continue;
+            };
+            let asked = tokio::time::timeout(Duration::from_secs(2), server::ask(&mut conn)).await;
+            let found = match asked {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) if crate::access::notify::is_refusal(&e) => {
+                    tracing::info!(target_name = %self.target.name, node = %node, error = %e,
+                        "INFO and HELLO refused: lockwatch_target_info says the server is unknown");
+                    Server::unknown()
+                }
+                // Not answered now: asked again at the next ping.
+                _ => continue,
+            };
+            if self.servers.get(node) != Some(&found) {
+                tracing::info!(target_name = %self.target.name, node = %node, server = %found.name(), "server");
+            }
+            self.servers.insert(node.clone(), found);
+        }
+        self.servers.retain(|n, _| primaries.contains(n));
+        self.down.retain(|n| nodes.contains(n));
+        let mut now: Vec<Server> = self
+            .servers
+            .values()
+            .filter(|s| s.family != server::Family::Unknown)
+            .cloned()
+            .collect();
+        now.sort();
+        now.dedup();
+        if **self.servers_tx.borrow() != *now {
+            self.metrics.servers(&now);
+            self.servers_tx.send_replace(Arc::from(now));
+        }
     }
 }
 

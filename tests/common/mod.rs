@@ -8,6 +8,7 @@ pub mod cdp;
 pub mod drill;
 pub mod freeze;
 pub mod headless;
+pub mod managed;
 pub mod pki;
 pub mod prometheus;
 
@@ -26,6 +27,96 @@ use tokio_util::sync::CancellationToken;
 /// Start redis-server, or fail the test saying how to install it.
 pub fn redis(extra: &[&str]) -> RedisChild {
     RedisChild::start(None, extra).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// What the server build the tests start is and has, asked of one server started for the
+/// purpose, once per test binary: `INFO server`, and which options it knows.
+pub struct Build {
+    pub server: lockwatch::access::server::Server,
+    /// `enable-debug-command` (Redis 7.0 on; before, `DEBUG` needs no option).
+    pub debug_command_option: bool,
+}
+
+pub fn build() -> &'static Build {
+    static BUILD: std::sync::OnceLock<Build> = std::sync::OnceLock::new();
+    BUILD.get_or_init(|| {
+        let r = redis(&[]);
+        let option: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("enable-debug-command")
+            .query(&mut conn(&r))
+            .unwrap();
+        Build {
+            server: server_of(&r),
+            debug_command_option: !option.is_empty(),
+        }
+    })
+}
+
+/// The arguments that let a test send `DEBUG SLEEP` and the like to the server it starts.
+pub fn debug_args() -> &'static [&'static str] {
+    match build().debug_command_option {
+        true => &["--enable-debug-command", "yes"],
+        false => &[],
+    }
+}
+
+/// The ACL rule that lets a user read the keys of `pattern` on the tests' server:
+/// `%R~<pattern>`, or `~<pattern>` where key patterns cannot be read-only (before 7.0).
+pub fn key_rule(pattern: &str) -> String {
+    match build().server.read_only_key_patterns() {
+        true => format!("%R~{pattern}"),
+        false => format!("~{pattern}"),
+    }
+}
+
+/// The one code line of docs/security.md (trimmed) that starts with `start` and contains
+/// `containing`.
+pub fn security_line(start: &str, containing: &str) -> String {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/security.md")).unwrap();
+    let found: Vec<&str> = doc
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with(start) && l.contains(containing))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one docs/security.md line `{start}…{containing}…`: {found:?}"
+    );
+    found[0].to_string()
+}
+
+/// The documented read-only line (with `<pattern>` placeholders, or the sample config's
+/// patterns for `containing = "cordum:wf:run:lock:*"`) for the tests' server: the Redis 7
+/// line, or the Redis 6.2 one on a server without read-only key patterns.
+pub fn read_only_line(containing: &str) -> String {
+    match build().server.read_only_key_patterns() {
+        true => security_line("ACL SETUSER lockwatch reset on >PASSWORD -@all", containing),
+        false => security_line("ACL SETUSER lockwatch reset on >PASSWORD resetchannels", containing),
+    }
+}
+
+/// Which server `r` is, as it says in `INFO server` (what a test asks before asserting
+/// what that server supports).
+pub fn server_of(r: &RedisChild) -> lockwatch::access::server::Server {
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn(r)).unwrap();
+    lockwatch::access::server::Server::from_info(&info)
+}
+
+/// The server build the tests start, as its binary's `--version` says (`Redis server
+/// v=7.0.15 …`, `Valkey server v=9.1.2 …`): (`redis` or `valkey`, the version). Told apart
+/// from `INFO`, so a test can check what lockwatch reads there.
+pub fn server_build() -> (String, String) {
+    let bin = lockwatch::access::child::find_redis_server(None).unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new(&bin).arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let family = text.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+    let version = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or_else(|| panic!("{}: no version in {text:?}", bin.display()));
+    (family, version.to_string())
 }
 
 /// A synchronous connection for setting up keys.
@@ -194,6 +285,18 @@ pub fn require_binary(name: &str, package: &str) -> std::path::PathBuf {
         }
     }
     panic!("{name} not found: install it with `sudo apt-get install {package}` (or run `make test`, which does)");
+}
+
+/// The binary an environment variable names (`LOCKWATCH_REDIS_CLI=/path/redis-cli`), or
+/// `None` when it is unset; a path that is no file fails the test naming the variable.
+pub fn require_override(var: &str) -> Option<std::path::PathBuf> {
+    let path = std::path::PathBuf::from(std::env::var_os(var)?);
+    assert!(
+        path.is_file(),
+        "{var}={} is not a file: point it at the binary, or unset it (`make compat` sets it: scripts/setup.sh compat installs the servers)",
+        path.display()
+    );
+    Some(path)
 }
 
 /// Metric names a PromQL expression selects, or the parser's complaint.

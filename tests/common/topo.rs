@@ -1,5 +1,8 @@
 //! Real topologies for tests: a Redis Cluster of 3 primaries and 3 replicas made with
 //! `redis-cli --cluster create`, and a Sentinel group (1 primary, 1 replica, 3 sentinels).
+//! The servers are `LOCKWATCH_REDIS_SERVER`'s (else Debian's); the sentinels
+//! `LOCKWATCH_REDIS_SENTINEL`, else that server with `--sentinel`, else Debian's
+//! `redis-sentinel`; `redis-cli` is `LOCKWATCH_REDIS_CLI`, else Debian's.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Child, Command, Stdio};
@@ -17,8 +20,22 @@ pub struct Cluster {
 }
 
 fn cli(args: &[&str]) -> std::process::Output {
-    let bin = super::require_binary("redis-cli", "redis-tools");
+    let bin = super::require_override("LOCKWATCH_REDIS_CLI")
+        .unwrap_or_else(|| super::require_binary("redis-cli", "redis-tools"));
     Command::new(bin).args(args).output().unwrap()
+}
+
+/// The sentinel command: `LOCKWATCH_REDIS_SENTINEL`; else the server the tests run
+/// (`LOCKWATCH_REDIS_SERVER`) in sentinel mode, as a Valkey build, whose sentinel is
+/// `valkey-server --sentinel`, needs; else Debian's `redis-sentinel`.
+fn sentinel_command() -> (std::path::PathBuf, Option<&'static str>) {
+    if let Some(bin) = super::require_override("LOCKWATCH_REDIS_SENTINEL") {
+        return (bin, None);
+    }
+    match super::require_override("LOCKWATCH_REDIS_SERVER") {
+        Some(server) => (server, Some("--sentinel")),
+        None => (super::require_binary("redis-sentinel", "redis-sentinel"), None),
+    }
 }
 
 /// `redis-cli -p port <args>`, its stdout.
@@ -85,6 +102,14 @@ impl Cluster {
         let c = Cluster { nodes, tls_ports };
         c.wait_ok(Duration::from_secs(30));
         c
+    }
+
+    /// Whether the nodes answer `CLUSTER SHARDS` (Redis 7.0 on, Valkey); before, lockwatch
+    /// reads `CLUSTER SLOTS`, which lists no failed node.
+    pub fn has_shards(&self) -> bool {
+        let n = self.nodes.iter().find(|n| n.pid().is_some()).unwrap();
+        let answer = cli_at(n.port(), &["cluster", "shards"]);
+        !answer.trim().is_empty() && !answer.starts_with("ERR")
     }
 
     pub fn seed(&self) -> String {
@@ -240,7 +265,7 @@ impl SentinelGroup {
     }
 
     fn start_with(pki: Option<&super::pki::Pki>) -> SentinelGroup {
-        let bin = super::require_binary("redis-sentinel", "redis-sentinel");
+        let (bin, mode) = sentinel_command();
         let files = pki.map(|p| (p.path("node.pem"), p.path("node.key"), p.path("ca.pem")));
         let tls_args = |port: &str| -> Vec<String> {
             match &files {
@@ -298,6 +323,7 @@ impl SentinelGroup {
             .unwrap();
             let child = Command::new(&bin)
                 .arg(&conf)
+                .args(mode)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
