@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 pub mod logs;
 pub mod topo;
+pub mod valkey;
 
 use lockwatch::access::child::RedisChild;
 use lockwatch::config::{Config, Overrides};
@@ -182,6 +183,19 @@ impl Metrics {
     pub fn val(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.get(name, labels)
             .unwrap_or_else(|| panic!("no series {name}{labels:?} in:\n{}", self.0))
+    }
+
+    /// `lockwatch_locks_held` of a target's namespace.
+    pub fn held(&self, target: &str, namespace: &str) -> f64 {
+        self.val("lockwatch_locks_held", &[("target", target), ("namespace", namespace)])
+    }
+
+    /// `lockwatch_lock_transitions_total` of a target's namespace, of one kind.
+    pub fn transitions(&self, target: &str, namespace: &str, kind: &str) -> f64 {
+        self.val(
+            "lockwatch_lock_transitions_total",
+            &[("target", target), ("namespace", namespace), ("kind", kind)],
+        )
     }
 }
 
