@@ -34,6 +34,19 @@ pub fn conn(r: &RedisChild) -> redis::Connection {
     redis::Client::open(r.url()).unwrap().get_connection().unwrap()
 }
 
+/// `SET key owner NX PX px`: whether it took the lock.
+pub fn acquire(c: &mut impl redis::ConnectionLike, key: &str, owner: &str, px: u64) -> bool {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(owner)
+        .arg("NX")
+        .arg("PX")
+        .arg(px)
+        .query(c)
+        .unwrap();
+    set.is_some()
+}
+
 /// The URL of a user who may do anything but `CONFIG` (as on a managed Redis), created on `r`.
 pub fn user_without_config(r: &RedisChild) -> String {
     let _: () = redis::cmd("ACL")
