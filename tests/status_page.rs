@@ -42,15 +42,7 @@ fn artifacts() -> PathBuf {
 }
 
 fn set_px(c: &mut redis::Connection, key: &str, owner: &str, px: u64) {
-    let ok: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg(owner)
-        .arg("NX")
-        .arg("PX")
-        .arg(px)
-        .query(c)
-        .unwrap();
-    assert_eq!(ok.as_deref(), Some("OK"), "SET NX {key}");
+    assert!(common::acquire(c, key, owner, px), "SET NX {key}");
 }
 
 async fn wait_gone(c: &mut redis::Connection, key: &str) {

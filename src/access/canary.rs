@@ -5,6 +5,11 @@
 //!
 //! Shared by the watcher (every interval, on its own subscription) and `check-config
 //! --connect` (one round on a connection of its own), so both judge the same way.
+//!
+//! A *marker* (`lockwatch:canary:{TAG}:INSTANCE:mSEQ`) is the same kind of write, put in a
+//! slot that a node is giving up by atomic slot migration: its `set` marks a place in that
+//! node's stream of notifications and, copied by the import, the same place in the
+//! importing node's (the watcher's slot handoff).
 
 use std::time::Duration;
 
@@ -204,6 +209,59 @@ pub async fn probe(link: &super::Link, db: i64, instance: &str) -> redis::RedisR
     Ok(Probe::Seen(seen))
 }
 
+/// The marker number `seq` of canary key `key`.
+pub fn marker(key: &[u8], seq: u64) -> Vec<u8> {
+    [key, format!(":m{seq}").as_bytes()].concat()
+}
+
+/// The number of `key` when it is a marker of `instance`'s canaries.
+pub fn marker_seq(key: &[u8], instance: &str) -> Option<u64> {
+    let rest = key.strip_prefix(PREFIX.as_bytes())?;
+    let close = rest.iter().position(|&b| b == b'}')?;
+    let rest = rest.get(close + 1..)?.strip_prefix(b":")?;
+    let n = rest.strip_prefix(instance.as_bytes())?.strip_prefix(b":m")?;
+    std::str::from_utf8(n).ok()?.parse().ok()
+}
+
+/// How long a marker lives.
+const MARKER_TTL_MS: u64 = 2_000;
+
+/// How a marker write went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Marked {
+    Ok,
+    /// `MOVED`: the node does not serve the marker's slot (any more).
+    Moved,
+    /// `ASK`: the slot is being migrated key by key (`MIGRATE`), not atomically.
+    Ask,
+    /// No write allowed here (ACL, a command renamed away): Redis's answer.
+    Refused(String),
+}
+
+/// Write marker `key` (`SET key 1 PX …`) on the node of `conn`, without following a
+/// redirection: its `set` marks a place in that node's stream of notifications, and in the
+/// stream of a node that copies the slot from it (an atomic slot migration's import).
+pub async fn mark(conn: &mut impl ConnectionLike, key: &[u8]) -> redis::RedisResult<Marked> {
+    let r: redis::RedisResult<redis::Value> = redis::cmd("SET")
+        .arg(key)
+        .arg(1)
+        .arg("PX")
+        .arg(MARKER_TTL_MS)
+        .query_async(conn)
+        .await;
+    match r {
+        Ok(_) => Ok(Marked::Ok),
+        Err(e) if e.code() == Some("MOVED") => Ok(Marked::Moved),
+        Err(e) if e.code() == Some("ASK") => Ok(Marked::Ask),
+        Err(e)
+            if super::notify::is_refusal(&e) && !matches!(e.code(), Some("TRYAGAIN" | "CLUSTERDOWN" | "LOADING")) =>
+        {
+            Ok(Marked::Refused(e.to_string()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Read the canary after its TTL: the primary expires it now (the `expired` event) rather
 /// than when its expiry cycle happens to sample it. A refusal is the write's to report.
 pub async fn touch(conn: &mut impl ConnectionLike, key: &[u8]) -> redis::RedisResult<()> {
@@ -240,5 +298,15 @@ mod tests {
         assert_eq!(key_for("abc", |_| true).unwrap(), b"lockwatch:canary:{0}:abc");
         assert_eq!(key_for("abc", |_| false), None);
         assert_eq!(channel(3), "__keyspace@3__:lockwatch:canary:*");
+    }
+
+    #[test]
+    fn markers_are_told_by_their_instance_and_number() {
+        let m = marker(&key("7", "abc"), 42);
+        assert_eq!(m, b"lockwatch:canary:{7}:abc:m42");
+        assert_eq!(marker_seq(&m, "abc"), Some(42));
+        assert_eq!(marker_seq(&m, "abd"), None, "another exporter's");
+        assert_eq!(marker_seq(&key("7", "abc"), "abc"), None, "the canary itself");
+        assert_eq!(marker_seq(b"lw:lock:1", "abc"), None);
     }
 }

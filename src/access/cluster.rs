@@ -94,6 +94,56 @@ pub async fn shards(conn: &mut impl redis::aio::ConnectionLike, tls: bool) -> re
     }
 }
 
+/// The slot ranges of each import the node on `conn` lists, oldest first: Valkey 9's
+/// `CLUSTER GETSLOTMIGRATIONS` (`operation` `IMPORT`, `slot_ranges`), else Redis 8.4's
+/// `CLUSTER MIGRATION STATUS ALL` (`operation` `import`, `slots`). An error when the node
+/// has neither (or the user may not ask).
+pub async fn imports(conn: &mut impl redis::aio::ConnectionLike) -> redis::RedisResult<Vec<Vec<(u16, u16)>>> {
+    let valkey: redis::RedisResult<Value> = redis::cmd("CLUSTER").arg("GETSLOTMIGRATIONS").query_async(conn).await;
+    let (listed, ranges) = match valkey {
+        Ok(v) => (v, "slot_ranges"),
+        Err(e) if e.is_io_error() || e.is_timeout() => return Err(e),
+        Err(_) => {
+            let v = redis::cmd("CLUSTER")
+                .arg("MIGRATION")
+                .arg("STATUS")
+                .arg("ALL")
+                .query_async(conn)
+                .await?;
+            (v, "slots")
+        }
+    };
+    let Value::Array(jobs) = listed else {
+        return Err(bad("the migrations are not an array"));
+    };
+    Ok(jobs
+        .into_iter()
+        .map(pairs)
+        .filter(|f| {
+            f.iter()
+                .any(|(k, v)| k == "operation" && string(v).is_some_and(|o| o.eq_ignore_ascii_case("import")))
+        })
+        .map(|f| {
+            f.iter()
+                .find(|(k, _)| k == ranges)
+                .and_then(|(_, v)| string(v))
+                .map(|text| slot_ranges(&text))
+                .unwrap_or_default()
+        })
+        .collect())
+}
+
+/// `0-99 200-299` (or `0-99,200-299`, or single slots) as ranges.
+fn slot_ranges(text: &str) -> Vec<(u16, u16)> {
+    text.split(|c: char| c.is_whitespace() || c == ',')
+        .filter_map(|t| {
+            let (a, b) = t.split_once('-').unwrap_or((t, t));
+            let (a, b) = (a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?);
+            (a <= b && usize::from(b) < SLOTS).then_some((a, b))
+        })
+        .collect()
+}
+
 fn bad(what: &str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Parse, "unexpected CLUSTER reply", what.to_string()))
 }
@@ -246,7 +296,15 @@ fn parse_slots(v: Value) -> redis::RedisResult<Vec<Shard>> {
 
 #[cfg(test)]
 mod tests {
-    use super::slot;
+    use super::{slot, slot_ranges};
+
+    #[test]
+    fn migration_slot_ranges_are_read_as_servers_write_them() {
+        assert_eq!(slot_ranges("0-1999"), [(0, 1999)]);
+        assert_eq!(slot_ranges("0-10 20-30"), [(0, 10), (20, 30)]);
+        assert_eq!(slot_ranges("5,7-8"), [(5, 5), (7, 8)]);
+        assert_eq!(slot_ranges("9-3 x 16384"), []);
+    }
 
     #[test]
     fn slots_match_redis() {

@@ -251,6 +251,19 @@ pub async fn primary_link(t: &TargetConfig) -> redis::RedisResult<Link> {
     }
 }
 
+/// A cluster node's refusal of the target's database, as one sentence; `None` when `text`
+/// is no such refusal. Valkey 9 serves databases in cluster mode below its
+/// `cluster-databases`; Redis Cluster, and Valkey before 9, only database 0.
+pub fn database_refused(t: &TargetConfig, text: &str) -> Option<String> {
+    let db = t.connection.redis_settings().db();
+    let refusal = ["DB index is out of range", "SELECT is not allowed in cluster mode"];
+    (db != 0 && matches!(t.topology, Topology::Cluster { .. }) && refusal.iter().any(|r| text.contains(r))).then(|| {
+        format!(
+            "the cluster does not serve database {db} ({text}): only Valkey 9 and later serve databases other than 0 in cluster mode, those below its `cluster-databases` setting"
+        )
+    })
+}
+
 /// `info` with the address of `node`: same credentials, database and TLS.
 pub fn at_addr(info: &redis::ConnectionInfo, node: &NodeAddr) -> redis::ConnectionInfo {
     let addr = match info.addr() {

@@ -46,10 +46,14 @@ fn install_provider() {
 }
 
 /// `e` as the operator should read it: a TLS failure becomes one sentence starting with
-/// `TLS:` that names the cause and the file or setting involved; anything else is `e` as is.
-/// The caller names the target.
+/// `TLS:` that names the cause and the file or setting involved, a cluster's refusal of the
+/// target's database one that says which servers serve it (`connect::database_refused`);
+/// anything else is `e` as is. The caller names the target.
 pub fn explain(t: &TargetConfig, e: &redis::RedisError) -> String {
     let text = e.to_string();
+    if let Some(sentence) = super::connect::database_refused(t, &text) {
+        return sentence;
+    }
     let redis::ConnectionAddr::TcpTls { host, .. } = t.connection.addr() else {
         return text;
     };

@@ -559,6 +559,18 @@ fn cluster_and_sentinel_targets_load() {
 }
 
 #[test]
+fn a_cluster_target_may_watch_another_database_named_by_every_seed() {
+    let text = "[[target]]\nname = \"a\"\nmode = \"cluster\"\nnodes = [\"redis://h:1/2\", \"redis://h:2/2\"]\n\n\
+                [[namespace]]\nname = \"n\"\npattern = \"n:*\"\nttl = \"30s\"\n";
+    let c = load(text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.targets[0].connection.redis_settings().db(), 2);
+    let Topology::Cluster { seeds } = &c.targets[0].topology else {
+        panic!("a cluster")
+    };
+    assert!(seeds.iter().all(|s| s.redis_settings().db() == 2));
+}
+
+#[test]
 fn topology_keys_are_checked_with_key_and_line() {
     let cases = [
         (
@@ -582,8 +594,8 @@ fn topology_keys_are_checked_with_key_and_line() {
             "line 2: target[0].nodes: missing",
         ),
         (
-            "[[target]]\nname = \"a\"\nmode = \"cluster\"\nnodes = [\"redis://h:1/3\"]\n",
-            "line 4: target[0].nodes[0]: names database 3 (redis://h:1/3): a Redis Cluster has only database 0",
+            "[[target]]\nname = \"a\"\nmode = \"cluster\"\nnodes = [\"redis://h:1/3\", \"redis://h:2/1\"]\n",
+            "line 4: target[0].nodes[1]: names database 1 (redis://h:2/1), and target[0].nodes[0] names database 3 (redis://h:1/3): a cluster target watches one database",
         ),
         (
             "[[target]]\nname = \"a\"\nmode = \"cluster\"\nnodes = [\"redis://h:1\", \"rediss://h:2\"]\n",

@@ -162,13 +162,20 @@ impl Cx<'_> {
                         "mixes redis:// and rediss:// seeds: a cluster's nodes all speak TLS or none does",
                     ));
                 }
-                if first.info.redis_settings().db() != 0 {
+                // Valkey 9 serves several databases in cluster mode (`cluster-databases`):
+                // the target watches one, named alike by every seed.
+                let db = first.info.redis_settings().db();
+                let other = |u: &String| parse(u, None, "").map_or(db, |i| i.redis_settings().db());
+                let mut nodes = t.nodes.iter().flat_map(|v| v.get_ref().iter()).enumerate();
+                if let Some((n, node)) = nodes.find(|(_, u)| other(u) != db) {
                     return Err(self.err(
-                        first.span.as_ref(),
-                        &first.key,
+                        t.nodes.as_ref().map(|v| v.span()).as_ref(),
+                        format!("{}[{n}]", k("nodes")),
                         format!(
-                            "names database {} ({}): a Redis Cluster has only database 0",
-                            first.info.redis_settings().db(),
+                            "names database {} ({}), and {} names database {db} ({}): a cluster target watches one database, named alike by every seed",
+                            other(node),
+                            redact_url(node),
+                            first.key,
                             redact_url(&first.url)
                         ),
                     ));

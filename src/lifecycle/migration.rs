@@ -3,7 +3,8 @@
 //! release publishes. On a cluster, a `del` is therefore checked before it counts: the key
 //! is read where it lives now; still there with the same owner (or, for a fencing counter,
 //! still there), it moved, and the `del` is dropped. Events of the key that arrive while
-//! the check runs wait behind it, so their order is kept. Cost: one routed read per `del`.
+//! the check runs wait behind it, so their order is kept (the lock table takes them at
+//! once, the `del` by setting the lock aside). Cost: one routed read per `del`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -17,7 +18,7 @@ use crate::access::reader::Reader;
 const MAX_WAITING: usize = 10_000;
 
 /// A keyspace notification on a lock key or fencing counter.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Event {
     /// Which primary published it.
     pub node: usize,
@@ -62,6 +63,12 @@ pub(super) struct Deferrals {
 }
 
 impl Deferrals {
+    /// Whether `ev` will wait rather than apply now: its key waits already, or it is a
+    /// `del` to check (`cluster`).
+    pub(super) fn waits(&self, ev: &Event, cluster: bool) -> bool {
+        self.waiting.contains_key(&ev.key) || (cluster && ev.event == b"del" && self.waiting.len() < MAX_WAITING)
+    }
+
     /// Decide about `ev` arriving at `now_ms` (`cluster`: `del`s are checked).
     pub(super) fn admit(&mut self, ev: Event, now_ms: i64, cluster: bool) -> Admit {
         if let Some(q) = self.waiting.get_mut(&ev.key) {
@@ -162,7 +169,10 @@ impl Watcher {
         };
         let now = ns_locks.owner_hash(owner);
         let table = ns_locks.table();
-        table.lock(&v.key).is_none_or(|e| !e.known() || e.owner == now)
+        table
+            .lock(&v.key)
+            .or_else(|| table.aside(&v.key))
+            .is_none_or(|e| !e.known() || e.owner == now)
     }
 }
 

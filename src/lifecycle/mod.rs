@@ -10,8 +10,10 @@ mod canary;
 mod checks;
 #[doc(hidden)]
 pub mod footprint;
+mod handoff;
 mod headroom;
 pub(crate) mod history;
+mod intake;
 pub(crate) mod metrics;
 mod migration;
 mod recorder;

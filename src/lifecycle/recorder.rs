@@ -96,13 +96,40 @@ impl<'a> Recorder<'a> {
     pub(super) fn apply(&mut self, tracker: &mut Tracker, ev: &Event, now_ms: i64, marks: &[u32]) {
         // The tracker first: its owner fallback reads the lock table as it was before
         // this event.
+        self.count(tracker, ev, now_ms, marks);
+        self.table(ev);
+    }
+
+    /// The event to the tracker alone (its table part applied already: a key's event
+    /// that waits for a check behind a `del` still says at once whether the key exists).
+    pub(super) fn count(&mut self, tracker: &mut Tracker, ev: &Event, now_ms: i64, marks: &[u32]) {
         if !ev.fence
             && let Some(notice) = Notice::parse(&ev.event)
         {
             self.notice(tracker, ev.ns, &ev.key, notice, now_ms, marks);
         }
+    }
+
+    /// The event to the lock table alone, in events mode.
+    pub(super) fn table(&mut self, ev: &Event) {
         if self.w.locks.subscription().is_some() {
             self.track(ev.ns, ev.fence, &ev.key, &ev.event);
+        }
+    }
+
+    /// A lock's `del` waits for its check: out of the table's census until it says.
+    pub(super) fn aside(&mut self, ns: usize, key: &[u8]) {
+        if self.w.locks.subscription().is_some()
+            && let Some(n) = self.w.locks.namespaces.get(ns)
+        {
+            n.table().set_aside(key);
+        }
+    }
+
+    /// The check said: moved (the lock back in the table) or gone.
+    pub(super) fn settle_aside(&mut self, ns: usize, key: &[u8], moved: bool) {
+        if let Some(n) = self.w.locks.namespaces.get(ns) {
+            n.table().settle_aside(key, moved);
         }
     }
 

@@ -6,22 +6,23 @@
 
 use std::time::Duration;
 
-use futures_util::stream::{BoxStream, SelectAll};
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
+use futures_util::stream::SelectAll;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::canary::{Canaries, EVERY as CANARY_EVERY, Judged, Note};
 use super::checks::fold_all;
-use super::migration::{Admit, Deferrals, Verified};
+use super::handoff::Owners;
+use super::intake::{Flow, Handoff, Links, Tagged};
+use super::migration::Verified;
 use super::recorder::{Recorder, wall_ms};
 use super::renamespace::Renamespace;
-use super::tracker::Notice;
 use super::tracker::Tracker;
 use super::verify::{self, Round, Verify};
 use super::{
-    BATCH, FLAGS_CHECK_EVERY, MAX_PENDING_READS, MAX_TRACKED, PING_EVERY, READS_IN_FLIGHT, ReadRequest, ReadResult,
+    FLAGS_CHECK_EVERY, MAX_PENDING_READS, MAX_TRACKED, PING_EVERY, READS_IN_FLIGHT, ReadRequest, ReadResult,
     SessionError, Unsubscribe, Watcher,
 };
 use crate::access::canary;
@@ -30,9 +31,6 @@ use crate::access::read::KeyRead;
 use crate::access::reader::Reader;
 use crate::locks::events::Found;
 use crate::vocab::Verification;
-
-/// One primary's notifications, tagged with its index; `None` when its stream ended.
-type Tagged = BoxStream<'static, Option<(usize, redis::Msg)>>;
 
 impl Watcher {
     /// Apply the policy, subscribe on every primary, and follow the streams until one ends
@@ -100,7 +98,10 @@ impl Watcher {
         // Whatever happened while unsubscribed is unknown: start clean, and let the
         // sampler's passes from now on stand in for owners not seen in a `set`.
         tracker.reset();
-        let mut marks: Vec<u32> = self.locks.namespaces.iter().map(|n| n.table().pass_number()).collect();
+        let owners = Owners::of(&layout);
+        let marks = self.locks.namespaces.iter().map(|n| n.table().pass_number()).collect();
+        // Slot handoffs write markers as the canary is written, seen on its channel.
+        let mut flow = Flow::new(owners, marks, canary_refused.is_none());
         *subscribed = true;
         tracing::info!(target_name = %self.target.name, patterns = self.channels.len(), primaries = primaries.len(),
             "subscribed to keyspace notifications");
@@ -130,12 +131,17 @@ impl Watcher {
         let mut flags_check = tokio::time::interval(FLAGS_CHECK_EVERY);
         flags_check.reset();
         let mut nodes = self.nodes.clone();
-        let cluster = layout.is_cluster();
 
         let (tx, mut rx) = mpsc::channel::<ReadResult>(READS_IN_FLIGHT * 2);
         let (vtx, mut vrx) = mpsc::channel::<Verified>(READS_IN_FLIGHT * 2);
-        let mut deferrals = Deferrals::default();
-        let mut pending: Vec<ReadRequest> = Vec::new();
+        let (htx, mut hrx) = mpsc::channel::<Handoff>(primaries.len() * 4 + 4);
+        let links = Links {
+            reader: reader.clone(),
+            direct: flag_conns.iter().map(|(_, c)| c.clone()).collect(),
+            sinks: sinks.clone(),
+            verified: vtx,
+            handoff: htx,
+        };
         let mut in_flight = 0usize;
         let mut cap_warned = false;
         let mut sweep = tokio::time::interval(Duration::from_secs(1));
@@ -148,29 +154,26 @@ impl Watcher {
                 Some((epoch, ns, requests, reads)) = rx.recv() => {
                     in_flight -= 1;
                     if let Some(ns) = self.renumbered(epoch, ns)
-                        && self.reads_done(tracker, ns, &requests, reads.as_deref(), &mut pending)
+                        && self.reads_done(tracker, ns, &requests, reads.as_deref(), &mut flow.pending)
                     {
                         verify.evidence(verify::SET_AGREED);
                         self.follow(&mut shown, &verify);
                     }
-                    self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
                 }
-                Some(mut verified) = vrx.recv() => {
-                    let migrated = match self.renumbered(verified.epoch, verified.ns) {
-                        Some(ns) => {
-                            verified.ns = ns;
-                            self.migrated(&verified)
-                        }
-                        None => false,
-                    };
-                    let replay = deferrals.resolve(&verified.key, migrated);
-                    let mut history = self.state.history();
-                    let mut obs = Recorder::new(self, &mut history, &mut pending, wall_ms());
-                    for (ev, at) in &replay {
-                        obs.apply(tracker, ev, *at, &marks);
+                Some(verified) = vrx.recv() => {
+                    self.checked(verified, tracker, &mut flow);
+                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                }
+                Some(said) = hrx.recv() => {
+                    // After a PING answered, every event the primary published before is
+                    // in its stream: handled first, under the owners so far.
+                    if matches!(said, Handoff::SourceRead { .. } | Handoff::Settled { .. }) {
+                        self.intake(None, &mut streams, true, tracker, &mut flow, &links, &mut canaries, &mut verify)?;
                     }
-                    drop(history);
-                    self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
+                    self.handoff(said, tracker, &mut flow, &links);
+                    self.follow(&mut shown, &verify);
+                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
                 }
                 _ = flags_check.tick() => {
                     if let Some(flags) = self.recheck_flags(&verify.flags, limit, &mut flag_conns).await {
@@ -198,7 +201,7 @@ impl Watcher {
                 }
                 Some(change) = changes.recv() => {
                     let before: Vec<Vec<u8>> = self.channels.iter().map(|(c, _, _)| c.clone()).collect();
-                    let old_marks = std::mem::take(&mut marks);
+                    let old_marks = std::mem::take(&mut flow.counted.marks);
                     let same_flags = self.renamespace(change, tracker);
                     // Whichever way this session ends from here, the new tables go to scan mode.
                     _unsubscribe = Unsubscribe(self.locks.clone());
@@ -208,7 +211,7 @@ impl Watcher {
                     self.resubscribe(&before, &mut sinks, limit).await?;
                     // An unchanged namespace keeps its mark; a new one's owners come from
                     // the passes from now on.
-                    marks = self
+                    flow.counted.marks = self
                         .locks
                         .namespaces
                         .iter()
@@ -221,14 +224,14 @@ impl Watcher {
                                 .unwrap_or_else(|| n.table().pass_number())
                         })
                         .collect();
-                    pending.retain_mut(|r| match self.renumber.get(r.ns).copied().flatten() {
+                    flow.pending.retain_mut(|r| match self.renumber.get(r.ns).copied().flatten() {
                         Some(n) => {
                             r.ns = n;
                             true
                         }
                         None => false,
                     });
-                    deferrals.renamespace(&self.renumber);
+                    flow.counted.deferrals.renamespace(&self.renumber);
                     // The new tables follow the verdict in force (a verified one marked them
                     // already, when the reload found the old ones in events mode).
                     if let Some(v) = &shown {
@@ -241,56 +244,24 @@ impl Watcher {
                     }
                 }
                 _ = nodes.changed() => {
-                    if nodes.current().primary_addrs() != primaries.iter().map(String::as_str).collect::<Vec<_>>() {
+                    let now = nodes.current();
+                    if now.primary_addrs() != primaries.iter().map(String::as_str).collect::<Vec<_>>() {
                         return Err(SessionError::PrimariesChanged);
+                    }
+                    // Slots that changed hands count from their new primary once a PING on
+                    // its subscription answered.
+                    for (node, slots) in flow.owners.as_mut().map(|o| o.moved(&now)).unwrap_or_default() {
+                        self.settle(&links, node, slots);
                     }
                 }
                 msg = streams.next() => {
-                    let Some(Some((node, first))) = msg else { return Err(SessionError::Closed) };
-                    let now = self.now_ms();
-                    let mut migrations = Vec::new();
-                    let mut history = self.state.history();
-                    let mut obs = Recorder::new(self, &mut history, &mut pending, wall_ms());
-                    let mut n = 0u64;
-                    let mut taken = 0usize;
-                    let mut evidence = 0u8;
-                    let mut next = Some((node, first));
-                    while let Some((node, m)) = next.take() {
-                        taken += 1;
-                        if let Some(judged) = canaries.seen(node, &m) {
-                            if let Some(Judged(i, round)) = judged {
-                                verify.round(i, round);
-                            }
-                        } else if let Some(ev) = obs.parse(node, &m) {
-                            n += 1;
-                            evidence |= passive_evidence(&ev.event);
-                            match deferrals.admit(ev, now, cluster) {
-                                Admit::Now(ev) => obs.apply(tracker, &ev, now, &marks),
-                                Admit::Verify(v) => migrations.push(v),
-                                Admit::Queued => {}
-                            }
-                        }
-                        if taken < BATCH {
-                            match streams.next().now_or_never() {
-                                Some(Some(Some(m))) => next = Some(m),
-                                Some(_) => { drop(history); return Err(SessionError::Closed) }
-                                None => {}
-                            }
-                        }
-                    }
-                    drop(history);
-                    self.metrics.received.inc_by(n);
-                    if n > 0 {
-                        verify.received();
-                    }
-                    verify.evidence(evidence);
+                    let Some(Some(first)) = msg else { return Err(SessionError::Closed) };
+                    self.intake(Some(first), &mut streams, false, tracker, &mut flow, &links, &mut canaries, &mut verify)?;
                     self.follow(&mut shown, &verify);
-                    for v in migrations {
-                        self.spawn_verify(&reader, v, &vtx);
-                    }
-                    self.flush_reads(&reader, &mut pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
                 }
                 _ = sweep.tick() => {
+                    self.overdue(tracker, &mut flow, &links);
                     tracker.sweep(self.now_ms());
                     self.metrics.tracked.set(tracker.len() as i64);
                     if tracker.untracked > 0 && !std::mem::replace(&mut cap_warned, true) {
@@ -411,16 +382,5 @@ pub(super) async fn psubscribe(
             String::from_utf8_lossy(channel)
         ))),
         Ok(r) => Ok(r?),
-    }
-}
-
-/// Flags a lock notification shows by arriving (passive evidence; a `set` counts only once
-/// a read found its lock).
-fn passive_evidence(event: &[u8]) -> u8 {
-    match Notice::parse(event) {
-        Some(Notice::Del | Notice::Expire) => verify::GENERIC,
-        Some(Notice::Expired) => verify::EXPIRED,
-        Some(Notice::HashWrite) => verify::HASH,
-        _ => 0,
     }
 }

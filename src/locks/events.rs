@@ -92,6 +92,46 @@ impl NamespaceTable {
         }
     }
 
+    /// A `del` of `key` on a cluster, checked before it counts (a slot migration's move
+    /// looks the same): the lock leaves the census at once, kept aside until the check says.
+    pub fn set_aside(&mut self, key: &[u8]) {
+        self.suspects.remove(key);
+        if let Some(e) = self.locks.remove(key) {
+            self.aside.insert(Box::from(key), e);
+        }
+    }
+
+    /// The check of a `del` said: a move (`moved`: the lock back as it was, unless written
+    /// since), or gone.
+    pub fn settle_aside(&mut self, key: &[u8], moved: bool) {
+        let Some(e) = self.aside.remove(key) else {
+            return;
+        };
+        if !self.locks.contains_key(key) {
+            if moved {
+                self.locks.insert(Box::from(key), e);
+            } else if let Some(tokens) = &mut self.tokens {
+                tokens.remove(key);
+            }
+        }
+    }
+
+    /// A lock set aside for the check of its `del`.
+    pub fn aside(&self, key: &[u8]) -> Option<&LockEntry> {
+        self.aside.get(key)
+    }
+
+    /// Back to scan mode: the locks set aside return (the next cycle drops those gone).
+    pub(super) fn put_aside_back(&mut self) {
+        let aside: Vec<(Box<[u8]>, LockEntry)> = self.aside.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
+        self.aside.clear();
+        for (k, e) in aside {
+            if !self.locks.contains_key(&k) {
+                self.locks.insert(k, e);
+            }
+        }
+    }
+
     /// A fencing counter was written (its value is read by the next pass).
     pub fn announce_fence(&mut self, key: &[u8]) {
         if !self.fences.contains_key(key) {

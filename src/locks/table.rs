@@ -151,6 +151,9 @@ pub struct NamespaceTable {
     pub(super) odd: KeyMap<Unreadable>,
     /// Events mode: discrepancies a read found, waiting for a second read to confirm them.
     pub(super) suspects: KeyMap<super::events::Suspect>,
+    /// Events mode, a cluster: locks whose `del` waits for the check of a slot migration's
+    /// move, out of the census meanwhile.
+    pub(super) aside: KeyMap<LockEntry>,
     /// Repairs confirmed since the table was made (never taken): changes the events missed.
     pub(super) repaired: u64,
 }
@@ -175,6 +178,7 @@ impl NamespaceTable {
             last: Census::default(),
             odd: KeyMap::default(),
             suspects: KeyMap::default(),
+            aside: KeyMap::default(),
             repaired: 0,
         }
     }
@@ -231,6 +235,7 @@ impl NamespaceTable {
     pub fn enter_scan_mode(&mut self) {
         self.odd.clear();
         self.suspects.clear();
+        self.put_aside_back();
         self.position = WalkPosition::START;
     }
 

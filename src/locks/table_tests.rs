@@ -198,3 +198,40 @@ fn a_read_answered_after_the_key_was_forgotten_does_not_bring_it_back() {
     t.event_read(&ns, b"wf:2", seq, before_del, 100_005);
     assert_eq!(t.census_at(&ns, 100_010).held, 1);
 }
+
+/// `key` announced by an event and read held by `owner`.
+fn read_held(t: &mut NamespaceTable, n: &NamespaceConfig, key: &[u8], owner: &[u8]) {
+    let seq = t.announce(key, 1_000);
+    let found = crate::locks::events::Found::Lock { owner, pttl_ms: 30_000 };
+    t.event_read(n, key, seq, found, 1_000);
+}
+
+#[test]
+fn a_lock_set_aside_leaves_the_census_and_comes_back_as_it_was_when_moved() {
+    let n = ns();
+    let mut t = NamespaceTable::new(true);
+    read_held(&mut t, &n, b"k", b"A");
+    let since = t.lock(b"k").map(|e| e.since_ms);
+    t.set_aside(b"k");
+    assert_eq!(
+        t.census_at(&n, 2_000).held,
+        0,
+        "out of the census while its del is checked"
+    );
+    assert!(t.aside(b"k").is_some() && t.lock(b"k").is_none());
+    t.settle_aside(b"k", true);
+    assert_eq!(t.census_at(&n, 2_000).held, 1, "a move: back");
+    assert_eq!(t.lock(b"k").map(|e| e.since_ms), since, "its age kept");
+    assert_eq!(t.token(b"k"), Some(&b"A"[..]));
+    t.set_aside(b"k");
+    t.settle_aside(b"k", false);
+    assert!(
+        t.lock(b"k").is_none() && t.aside(b"k").is_none() && t.token(b"k").is_none(),
+        "gone"
+    );
+    // Back to scan mode, what is aside returns (the next cycle drops it if gone).
+    read_held(&mut t, &n, b"j", b"B");
+    t.set_aside(b"j");
+    t.enter_scan_mode();
+    assert!(t.lock(b"j").is_some());
+}

@@ -86,12 +86,18 @@ impl Layout {
     pub fn primary_of(&self, key: &[u8]) -> Option<usize> {
         match &self.slots {
             None => (!self.primaries.is_empty()).then_some(0),
-            Some(map) => map
-                .get(cluster::slot(key) as usize)
-                .copied()
-                .filter(|&i| i != NO_OWNER)
-                .map(usize::from),
+            Some(_) => self.serving(cluster::slot(key)),
         }
+    }
+
+    /// Cluster: the primary serving `slot` (`None`: no primary, or not a cluster).
+    pub fn serving(&self, slot: u16) -> Option<usize> {
+        self.slots
+            .as_ref()?
+            .get(usize::from(slot))
+            .copied()
+            .filter(|&i| i != NO_OWNER)
+            .map(usize::from)
     }
 
     pub fn is_cluster(&self) -> bool {

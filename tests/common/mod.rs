@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 pub mod logs;
 pub mod topo;
+pub mod valkey;
 
 use lockwatch::access::child::RedisChild;
 use lockwatch::config::{Config, Overrides};
@@ -122,6 +123,19 @@ pub fn server_build() -> (String, String) {
 /// A synchronous connection for setting up keys.
 pub fn conn(r: &RedisChild) -> redis::Connection {
     redis::Client::open(r.url()).unwrap().get_connection().unwrap()
+}
+
+/// `SET key owner NX PX px`: whether it took the lock.
+pub fn acquire(c: &mut impl redis::ConnectionLike, key: &str, owner: &str, px: u64) -> bool {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(owner)
+        .arg("NX")
+        .arg("PX")
+        .arg(px)
+        .query(c)
+        .unwrap();
+    set.is_some()
 }
 
 /// The URL of a user who may do anything but `CONFIG` (as on a managed Redis), created on `r`.
@@ -273,6 +287,19 @@ impl Metrics {
     pub fn val(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.get(name, labels)
             .unwrap_or_else(|| panic!("no series {name}{labels:?} in:\n{}", self.0))
+    }
+
+    /// `lockwatch_locks_held` of a target's namespace.
+    pub fn held(&self, target: &str, namespace: &str) -> f64 {
+        self.val("lockwatch_locks_held", &[("target", target), ("namespace", namespace)])
+    }
+
+    /// `lockwatch_lock_transitions_total` of a target's namespace, of one kind.
+    pub fn transitions(&self, target: &str, namespace: &str, kind: &str) -> f64 {
+        self.val(
+            "lockwatch_lock_transitions_total",
+            &[("target", target), ("namespace", namespace), ("kind", kind)],
+        )
     }
 }
 

@@ -13,6 +13,16 @@ use lockwatch::access::child::{RedisChild, free_port};
 /// Keyspace notifications every node has, replicas included (a replica can become primary).
 pub const NOTIFY: &[&str] = &["--notify-keyspace-events", "KEA"];
 
+/// What makes a node a cluster node here: its config file, a short node timeout.
+pub const CLUSTER_NODE: &[&str] = &[
+    "--cluster-enabled",
+    "yes",
+    "--cluster-config-file",
+    "nodes.conf",
+    "--cluster-node-timeout",
+    "2000",
+];
+
 pub struct Cluster {
     pub nodes: Vec<RedisChild>,
     /// The nodes' TLS ports, for a cluster that speaks TLS (`start_tls`).
@@ -66,16 +76,8 @@ impl Cluster {
         let files = pki.map(|p| (p.path("node.pem"), p.path("node.key"), p.path("ca.pem")));
         for _ in 0..6 {
             let tls_port = free_port().unwrap().to_string();
-            let mut args = vec![
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "2000",
-                "--cluster-require-full-coverage",
-                "no",
-            ];
+            let mut args = CLUSTER_NODE.to_vec();
+            args.extend(["--cluster-require-full-coverage", "no"]);
             args.extend_from_slice(NOTIFY);
             if let Some((pem, key, ca)) = &files {
                 args.extend(["--tls-port", &tls_port, "--tls-cert-file", pem, "--tls-key-file", key]);
@@ -213,7 +215,8 @@ impl Cluster {
     }
 }
 
-fn port_of(addr: &str) -> u16 {
+/// The port of a `CLUSTER NODES` address (`host:port@cport`).
+pub fn port_of(addr: &str) -> u16 {
     // host:port@cport
     addr.split('@')
         .next()
