@@ -3,6 +3,11 @@
 //!
 //! Each working part (sampler, lifecycle watcher, intake) creates, registers and
 //! pre-exports its own families here, and alone updates them; `/metrics` only encodes.
+//! Beside the registry, the latest exemplar of each counter series (`exemplars`).
+
+pub mod exemplars;
+
+pub use exemplars::{Exemplar, Exemplars, TraceContext};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,6 +30,8 @@ pub struct Registry {
     hooks: Arc<Mutex<Vec<Hook>>>,
     /// One per family made by the helpers below, for [`Registry::drop_series`].
     removers: Arc<Mutex<Vec<Remover>>>,
+    /// The latest exemplar of each series that had one (the OpenMetrics exposition shows them).
+    exemplars: Exemplars,
 }
 
 impl Registry {
@@ -46,6 +53,7 @@ impl Registry {
             inner,
             hooks: Default::default(),
             removers: Default::default(),
+            exemplars: Exemplars::default(),
         })
     }
 
@@ -109,9 +117,15 @@ impl Registry {
     /// Remove, from every family, the series whose `label` is `value`: what a target,
     /// namespace or log source left behind once a reload removed it.
     pub fn drop_series(&self, label: &str, value: &str) {
+        self.exemplars.drop_series(label, value);
         for remove in self.removers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             remove(label, value);
         }
+    }
+
+    /// The exemplar store: the parts record the latest traced event of a series here.
+    pub fn exemplars(&self) -> &Exemplars {
+        &self.exemplars
     }
 
     /// Run `hook` before every encoding (e.g. to set gauges computed from the time now),
