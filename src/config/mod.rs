@@ -23,7 +23,7 @@ pub use logs::{LogConfig, LogFormat, Multiline, StartAt};
 pub use namespace::{NamespaceConfig, ValueKind};
 pub use rules::RuleConfig;
 pub use secret::Secret;
-pub use server::{HttpLimits, ServerConfig};
+pub use server::{HttpLimits, ServerConfig, TraceUrl};
 pub use target::{Notifications, TargetConfig};
 pub use tls::{ClientIdentity, PemFile, TargetTls};
 pub use topology::{Mode, SentinelSettings, Topology};

@@ -35,6 +35,7 @@ pub struct RawServer {
     pub header_timeout: Option<S<String>>,
     pub body_timeout: Option<S<String>>,
     pub idle_timeout: Option<S<String>>,
+    pub trace_url: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

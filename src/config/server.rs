@@ -1,6 +1,7 @@
 //! The `[server]` table: the listen address (with the exporters' `:port` shorthand and the
-//! `--listen` override), the push token, the web config file (`web`) and the limits every
-//! HTTP connection is held to (`HttpLimits`). Serving HTTP is `serve`'s and `http`'s job.
+//! `--listen` override), the push token, the web config file (`web`), the limits every
+//! HTTP connection is held to (`HttpLimits`) and the trace link template (`TraceUrl`).
+//! Serving HTTP is `serve`'s and `http`'s job.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -10,6 +11,7 @@ use super::raw::RawServer;
 use super::secret::read_secret;
 use super::web::{self, WebConfig};
 use super::{ConfigError, Cx, Overrides, Secret};
+use crate::metrics::TraceContext;
 
 /// Default listen address; 9747 is lockwatch's port.
 pub(crate) const DEFAULT_LISTEN: &str = "0.0.0.0:9747";
@@ -24,6 +26,43 @@ pub struct ServerConfig {
     /// TLS, basic auth and headers from `web_config_file` / `--web.config.file`.
     pub web: Option<WebConfig>,
     pub limits: HttpLimits,
+    /// Where a trace id links to, on the status page and the key page.
+    pub trace_url: Option<TraceUrl>,
+}
+
+/// `[server] trace_url`: an `http(s)` URL template with `{trace_id}` (and optionally
+/// `{span_id}`), e.g. Grafana Explore on Tempo, Jaeger's `/trace/{trace_id}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceUrl(String);
+
+impl TraceUrl {
+    /// The template checked: `http://` or `https://`, `{trace_id}` in it, no other `{…}`.
+    pub fn parse(template: &str) -> Result<Self, String> {
+        let lower = template.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            return Err(format!("`{template}` must start with http:// or https://"));
+        }
+        if !template.contains("{trace_id}") {
+            return Err(format!(
+                "`{template}` has no {{trace_id}}: write where the trace id goes, e.g. \"https://jaeger.example/trace/{{trace_id}}\""
+            ));
+        }
+        let rest = template.replace("{trace_id}", "").replace("{span_id}", "");
+        if rest.contains(['{', '}']) || template.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "`{template}` may hold {{trace_id}} and {{span_id}} only, and no spaces"
+            ));
+        }
+        Ok(TraceUrl(template.to_string()))
+    }
+
+    /// The link to `trace` (ids are letters, digits, `-` and `_`: nothing to escape; a
+    /// missing span id is left empty).
+    pub fn link(&self, trace: &TraceContext) -> String {
+        self.0
+            .replace("{trace_id}", &trace.trace_id)
+            .replace("{span_id}", trace.span_id.as_deref().unwrap_or(""))
+    }
 }
 
 /// What one HTTP client may hold of the exporter.
@@ -89,12 +128,20 @@ impl Cx<'_> {
             (None, Some(f)) => Some(web::load(&base.join(f.get_ref()))?),
             (None, None) => None,
         };
+        let trace_url = match &raw.trace_url {
+            Some(t) if t.get_ref().is_empty() => None,
+            Some(t) => {
+                Some(TraceUrl::parse(t.get_ref()).map_err(|e| self.err(Some(&t.span()), "server.trace_url", e))?)
+            }
+            None => None,
+        };
         Ok(ServerConfig {
             listen,
             push_token,
             show_owners: raw.show_owners.unwrap_or(false),
             web,
             limits,
+            trace_url,
         })
     }
 

@@ -225,6 +225,29 @@ fn listen_accepts_port_only_form() {
 }
 
 #[test]
+fn trace_url_is_a_checked_template() {
+    let with = |t: &str| format!("[server]\ntrace_url = \"{t}\"\n{TARGET}");
+    let c = load(&with("https://tempo.example/explore?trace={trace_id}&span={span_id}")).unwrap();
+    let trace = crate::metrics::TraceContext::new("4bf92f3577b34da6a3ce929d0e0e4736", None).unwrap();
+    assert_eq!(
+        c.server.trace_url.unwrap().link(&trace),
+        "https://tempo.example/explore?trace=4bf92f3577b34da6a3ce929d0e0e4736&span="
+    );
+    assert!(load(&with("")).unwrap().server.trace_url.is_none());
+    for (bad, says) in [
+        ("javascript:alert({trace_id})", "must start with http:// or https://"),
+        ("https://jaeger.example/trace/", "has no {trace_id}"),
+        ("https://x/{trace_id}/{user}", "{trace_id} and {span_id} only"),
+    ] {
+        let e = err(&with(bad));
+        assert!(
+            e.starts_with("t.toml line 2: server.trace_url:") && e.contains(says),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn redact_url_hides_passwords_only() {
     assert_eq!(redact_url("redis://user:pw@h:1/0"), "redis://user:***@h:1/0");
     assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");

@@ -116,6 +116,11 @@ pub(crate) struct EventView {
     pub(super) outcome: &'static str,
     /// The `source` label value that counted it: a `[[logs]]` name, `push`, `otlp`, …
     pub(super) source: String,
+    /// The trace the event was written in, when it came with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) span_id: Option<String>,
 }
 
 /// RFC 3339 with milliseconds, UTC.
@@ -136,6 +141,8 @@ pub(super) fn events(s: &AppState, key: &str) -> Vec<EventView> {
             op: e.op.as_str(),
             outcome: e.outcome.as_str(),
             source: e.source.to_string(),
+            span_id: e.trace.as_ref().and_then(|t| t.span_id.clone()),
+            trace_id: e.trace.map(|t| t.trace_id),
         })
         .collect()
 }

@@ -111,7 +111,7 @@ fn key_status(s: &AppState, namespace: String, key: String) -> KeyStatus {
     let transitions = api::transitions(s, key.as_bytes(), |_| true);
     let events = api::events(s, &key);
     let mut html = body(&held, &transitions, !s.lifecycles.is_empty());
-    event_table(&mut html, &events);
+    event_table(&mut html, &events, s.config.server.trace_url.as_ref());
     KeyStatus {
         namespace,
         key,
@@ -122,24 +122,29 @@ fn key_status(s: &AppState, namespace: String, key: String) -> KeyStatus {
     }
 }
 
-/// The lock events that named the key, newest first.
-fn event_table(h: &mut String, events: &[EventView]) {
+/// The lock events that named the key, newest first, each with its trace when it had one.
+fn event_table(h: &mut String, events: &[EventView], trace_url: Option<&crate::config::TraceUrl>) {
     h.push_str("<h2>lock events from logs and pushes</h2>");
     if events.is_empty() {
         h.push_str(r#"<p class="quiet">none kept for this key</p>"#);
         return;
     }
     h.push_str(
-        r#"<div class="scroll"><table class="events"><tr><th>time</th><th>op</th><th>outcome</th><th>source</th></tr>"#,
+        r#"<div class="scroll"><table class="events"><tr><th>time</th><th>op</th><th>outcome</th><th>source</th><th>trace</th></tr>"#,
     );
     for e in events.iter().rev() {
         let _ = write!(
             h,
-            r#"<tr data-op="{op}" data-outcome="{outcome}"><td>{at}</td><td>{op}</td><td>{outcome}</td><td>{source}</td></tr>"#,
+            r#"<tr data-op="{op}" data-outcome="{outcome}"><td>{at}</td><td>{op}</td><td>{outcome}</td><td>{source}</td><td>{trace}</td></tr>"#,
             at = esc(&e.at),
             op = e.op,
             outcome = e.outcome,
             source = esc(&e.source),
+            trace = e
+                .trace_id
+                .as_deref()
+                .map(|t| super::trace_link::html(trace_url, t, e.span_id.as_deref()))
+                .unwrap_or_default(),
         );
     }
     h.push_str("</table></div>");

@@ -18,6 +18,7 @@ mod slots;
 mod status_page;
 mod status_view;
 mod summary;
+mod trace_link;
 
 use std::sync::Arc;
 

@@ -20,6 +20,9 @@ pub(crate) struct Entry {
     pub(crate) trace: Option<String>,
     pub(crate) key: Option<String>,
     pub(crate) namespace: Option<String>,
+    /// The trace and span the record was written in, as sent (hex for OTLP).
+    pub(crate) trace_id: Option<String>,
+    pub(crate) span_id: Option<String>,
 }
 
 impl Entry {
@@ -29,6 +32,8 @@ impl Entry {
             trace: self.trace.as_deref(),
             key: self.key.as_deref(),
             namespace: self.namespace.as_deref(),
+            trace_id: self.trace_id.as_deref(),
+            span_id: self.span_id.as_deref(),
         }
     }
 }

@@ -14,6 +14,7 @@ use super::phrases::{self, Phrasebook, Said};
 use super::records::Piece;
 use crate::config::{Config, LogFormat};
 use crate::glob::Glob;
+use crate::metrics::TraceContext;
 use crate::vocab::{Op, Outcome};
 
 /// What a record brought beside its text (see [`Classifier::classify_given`]).
@@ -27,6 +28,10 @@ pub struct Given<'a> {
     pub key: Option<&'a str>,
     /// A namespace name, used when configured.
     pub namespace: Option<&'a str>,
+    /// The trace and span the record was written in (an OTLP record's `traceId`/`spanId`,
+    /// Loki structured metadata): preferred to ids in the record's own text.
+    pub trace_id: Option<&'a str>,
+    pub span_id: Option<&'a str>,
 }
 
 /// What a line is.
@@ -42,6 +47,9 @@ pub enum Verdict {
         /// The lock key the record named (a key field, or a word of its text) when one
         /// matches a namespace's pattern, cut to 256 bytes.
         key: Option<Box<str>>,
+        /// The trace context the record carried (checked ids), for exemplars and links;
+        /// never a label.
+        trace: Option<TraceContext>,
     },
     Ignored(&'static str),
     Malformed(&'static str),
@@ -211,6 +219,7 @@ impl Classifier {
                 outcome: r.outcome,
                 by: format!("rule[{i}]"),
                 key,
+                trace: trace_of(f),
             };
         }
         self.builtin(f, t)
@@ -253,6 +262,10 @@ impl Classifier {
                 .filter(|n| self.namespace_index(n).is_some())
                 .map(Into::into);
         }
+        if let Some(t) = given.trace_id {
+            f.trace_id = Some(t.into());
+            f.span_id = given.span_id.map(Into::into);
+        }
         if let Some(e) = given.error {
             f.error = Some(match f.error.take() {
                 Some(own) => format!("{own} | {e}").into(),
@@ -292,6 +305,7 @@ impl Classifier {
             outcome,
             by: signal,
             key,
+            trace: trace_of(f),
         }
     }
 
@@ -344,6 +358,11 @@ impl Classifier {
 }
 
 const NUL: &str = "binary data (NUL bytes)";
+
+/// The trace context of a record read, when its ids are usable.
+fn trace_of(f: &Fields<'_>) -> Option<TraceContext> {
+    TraceContext::new(f.trace_id.as_deref()?, f.span_id.as_deref())
+}
 
 /// The record as text, or why it is malformed.
 fn readable(record: &[u8]) -> Result<&str, Verdict> {

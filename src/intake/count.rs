@@ -3,7 +3,8 @@
 //!
 //! Counters are resolved once from the config, so a line costs no label lookup and no
 //! label value can come from the input. Events that named a key are also kept, apart from
-//! the counters, in the intake's ring of keyed events (`keyed`), never as a label.
+//! the counters, in the intake's ring of keyed events (`keyed`), never as a label; the
+//! latest event of each series that came with trace context becomes its exemplar.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,7 +16,8 @@ use super::metrics::IntakeMetrics;
 use super::records::Piece;
 use super::{Classifier, Verdict};
 use crate::config::LogFormat;
-use crate::vocab::{LineResult, Op, Outcome, UNKNOWN_NAMESPACE};
+use crate::metrics::{Exemplar, Exemplars, TraceContext};
+use crate::vocab::{LineResult, Op, Outcome, UNKNOWN_NAMESPACE, metric};
 
 const PER_NAMESPACE: usize = Op::ALL.len() * Outcome::ALL.len();
 
@@ -34,6 +36,9 @@ pub struct Counters {
     /// The `source` label value, as the keyed events record it.
     source: Arc<str>,
     keyed: KeyedEvents,
+    /// The namespace label values in config order, then `unknown`, for exemplars.
+    names: Vec<Arc<str>>,
+    exemplars: Exemplars,
 }
 
 impl Counters {
@@ -59,6 +64,13 @@ impl Counters {
             recent: metrics.recent.clone(),
             source: source.into(),
             keyed: metrics.keyed.clone(),
+            names: namespaces
+                .iter()
+                .map(String::as_str)
+                .chain([UNKNOWN_NAMESPACE])
+                .map(Arc::from)
+                .collect(),
+            exemplars: metrics.exemplars.clone(),
         }
     }
 
@@ -71,6 +83,7 @@ impl Counters {
     /// events into the intake's ring, at this moment.
     pub fn flush(&self, tally: &mut Tally) {
         let keyed = std::mem::take(&mut tally.keyed);
+        let traced = std::mem::take(&mut tally.traced);
         for (ns, counts) in tally.events.chunks(PER_NAMESPACE).enumerate() {
             let failed: u64 = counts
                 .iter()
@@ -87,12 +100,27 @@ impl Counters {
         if !keyed.is_empty() {
             self.keyed.record(crate::locks::recent::wall_ms(), &self.source, keyed);
         }
+        let at = std::time::SystemTime::now();
+        for (slot, trace) in traced {
+            let (ns, rest) = (slot / PER_NAMESPACE, slot % PER_NAMESPACE);
+            let (op, outcome) = (
+                Op::ALL[rest / Outcome::ALL.len()],
+                Outcome::ALL[rest % Outcome::ALL.len()],
+            );
+            let Some(name) = self.names.get(ns) else { continue };
+            self.exemplars.record(
+                metric::LOCK_EVENTS_TOTAL,
+                &[("namespace", name), ("op", op.as_str()), ("outcome", outcome.as_str())],
+                Exemplar { trace, value: 1.0, at },
+            );
+        }
     }
 
     /// Add saved counts (`tally`) to the counters and zero it: not failures of now, nor
     /// events of now (any keyed ones are dropped).
     pub fn restore(&self, tally: &mut Tally) {
         tally.keyed.clear();
+        tally.traced.clear();
         if tally.is_empty() {
             return;
         }
@@ -118,6 +146,8 @@ pub struct Tally {
     pub lines: [u64; 3],
     /// The events that named a key, in order; the last [`keyed::CAP`] (the ring keeps no more).
     keyed: VecDeque<Pending>,
+    /// The latest trace context of each series (by slot) that had one: at most one per series.
+    traced: Vec<(usize, TraceContext)>,
 }
 
 impl Tally {
@@ -127,6 +157,7 @@ impl Tally {
             events: vec![0; (namespaces + 1) * PER_NAMESPACE],
             lines: [0; 3],
             keyed: VecDeque::new(),
+            traced: Vec::new(),
         }
     }
 
@@ -144,12 +175,17 @@ impl Tally {
                 op,
                 outcome,
                 key,
+                trace,
                 ..
             } => {
                 let ns = namespace.filter(|i| *i < self.namespaces);
-                self.events[slot(self.namespaces, ns, *op, *outcome)] += 1;
+                let at = slot(self.namespaces, ns, *op, *outcome);
+                self.events[at] += 1;
+                if let Some(t) = trace {
+                    self.trace(at, t.clone());
+                }
                 if let Some(key) = key {
-                    self.keep(Pending::new(key, ns, *op, *outcome));
+                    self.keep(Pending::new(key, ns, *op, *outcome).traced(trace.clone()));
                 }
                 LineResult::Matched
             }
@@ -173,9 +209,35 @@ impl Tally {
 
     /// Count one lock event (a matched line) that named `key`.
     pub fn keyed_event(&mut self, ns: Option<usize>, op: Op, outcome: Outcome, key: &str) {
+        self.pushed(ns, op, outcome, Some(key), None);
+    }
+
+    /// Count one lock event (a matched line), with the key it named and the trace it was
+    /// written in when it came with them.
+    pub fn pushed(
+        &mut self,
+        ns: Option<usize>,
+        op: Op,
+        outcome: Outcome,
+        key: Option<&str>,
+        trace: Option<TraceContext>,
+    ) {
         self.event(ns, op, outcome);
         let ns = ns.filter(|i| *i < self.namespaces);
-        self.keep(Pending::new(key, ns, op, outcome));
+        if let Some(t) = &trace {
+            self.trace(slot(self.namespaces, ns, op, outcome), t.clone());
+        }
+        if let Some(key) = key {
+            self.keep(Pending::new(key, ns, op, outcome).traced(trace));
+        }
+    }
+
+    /// `trace` is the latest of the series at `slot`.
+    fn trace(&mut self, slot: usize, trace: TraceContext) {
+        match self.traced.iter_mut().find(|(s, _)| *s == slot) {
+            Some(kept) => kept.1 = trace,
+            None => self.traced.push((slot, trace)),
+        }
     }
 
     /// Keep a keyed event for the ring; past [`keyed::CAP`] the oldest go, as they would there.
@@ -216,6 +278,9 @@ impl Tally {
         self.add(&other);
         for e in other.keyed.drain(..) {
             self.keep(e);
+        }
+        for (slot, t) in other.traced.drain(..) {
+            self.trace(slot, t);
         }
     }
 
@@ -263,6 +328,7 @@ mod tests {
             outcome: Outcome::NotOwned,
             by: String::new(),
             key: None,
+            trace: None,
         };
         t.record(&traceback, 9);
         let got: Vec<_> = t.events().collect();
@@ -280,16 +346,21 @@ mod tests {
         assert_eq!(t.total(), 14);
     }
 
-    #[test]
-    fn keyed_events_follow_what_the_counters_count_and_restored_counts_are_none() {
-        let cfg = crate::config::Config::from_toml(
+    /// A config of one namespace, `wf`.
+    fn one_namespace() -> crate::config::Config {
+        crate::config::Config::from_toml(
             "[[target]]\nname = \"m\"\nurl = \"redis://127.0.0.1:1/0\"\n\
              [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n",
             "t.toml",
             std::path::Path::new("."),
             &Default::default(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn keyed_events_follow_what_the_counters_count_and_restored_counts_are_none() {
+        let cfg = one_namespace();
         let metrics = IntakeMetrics::register(&crate::metrics::Registry::new().unwrap(), &cfg).unwrap();
         let counters = Counters::new(&metrics, &["wf".to_string()], "app");
         let mut t = counters.tally();
@@ -317,5 +388,42 @@ mod tests {
         }
         assert_eq!(big.keyed().count(), keyed::CAP);
         assert_eq!(big.keyed().next().map(|e| &*e.key), Some("wf:lock:10"));
+    }
+
+    #[test]
+    fn the_latest_traced_event_of_a_series_is_its_exemplar_and_restored_counts_give_none() {
+        let cfg = one_namespace();
+        let registry = crate::metrics::Registry::new().unwrap();
+        let metrics = IntakeMetrics::register(&registry, &cfg).unwrap();
+        let counters = Counters::new(&metrics, &["wf".to_string()], "otlp");
+        let t = |id: &str| TraceContext::new(id, Some("00f067aa0ba902b7"));
+        let series = [("namespace", "wf"), ("op", "release"), ("outcome", "not_owned")];
+        let mut saved = counters.tally();
+        saved.pushed(Some(0), Op::Release, Outcome::NotOwned, None, t("aaaa"));
+        counters.restore(&mut saved);
+        assert!(registry.exemplars().is_empty(), "saved counts are not events of now");
+        let mut tally = counters.tally();
+        tally.pushed(Some(0), Op::Release, Outcome::NotOwned, Some("wf:lock:1"), t("bbbb"));
+        tally.pushed(Some(0), Op::Release, Outcome::NotOwned, None, None);
+        let mut later = counters.tally();
+        later.pushed(Some(0), Op::Release, Outcome::NotOwned, None, t("cccc"));
+        later.pushed(None, Op::Renew, Outcome::Error, None, t("dddd"));
+        tally.absorb(later);
+        counters.flush(&mut tally);
+        let e = registry.exemplars().get(metric::LOCK_EVENTS_TOTAL, &series).unwrap();
+        assert_eq!((e.trace.trace_id.as_str(), e.value), ("cccc", 1.0));
+        let unknown = [("namespace", UNKNOWN_NAMESPACE), ("op", "renew"), ("outcome", "error")];
+        assert_eq!(
+            registry
+                .exemplars()
+                .get(metric::LOCK_EVENTS_TOTAL, &unknown)
+                .unwrap()
+                .trace
+                .trace_id,
+            "dddd"
+        );
+        assert_eq!(registry.exemplars().len(), 2, "one per series");
+        let kept = metrics.keyed().of("wf:lock:1");
+        assert_eq!(kept[0].trace.as_ref().map(|t| t.trace_id.as_str()), Some("bbbb"));
     }
 }

@@ -3,7 +3,8 @@
 //! logfmt (quoted values and escapes), or plain text — detected per line or forced.
 //!
 //! Only the fields classification needs are kept: message, error, lock key and namespace,
-//! read by their common names. Knows nothing of locks.
+//! read by their common names, and the trace context an instrumented service wrote
+//! (`trace_id`/`span_id`, `traceId`, `trace.id`, `dd.trace_id`, …). Knows nothing of locks.
 
 use std::borrow::Cow;
 
@@ -25,6 +26,29 @@ const ERROR: &[&str] = &[
 ];
 const KEY: &[&str] = &["key", "lock_key", "lock", "resource", "lock.key"];
 const NAMESPACE: &[&str] = &["namespace", "lock_namespace"];
+/// Trace and span ids by the names tracing libraries write them: OpenTelemetry's (snake
+/// and camel case, Python's logging instrumentation `otelTraceID`), Elastic ECS
+/// (`trace.id`), Datadog (`dd.trace_id`), Serilog's compact JSON (`@tr`, `@sp`).
+pub(crate) const TRACE_ID: &[&str] = &[
+    "trace_id",
+    "traceId",
+    "traceID",
+    "trace.id",
+    "otelTraceID",
+    "dd.trace_id",
+    "@tr",
+    "traceid",
+];
+pub(crate) const SPAN_ID: &[&str] = &[
+    "span_id",
+    "spanId",
+    "spanID",
+    "span.id",
+    "otelSpanID",
+    "dd.span_id",
+    "@sp",
+    "spanid",
+];
 
 /// The fields of a line that matter for classification.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -36,6 +60,8 @@ pub(crate) struct Fields<'a> {
     pub(crate) error: Option<Cow<'a, str>>,
     pub(crate) key: Option<Cow<'a, str>>,
     pub(crate) namespace: Option<Cow<'a, str>>,
+    pub(crate) trace_id: Option<Cow<'a, str>>,
+    pub(crate) span_id: Option<Cow<'a, str>>,
 }
 
 /// Why a line could not be read in the forced format.
@@ -108,9 +134,11 @@ fn text(line: &str) -> Fields<'_> {
 fn json(line: &str) -> Option<Fields<'_>> {
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).ok()?;
     let value = |n: &str| -> Option<Cow<'static, str>> {
-        let v = match n.split_once('.') {
-            Some((outer, inner)) => map.get(outer)?.get(inner)?,
-            None => map.get(n)?,
+        // A dotted name flat (`"dd.trace_id": …`) or nested (`"trace": {"id": …}`).
+        let v = match (map.get(n), n.split_once('.')) {
+            (Some(v), _) => v,
+            (None, Some((outer, inner))) => map.get(outer)?.get(inner)?,
+            (None, None) => return None,
         };
         match v {
             serde_json::Value::String(s) => Some(Cow::Owned(s.clone())),
@@ -125,6 +153,8 @@ fn json(line: &str) -> Option<Fields<'_>> {
         error: joined(ERROR.iter().filter_map(|n| value(n))),
         key: get(KEY),
         namespace: get(NAMESPACE),
+        trace_id: get(TRACE_ID),
+        span_id: get(SPAN_ID),
     })
 }
 
@@ -249,6 +279,8 @@ fn logfmt(line: &str) -> Option<Fields<'_>> {
         ),
         key: get(KEY),
         namespace: get(NAMESPACE),
+        trace_id: get(TRACE_ID),
+        span_id: get(SPAN_ID),
     })
 }
 
@@ -283,6 +315,49 @@ mod tests {
         assert_eq!(f.error.as_deref(), Some(r#"{"code":1}"#));
         assert_eq!(f.key.as_deref(), Some("k"));
         assert_eq!(f.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn trace_context_by_the_names_tracing_libraries_write() {
+        let ids = |line: &str| {
+            let f = read(line, LogFormat::Auto).unwrap();
+            (f.trace_id.map(|c| c.into_owned()), f.span_id.map(|c| c.into_owned()))
+        };
+        let both = |t: &str, s: &str| (Some(t.to_string()), Some(s.to_string()));
+        assert_eq!(
+            ids(r#"{"msg":"m","trace_id":"ab12","span_id":"cd34"}"#),
+            both("ab12", "cd34")
+        );
+        assert_eq!(
+            ids(r#"{"msg":"m","traceId":"ab12","spanId":"cd34"}"#),
+            both("ab12", "cd34")
+        );
+        assert_eq!(
+            ids(r#"{"msg":"m","trace":{"id":"ab12"},"span":{"id":"cd34"}}"#),
+            both("ab12", "cd34")
+        );
+        assert_eq!(
+            ids(r#"{"msg":"m","trace.id":"ab12","span.id":"cd34"}"#),
+            both("ab12", "cd34")
+        );
+        assert_eq!(
+            ids(r#"{"msg":"m","dd.trace_id":123,"dd.span_id":"456"}"#),
+            both("123", "456")
+        );
+        assert_eq!(
+            ids(r#"{"msg":"m","dd":{"trace_id":"123","span_id":"456"}}"#),
+            both("123", "456")
+        );
+        assert_eq!(ids(r#"{"@mt":"m","@tr":"ab12","@sp":"cd34"}"#), both("ab12", "cd34"));
+        assert_eq!(
+            ids(r#"{"msg":"m","otelTraceID":"ab12","otelSpanID":"cd34"}"#),
+            both("ab12", "cd34")
+        );
+        assert_eq!(
+            ids("level=error msg=m trace_id=ab12 span_id=cd34"),
+            both("ab12", "cd34")
+        );
+        assert_eq!(ids("level=error msg=m"), (None, None));
     }
 
     #[test]

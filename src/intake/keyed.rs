@@ -2,13 +2,16 @@
 //! [`CAP`] events of every source together, filled by `Counters::flush` (what the counters
 //! count, at the time they count it), read by key. Keys are kept here, never as labels.
 //!
-//! Memory: `CAP × size_of::<Slot>()` = 4,096 × 288 = 1,179,648 bytes at most (the key held
-//! inline, cut to [`KEY_MAX`] bytes), reached once the ring is full; a source's name is shared.
+//! Memory: `CAP × size_of::<Slot>()` = 4,096 × 296 = 1,212,416 bytes at most (the key held
+//! inline, cut to [`KEY_MAX`] bytes), reached once the ring is full; a source's name is
+//! shared. An event that came with trace context holds it apart, 176 bytes at most (two
+//! ids of at most 64 bytes and their `TraceContext`): 1,933,312 bytes in all, at most.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use crate::locks::incidents::KEY_MAX;
+use crate::metrics::TraceContext;
 use crate::vocab::{Op, Outcome};
 
 /// Keyed events kept, all sources together.
@@ -35,6 +38,8 @@ pub struct Pending {
     pub namespace: Option<usize>,
     pub op: Op,
     pub outcome: Outcome,
+    /// The trace the event was written in, when it came with one.
+    pub trace: Option<TraceContext>,
 }
 
 impl Pending {
@@ -44,7 +49,14 @@ impl Pending {
             namespace,
             op,
             outcome,
+            trace: None,
         }
+    }
+
+    /// The same event, written in `trace`.
+    pub fn traced(mut self, trace: Option<TraceContext>) -> Self {
+        self.trace = trace;
+        self
     }
 }
 
@@ -58,6 +70,8 @@ pub struct Recorded {
     pub outcome: Outcome,
     /// The `source` label value of the counting source: a `[[logs]]` name, `push`, `otlp`, …
     pub source: Arc<str>,
+    /// The trace the event was written in, when it came with one.
+    pub trace: Option<TraceContext>,
 }
 
 /// One event in the ring: its key inline, so the ring's size is fixed by [`CAP`].
@@ -70,6 +84,7 @@ struct Slot {
     key_len: u16,
     op: Op,
     outcome: Outcome,
+    trace: Option<Box<TraceContext>>,
 }
 
 impl Slot {
@@ -110,6 +125,7 @@ impl KeyedEvents {
                     key_len: 0,
                     op: e.op,
                     outcome: e.outcome,
+                    trace: None,
                 }
             };
             slot.key[..key.len()].copy_from_slice(key);
@@ -121,6 +137,7 @@ impl KeyedEvents {
             slot.namespace = e.namespace.and_then(|n| u32::try_from(n).ok()).unwrap_or(u32::MAX);
             slot.op = e.op;
             slot.outcome = e.outcome;
+            slot.trace = e.trace.map(Box::new);
             if ring.capacity() == ring.len() && ring.len() < CAP {
                 // Grow to CAP at most: doubling, never past it.
                 let more = ring.len().max(16).min(CAP - ring.len());
@@ -142,6 +159,7 @@ impl KeyedEvents {
                 op: s.op,
                 outcome: s.outcome,
                 source: s.source.clone(),
+                trace: s.trace.as_deref().cloned(),
             })
             .collect()
     }
@@ -166,12 +184,16 @@ mod tests {
 
     #[test]
     fn the_stated_memory_is_the_real_one() {
-        assert_eq!(std::mem::size_of::<Slot>(), 288);
+        assert_eq!(std::mem::size_of::<Slot>(), 296);
         assert_eq!(
             CAP * std::mem::size_of::<Slot>(),
-            1_179_648,
-            "docs/http.md states 1,179,648 bytes"
+            1_212_416,
+            "docs/http.md states 1,212,416 bytes"
         );
+        // A trace held apart: the context and its two ids at their longest.
+        let most = std::mem::size_of::<TraceContext>() + 64 + 64;
+        assert_eq!(most, 176);
+        assert_eq!(CAP * (std::mem::size_of::<Slot>() + most), 1_933_312, "docs/http.md");
         let r = KeyedEvents::default();
         let source: Arc<str> = "push".into();
         for i in 0..3 * CAP {
@@ -179,7 +201,7 @@ mod tests {
         }
         let ring = r.ring();
         assert_eq!(ring.len(), CAP);
-        assert_eq!(ring.capacity() * std::mem::size_of::<Slot>(), 1_179_648);
+        assert_eq!(ring.capacity() * std::mem::size_of::<Slot>(), 1_212_416);
     }
 
     #[test]

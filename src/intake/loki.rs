@@ -8,6 +8,7 @@ use prost::Message;
 use serde_json::Value as Json;
 
 use super::batch::{Batch, ERROR_FIELDS, Entry, KEY_FIELDS, NAMESPACE_FIELDS};
+use super::fields::{SPAN_ID, TRACE_ID};
 use super::wire::PushRequest;
 
 /// Why a body is not a Loki push.
@@ -105,6 +106,8 @@ fn entry(line: String, meta: &[(String, String)], labels: &[(String, String)]) -
         trace: None,
         key: find(KEY_FIELDS),
         namespace: find(NAMESPACE_FIELDS),
+        trace_id: find(TRACE_ID),
+        span_id: find(SPAN_ID),
     }
 }
 

@@ -26,6 +26,8 @@ pub struct IntakeMetrics {
     pub(crate) recent: super::recent::RecentFailures,
     /// The latest lock events that named a key, for the history API.
     pub(crate) keyed: super::keyed::KeyedEvents,
+    /// The registry's exemplar store: the latest traced event of each series.
+    pub(crate) exemplars: crate::metrics::Exemplars,
 }
 
 impl IntakeMetrics {
@@ -54,6 +56,7 @@ impl IntakeMetrics {
             )?,
             recent: super::recent::RecentFailures::new(config.namespaces.len()),
             keyed: super::keyed::KeyedEvents::default(),
+            exemplars: registry.exemplars().clone(),
         };
         for source in PUSH_SOURCES {
             for reason in Refused::ALL {

@@ -1,7 +1,8 @@
 //! OTLP/HTTP log bodies (`POST /v1/logs`): an `ExportLogsServiceRequest` in protobuf or in
 //! proto3 JSON, read into a `Batch`. A record is its body (a string, or the message field
 //! of a kvlist) with its attributes: `exception.type` and `exception.message` are the error,
-//! `exception.stacktrace` the trace, lock-key and namespace attributes fields. Resource
+//! `exception.stacktrace` the trace, lock-key and namespace attributes fields; the record's
+//! `traceId` and `spanId` its trace context (hex, as trace UIs show them). Resource
 //! attributes are never read. The severity does not decide, as a file line's level does not.
 
 use prost::Message;
@@ -77,8 +78,31 @@ fn log_record(o: &Map<String, Json>, at: &str) -> Result<LogRecord, OtlpError> {
     Ok(LogRecord {
         body,
         attributes: key_values(o, "attributes", at)?,
+        trace_id: id_bytes(o, "traceId", "trace_id", at)?,
+        span_id: id_bytes(o, "spanId", "span_id", at)?,
         ..Default::default()
     })
+}
+
+/// A trace or span id in OTLP JSON: a hex string (the OTLP JSON mapping's, not base64);
+/// an empty one is none.
+fn id_bytes(o: &Map<String, Json>, camel: &str, snake: &str, at: &str) -> Result<Vec<u8>, OtlpError> {
+    let Some(v) = field(o, camel, snake) else {
+        return Ok(Vec::new());
+    };
+    let bad = || OtlpError::Json(format!("{at}.{camel} must be a hex string"));
+    let hex = v.as_str().ok_or_else(bad)?;
+    if hex.len() % 2 != 0 {
+        return Err(bad());
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|b| u8::from_str_radix(b, 16).ok())
+                .ok_or_else(bad)
+        })
+        .collect()
 }
 
 fn key_values(o: &Map<String, Json>, name: &str, at: &str) -> Result<Vec<KeyValue>, OtlpError> {
@@ -189,7 +213,20 @@ fn push(batch: &mut Batch, r: &LogRecord) {
         trace,
         key: lookup(attrs, KEY_FIELDS).or_else(|| lookup(fields, KEY_FIELDS)),
         namespace: lookup(attrs, NAMESPACE_FIELDS).or_else(|| lookup(fields, NAMESPACE_FIELDS)),
+        trace_id: hex(&r.trace_id),
+        span_id: hex(&r.span_id),
     });
+}
+
+/// An id's bytes as lowercase hex, as trace UIs show it; `None` when empty.
+fn hex(id: &[u8]) -> Option<String> {
+    use std::fmt::Write;
+    (!id.is_empty()).then(|| {
+        id.iter().fold(String::with_capacity(id.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    })
 }
 
 #[cfg(test)]
@@ -220,6 +257,10 @@ mod tests {
                 kv("exception.stacktrace", "Traceback ..."),
                 kv("lock.key", "wf:lock:1"),
             ],
+            trace_id: vec![
+                0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c,
+            ],
+            span_id: vec![0xeb, 0xa9, 0x03, 0x5f, 0x12, 0x00, 0x0a, 0xbc],
         };
         let bytes = ExportLogsServiceRequest {
             resource_logs: vec![ResourceLogs {
@@ -233,7 +274,7 @@ mod tests {
         let b = json(
             br#"{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"x"}}]},
               "scopeLogs":[{"scope":{"name":"s"},"logRecords":[{"timeUnixNano":"1","severityNumber":"SEVERITY_NUMBER_ERROR",
-              "traceId":"5b8efff798038103d269b633813fc60c","body":{"stringValue":"release failed"},"attributes":[
+              "traceId":"5b8efff798038103d269b633813fc60c","spanId":"EBA9035F12000ABC","body":{"stringValue":"release failed"},"attributes":[
               {"key":"exception.type","value":{"stringValue":"LockNotOwnedError"}},
               {"key":"exception.message","value":{"stringValue":"no longer owned"}},
               {"key":"exception.stacktrace","value":{"stringValue":"Traceback ..."}},
@@ -246,6 +287,8 @@ mod tests {
             let e = &batch.entries[0];
             assert_eq!(e.error.as_deref(), Some("LockNotOwnedError: no longer owned"));
             assert_eq!(e.key.as_deref(), Some("wf:lock:1"));
+            assert_eq!(e.trace_id.as_deref(), Some("5b8efff798038103d269b633813fc60c"));
+            assert_eq!(e.span_id.as_deref(), Some("eba9035f12000abc"));
         }
         assert_eq!(a.entries, b.entries);
     }
@@ -265,6 +308,8 @@ mod tests {
             br#"{"resourceLogs":{}}"#,
             br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":3}}]}]}]}"#,
             br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"attributes":[{"key":1}]}]}]}]}"#,
+            br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"},"traceId":"5b8z"}]}]}]}"#,
+            br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"},"spanId":"abc"}]}]}]}"#,
             b"{",
         ] {
             assert!(json(bad).is_err(), "{}", String::from_utf8_lossy(bad));

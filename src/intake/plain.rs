@@ -1,11 +1,12 @@
 //! Plain log records (`POST /api/v1/logs`), as Vector's and Fluent Bit's `http` outputs
 //! send them: a JSON array of objects, NDJSON, JSON objects back to back, or text lines.
 //! An object's text comes from the field shippers put the line in (`message`, `log`, `msg`,
-//! …); its lock-key, namespace and error fields are read beside it.
+//! …); its lock-key, namespace, error and trace-context fields are read beside it.
 
 use serde_json::{Map, Value};
 
 use super::batch::{Batch, ERROR_FIELDS, Entry, KEY_FIELDS, MESSAGE_FIELDS, NAMESPACE_FIELDS};
+use super::fields::{SPAN_ID, TRACE_ID};
 
 /// Why a body is none of the framings taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,6 +91,8 @@ fn record(v: &Value, record: usize) -> Result<Entry, PlainError> {
         trace: None,
         key: find(o, KEY_FIELDS),
         namespace: find(o, NAMESPACE_FIELDS),
+        trace_id: find(o, TRACE_ID),
+        span_id: find(o, SPAN_ID),
     })
 }
 

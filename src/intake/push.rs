@@ -9,6 +9,7 @@ use super::count::Tally;
 use super::records::{End, RecordSplitter};
 use super::{Classifier, MAX_LINE};
 use crate::config::{LogFormat, Multiline};
+use crate::metrics::TraceContext;
 use crate::vocab::UNKNOWN_NAMESPACE;
 use crate::vocab::{Op, Outcome};
 
@@ -32,8 +33,9 @@ pub(crate) struct Batch {
     pub(crate) unknown_namespace: u64,
 }
 
-/// Read NDJSON event objects `{"namespace","op","outcome","key"?,"ts"?}`, one per line
-/// (blank lines skipped, other fields ignored). Namespace: the field when configured (other
+/// Read NDJSON event objects `{"namespace","op","outcome","key"?,"ts"?,"trace_id"?,"span_id"?}`,
+/// one per line (blank lines skipped, other fields ignored; `traceId`/`spanId` taken too;
+/// ids no trace UI could use are left out, the event still counted). Namespace: the field when configured (other
 /// names count as `unknown`), else the namespace whose pattern matches `key`, else `unknown`.
 /// An event with a `key` is also kept under that key (cut to 256 bytes) for the history API.
 pub(crate) fn events(body: &[u8], classifier: &Classifier) -> Result<Batch, BadLine> {
@@ -83,10 +85,13 @@ pub(crate) fn events(body: &[u8], classifier: &Classifier) -> Result<Batch, BadL
             }
             None => key.and_then(|k| classifier.namespace_of_key(k)),
         };
-        match key {
-            Some(key) => batch.tally.keyed_event(namespace, op, outcome, key),
-            None => batch.tally.event(namespace, op, outcome),
-        }
+        let either = |snake: &str, camel: &str| -> Result<Option<&str>, BadLine> {
+            Ok(text(snake, false)?.or(text(camel, false)?))
+        };
+        let trace = either("trace_id", "traceId")?;
+        let span = either("span_id", "spanId")?;
+        let trace = trace.and_then(|t| TraceContext::new(t, span));
+        batch.tally.pushed(namespace, op, outcome, key, trace);
     }
     Ok(batch)
 }

@@ -34,6 +34,12 @@ pub(crate) struct LogRecord {
     pub(crate) body: Option<AnyValue>,
     #[prost(message, repeated, tag = "6")]
     pub(crate) attributes: Vec<KeyValue>,
+    /// 16 bytes, or empty: the record was not written in a span.
+    #[prost(bytes = "vec", tag = "9")]
+    pub(crate) trace_id: Vec<u8>,
+    /// 8 bytes, or empty.
+    #[prost(bytes = "vec", tag = "10")]
+    pub(crate) span_id: Vec<u8>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
