@@ -1,6 +1,7 @@
 //! Simulated lock users for the demo: they take, renew and release real Redis locks with
 //! the usual scripts, and now and then stall past the TTL so that expiry takeovers and
-//! "lock not owned" failures really happen. Their failures go to a logfmt log file.
+//! "lock not owned" failures really happen. Their failures go to a logfmt log file, each
+//! line with the job's trace and span ids, as an instrumented service writes them.
 
 use std::io::Write;
 use std::path::Path;
@@ -43,10 +44,10 @@ impl AppLog {
     pub(crate) fn create(path: &Path) -> std::io::Result<Self> {
         Ok(AppLog(Arc::new(Mutex::new(std::fs::File::create(path)?))))
     }
-    fn line(&self, level: &str, msg: &str, key: &str, extra: &str) {
+    fn line(&self, level: &str, msg: &str, key: &str, extra: &str, trace: &str) {
         let ts = humantime_now();
         let mut f = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = writeln!(f, "time={ts} level={level} msg=\"{msg}\" key={key}{extra}");
+        let _ = writeln!(f, "time={ts} level={level} msg=\"{msg}\" key={key}{extra}{trace}");
     }
 }
 
@@ -84,10 +85,12 @@ pub(crate) async fn run(worker: String, p: Profile, mut conn: ConnectionManager,
         n += 1;
         let key = format!("{}{}", p.prefix, rng.range(0, p.jobs));
         let token = format!("{worker}-{n}-{:08x}", rng.next() as u32);
+        // The job's trace, as an OpenTelemetry-instrumented worker would log it.
+        let trace = format!(" trace_id={:016x}{:016x} span_id={:016x}", rng.next(), rng.next(), rng.next());
         match acquire(&mut conn, &key, &token, p.ttl).await {
             Ok(true) => {}
             Ok(false) => {
-                log.line("INFO", &format!("{} busy, will retry", p.phrase), &key, "");
+                log.line("INFO", &format!("{} busy, will retry", p.phrase), &key, "", &trace);
                 pause(&stop, Duration::from_millis(rng.range(300, 900))).await;
                 continue;
             }
@@ -127,6 +130,7 @@ pub(crate) async fn run(worker: String, p: Profile, mut conn: ConnectionManager,
                 &format!("{} renewal failed", p.phrase),
                 &key,
                 " error=\"lock not owned\"",
+                &trace,
             );
             still_owner = false;
         }
@@ -137,7 +141,7 @@ pub(crate) async fn run(worker: String, p: Profile, mut conn: ConnectionManager,
             } else {
                 " error=\"token mismatch\""
             };
-            log.line("ERROR", &format!("{} release failed", p.phrase), &key, extra);
+            log.line("ERROR", &format!("{} release failed", p.phrase), &key, extra, &trace);
         }
         pause(&stop, Duration::from_millis(rng.range(100, 600))).await;
     }
