@@ -170,6 +170,7 @@ async fn every_slot_counted_exactly_a_takeover_seen_and_resharding_is_no_lock_ev
     assert!(acquired > 50.0, "the churn ran: {acquired} acquisitions");
     let a0 = transitions(&before, "acquired");
     let r0 = transitions(&before, "released");
+    eprintln!("the churn: {acquired} acquired and {released} released; counted before it: {a0} and {r0}");
     events
         .wait_for(
             Duration::from_secs(20),

@@ -148,11 +148,17 @@ impl Watcher {
                     match flow.imports.foreign(ev, now) {
                         Placed::Count(ev) => flow.counted.admit(&mut obs, tracker, &mut checks, ev, now),
                         Placed::Unplaced { first: true } => ask.push(node),
-                        Placed::Pending | Placed::Dropped | Placed::Unplaced { first: false } => {}
+                        Placed::Dropped => {
+                            tracing::debug!(target_name = %self.target.name, node, "slot migration: a copy dropped")
+                        }
+                        Placed::Pending | Placed::Unplaced { first: false } => {}
                     }
                 } else if !flow.imports.copy_due(node, &ev.key, now) {
                     flow.imports.source_event(node, &ev.key);
                     flow.counted.admit(&mut obs, tracker, &mut checks, ev, now);
+                } else {
+                    tracing::debug!(target_name = %self.target.name, node, key = %String::from_utf8_lossy(&ev.key),
+                        event = %String::from_utf8_lossy(&ev.event), "slot migration: a copy still due from the new primary, dropped");
                 }
             }
         }
