@@ -15,7 +15,7 @@ use super::metrics::IntakeMetrics;
 use super::records::Piece;
 use super::{Classifier, Verdict};
 use crate::config::LogFormat;
-use crate::vocab::{LineResult, Op, Outcome, UNKNOWN_NAMESPACE};
+use crate::vocab::{EventClass, LineResult, Op, Outcome, UNKNOWN_NAMESPACE};
 
 const PER_NAMESPACE: usize = Op::ALL.len() * Outcome::ALL.len();
 
@@ -67,19 +67,25 @@ impl Counters {
         Tally::new(self.namespaces)
     }
 
-    /// Add `tally` to the counters and zero it; its failures into the last hour, its keyed
-    /// events into the intake's ring, at this moment.
+    /// Add `tally` to the counters and zero it; its failures and, apart, its contention
+    /// into the last hour, its keyed events into the intake's ring, at this moment.
     pub fn flush(&self, tally: &mut Tally) {
         let keyed = std::mem::take(&mut tally.keyed);
         for (ns, counts) in tally.events.chunks(PER_NAMESPACE).enumerate() {
-            let failed: u64 = counts
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| Outcome::ALL[i % Outcome::ALL.len()] != Outcome::Ok)
-                .map(|(_, n)| *n)
-                .sum();
+            let (mut failed, mut contended) = (0, 0);
+            for (i, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+                let op = Op::ALL[i / Outcome::ALL.len()];
+                match EventClass::of(op, Outcome::ALL[i % Outcome::ALL.len()]) {
+                    EventClass::Failure => failed += n,
+                    EventClass::Contention => contended += n,
+                    EventClass::Ok => {}
+                }
+            }
             if failed > 0 {
                 self.recent.add(ns, failed);
+            }
+            if contended > 0 {
+                self.recent.contention(ns, contended);
             }
         }
         self.restore(tally);
@@ -280,8 +286,7 @@ mod tests {
         assert_eq!(t.total(), 14);
     }
 
-    #[test]
-    fn keyed_events_follow_what_the_counters_count_and_restored_counts_are_none() {
+    fn wf_metrics() -> IntakeMetrics {
         let cfg = crate::config::Config::from_toml(
             "[[target]]\nname = \"m\"\nurl = \"redis://127.0.0.1:1/0\"\n\
              [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n",
@@ -290,7 +295,47 @@ mod tests {
             &Default::default(),
         )
         .unwrap();
-        let metrics = IntakeMetrics::register(&crate::metrics::Registry::new().unwrap(), &cfg).unwrap();
+        IntakeMetrics::register(&crate::metrics::Registry::new().unwrap(), &cfg).unwrap()
+    }
+
+    #[test]
+    fn busy_and_timed_out_acquisitions_are_contention_counted_apart_from_failures() {
+        let metrics = wf_metrics();
+        let counters = Counters::new(&metrics, &["wf".to_string()], "push");
+        let mut t = counters.tally();
+        for _ in 0..30 {
+            t.event(Some(0), Op::Acquire, Outcome::Busy);
+        }
+        for _ in 0..10 {
+            t.event(Some(0), Op::Acquire, Outcome::Timeout);
+        }
+        t.event(Some(0), Op::Acquire, Outcome::Ok);
+        counters.flush(&mut t);
+        // Counted as ever.
+        assert_eq!(metrics.events("wf", Op::Acquire, Outcome::Busy), 30);
+        assert_eq!(metrics.events("wf", Op::Acquire, Outcome::Timeout), 10);
+        let hour = |ns| metrics.recent().last_hour(ns, crate::locks::recent::wall_ms());
+        let sums = |ns| {
+            hour(ns)
+                .iter()
+                .flatten()
+                .fold((0, 0), |(f, c), b| (f + b.failures, c + b.contention))
+        };
+        assert_eq!(sums(0), (0, 40), "40 contended, no failure");
+        assert!(metrics.recent().incidents().is_empty(), "contention is no burst");
+        // A renewal that timed out, a release not owned and an acquire error are failures.
+        t.event(Some(0), Op::Renew, Outcome::Timeout);
+        t.event(Some(0), Op::Release, Outcome::NotOwned);
+        t.event(Some(0), Op::Acquire, Outcome::Error);
+        t.event(None, Op::Acquire, Outcome::Busy);
+        counters.flush(&mut t);
+        assert_eq!(sums(0), (3, 40));
+        assert_eq!(sums(1), (0, 1), "unknown's contention apart too");
+    }
+
+    #[test]
+    fn keyed_events_follow_what_the_counters_count_and_restored_counts_are_none() {
+        let metrics = wf_metrics();
         let counters = Counters::new(&metrics, &["wf".to_string()], "app");
         let mut t = counters.tally();
         t.keyed_event(Some(0), Op::Renew, Outcome::NotOwned, "wf:lock:1");
