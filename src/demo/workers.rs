@@ -1,6 +1,7 @@
 //! Simulated lock users for the demo: they take, renew and release real Redis locks with
 //! the usual scripts, and now and then stall past the TTL so that expiry takeovers and
-//! "lock not owned" failures really happen. Their failures go to a logfmt log file.
+//! "lock not owned" failures really happen. Their failures, and their waits for a lock
+//! another worker holds (`busy`: contention, not a failure), go to a logfmt log file.
 
 use std::io::Write;
 use std::path::Path;
