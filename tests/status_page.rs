@@ -5,6 +5,7 @@
 //! present with JavaScript off; the page works under a proxy path prefix; screenshots in
 //! light and dark at 1280 and 390 px kept in `target/test-artifacts/`. And more than ten
 //! minutes of the demo's incidents leave the state lines above the fold at 1280×800.
+//! Contention (busy and timed-out acquisitions) is said apart and never turns a namespace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
