@@ -47,7 +47,7 @@ pub(super) struct Counts {
 }
 
 /// The words of contention on a namespace's line (`data-part="contention"`).
-pub(super) fn contention_words(n: u64) -> String {
+fn contention_words(n: u64) -> String {
     format!(
         r#"<span data-part="contention" title="contention: acquisitions that found the lock held (busy) or gave up waiting for it (timeout); the lock working, not a failure">{n} acquisition{s} waited or gave up in the last hour</span>"#,
         s = if n == 1 { "" } else { "s" }
@@ -84,14 +84,17 @@ pub(super) fn namespace_state(c: &Counts, target_down: bool) -> (Level, Vec<Stri
     } else if !warn.is_empty() {
         (Level::Warn, c.failures_hour + n(c.too_long) + n(c.unreadable))
     } else {
-        bad.push(r#"<span class="ok">ok</span>"#.to_string());
         (Level::Ok, 0)
     };
-    bad.extend(warn);
-    if c.contention_hour > 0 {
-        bad.push(contention_words(c.contention_hour));
+    let mut parts = bad;
+    if state == Level::Ok {
+        parts.push(r#"<span class="ok">ok</span>"#.to_string());
     }
-    (state, bad, weight)
+    parts.extend(warn);
+    if c.contention_hour > 0 {
+        parts.push(contention_words(c.contention_hour));
+    }
+    (state, parts, weight)
 }
 
 /// One line of the summary.
