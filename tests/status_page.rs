@@ -393,9 +393,11 @@ async fn the_key_page_names_bad_input_and_a_lock_without_ttl_is_an_incident() {
     s.stop().await;
 }
 
-/// The demo's incidents: 273 in its first ten minutes on this build (158 failure bursts, 82
-/// takeovers, 32 overdue episodes, the orphan without TTL), in 9 groups; a target's log
-/// keeps 200 and the intake's 200. The test fills the target's log past its cap with real
+/// The demo's incidents: 273 in its first ten minutes when its workers' busy acquisitions
+/// still counted as failures (158 failure bursts, 82 takeovers, 32 overdue episodes, the
+/// orphan without TTL), 114 since contention is told apart (83 takeovers, 30 overdue
+/// episodes, the orphan, no burst: measured 2026-11-26); a target's log keeps 200 and the
+/// intake's 200. The test fills the target's log past its cap with real
 /// takeovers (three namespaces, 25 keys each, expiring and taken by a new owner round after
 /// round), adds a failure burst per namespace through the push API and locks without TTL,
 /// and then asks that the summary stand above the fold at 1280×800.

@@ -49,7 +49,7 @@ pub(super) struct Counts {
 /// The words of contention on a namespace's line (`data-part="contention"`).
 fn contention_words(n: u64) -> String {
     format!(
-        r#"<span data-part="contention" title="contention: acquisitions that found the lock held (busy) or gave up waiting for it (timeout); the lock working, not a failure">{n} acquisition{s} waited or gave up in the last hour</span>"#,
+        r#"<span class="quiet" data-part="contention" title="contention: acquisitions that found the lock held (busy) or gave up waiting for it (timeout); the lock working, not a failure">{n} acquisition{s} waited or gave up in the last hour</span>"#,
         s = if n == 1 { "" } else { "s" }
     )
 }
