@@ -1,10 +1,11 @@
 //! The words every part of lockwatch shares, and nothing else: what an application did
-//! with a lock (`Op`) and how it ended (`Outcome`), what Redis did to a lock key
-//! (`Transition`, `HoldEnd`), when a holder's TTL left was measured (`HeadroomAt`), why a
-//! key is not a readable lock (`Unreadable`), what a log line was (`LineResult`), why a push
-//! was refused (`Refused`), the reserved label values and the metric names.
+//! with a lock (`Op`), how it ended (`Outcome`) and whether that is the lock working,
+//! contention or a failure (`EventClass`), what Redis did to a lock key (`Transition`,
+//! `HoldEnd`), when a holder's TTL left was measured (`HeadroomAt`), why a key is not a
+//! readable lock (`Unreadable`), what a log line was (`LineResult`), why a push was refused
+//! (`Refused`), the reserved label values and the metric names.
 //!
-//! It depends on nothing else in the crate. Each enum is a closed set of label values.
+//! It depends on nothing else in the crate. Each label enum is a closed set of label values.
 
 use std::fmt;
 use std::str::FromStr;
@@ -85,6 +86,40 @@ label_enum!(
         StaleFence => "stale_fence",
     }
 );
+
+/// What a lock event says of the lock: the lock working (`Ok`), the lock working while
+/// others hold it (`Contention`), or the lock failing its holder (`Failure`).
+///
+/// Contention is an acquisition that found the lock held (`busy`) or gave up waiting for it
+/// (`timeout`): workers politely waiting, counted apart and never a failure. A failure is
+/// every other outcome that is not `ok`: `not_owned`, `stale_fence` and `error` of any
+/// operation, and `busy` or `timeout` of a renewal, release or write (a renewal that did not
+/// go through leaves the holder's lock to expire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventClass {
+    Ok,
+    Contention,
+    Failure,
+}
+
+impl EventClass {
+    /// The class of an event of `op` ending in `outcome`.
+    pub fn of(op: Op, outcome: Outcome) -> EventClass {
+        match (op, outcome) {
+            (_, Outcome::Ok) => EventClass::Ok,
+            (Op::Acquire, Outcome::Busy | Outcome::Timeout) => EventClass::Contention,
+            _ => EventClass::Failure,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventClass::Ok => "ok",
+            EventClass::Contention => "contention",
+            EventClass::Failure => "failure",
+        }
+    }
+}
 
 label_enum!(
     /// A state change Redis performed on a lock key (`kind` of `lockwatch_lock_transitions_total`).
@@ -297,5 +332,29 @@ mod tests {
         }
         let err = "steal".parse::<Op>().unwrap_err();
         assert_eq!(err.to_string(), "`steal` is not one of acquire, release, renew, write");
+    }
+
+    #[test]
+    fn contention_is_an_acquisition_that_found_the_lock_held_or_gave_up() {
+        use EventClass::{Contention, Failure};
+        // Of the 24 pairs: the 4 `ok` ones succeed, two are contention, the rest fail.
+        let count = |class: EventClass| {
+            Op::ALL
+                .iter()
+                .flat_map(|op| Outcome::ALL.map(|o| EventClass::of(*op, o)))
+                .filter(|c| *c == class)
+                .count()
+        };
+        assert_eq!((count(EventClass::Ok), count(Contention), count(Failure)), (4, 2, 18));
+        assert_eq!(EventClass::of(Op::Acquire, Outcome::Busy), Contention);
+        assert_eq!(EventClass::of(Op::Acquire, Outcome::Timeout), Contention);
+        assert_eq!(EventClass::of(Op::Acquire, Outcome::Error), Failure);
+        assert_eq!(EventClass::of(Op::Acquire, Outcome::NotOwned), Failure);
+        assert_eq!(EventClass::of(Op::Release, Outcome::NotOwned), Failure);
+        assert_eq!(EventClass::of(Op::Renew, Outcome::Timeout), Failure, "a failed renewal");
+        assert_eq!(EventClass::of(Op::Renew, Outcome::Busy), Failure, "a failed renewal");
+        assert_eq!(EventClass::of(Op::Release, Outcome::Timeout), Failure);
+        assert_eq!(EventClass::of(Op::Write, Outcome::StaleFence), Failure);
+        assert_eq!(EventClass::of(Op::Renew, Outcome::Ok), EventClass::Ok);
     }
 }

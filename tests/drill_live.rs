@@ -1,7 +1,7 @@
 //! `lockwatch drill` on a live namespace: while another process's workers (a thread here,
 //! with its own Redis connection and HTTP pushes) take and release their own keys of the
-//! drill's namespace, let some expire and be taken over, and report `not_owned` / `busy`
-//! failures (some with no key), the drill judges by its own lock key's history and passes;
+//! drill's namespace, let some expire and be taken over, and report `not_owned` failures
+//! and `busy` contention (some with no key), the drill judges by its own lock key's history and passes;
 //! the namespace counters' other traffic is reported, not counted as a deviation. Against
 //! an exporter that keeps no per-key events (an older lockwatch, played by a shim that
 //! drops `events` from the history answer) it falls back to the namespace counters and says so.
@@ -20,7 +20,8 @@ const RELEASE: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 /// Other workers of the namespace until `stop`: each round takes and releases a key of its
-/// own, lets another expire and takes it over, and pushes failures; `rounds` counts them.
+/// own, lets another expire and takes it over, and pushes failures and contention; `rounds`
+/// counts them.
 fn other_traffic(redis_url: String, exporter: String, stop: Arc<AtomicBool>, rounds: Arc<AtomicU64>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -77,7 +78,7 @@ fn other_traffic(redis_url: String, exporter: String, stop: Arc<AtomicBool>, rou
             .arg("b")
             .query(&mut c)
             .unwrap();
-        // Its failures: with its keys, and some with none.
+        // Its failures (and a busy acquisition, contention): with its keys, and some with none.
         let body = format!(
             "{{\"namespace\":\"drill\",\"op\":\"renew\",\"outcome\":\"not_owned\",\"key\":\"{stale}\"}}\n\
              {{\"namespace\":\"drill\",\"op\":\"release\",\"outcome\":\"not_owned\",\"key\":\"{stale}\"}}\n\

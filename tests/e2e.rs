@@ -307,7 +307,7 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
             evaluated += 1;
         }
     }
-    assert_eq!(evaluated, 49, "{rules}");
+    assert_eq!(evaluated, 50, "{rules}");
 
     // Every panel query of both dashboards returns data (recording rules may need a few
     // more evaluations on a loaded machine: asked again for up to 60 s).
@@ -472,8 +472,12 @@ async fn status_page_renders_in_headless_chromium() {
         ["payout", "4", "0", "1"],
         "held, overdue, without TTL"
     );
-    // Lock failures pushed to the exporter: 2 not-owned, one of them a renewal.
-    assert_eq!(cells(r#"data-events="payout""#), ["payout", "2", "1", "0", "0"]);
+    // Lock failures pushed to the exporter: 2 not-owned, one of them a renewal; no contention.
+    assert_eq!(
+        cells(r#"data-events="payout""#),
+        ["payout", "2", "2", "1", "0", "0"],
+        "failures, not owned, renewal failed, stale fence, contention"
+    );
     let png = std::fs::read(artifacts.join("status-page.png")).unwrap();
     assert!(
         png.starts_with(b"\x89PNG") && png.len() > 10_000,

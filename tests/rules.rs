@@ -86,7 +86,7 @@ fn shipped_files_are_the_rendering_of_the_defaults() {
         .unwrap();
     std::fs::write(dir.path().join("all.yml"), &out.stdout).unwrap();
     let (ok, text) = promtool(&["check", "rules", dir.path().join("all.yml").to_str().unwrap()]);
-    assert!(ok && text.contains("49 rules found"), "{text}");
+    assert!(ok && text.contains("50 rules found"), "{text}");
 }
 
 #[test]
@@ -105,6 +105,7 @@ ttl = \"30s\"
 [namespace.alerts]
 not_owned_budget = 0.1
 min_takeovers = 5
+min_contention_timeouts = 20
 [[namespace]]
 name = \"wf.runs\"
 pattern = \"wf:*\"
@@ -134,6 +135,11 @@ ttl = \"30s\"
     assert!(alerts.contains(r#"namespace!~`payout|wf\.runs`"#), "{alerts}");
     assert!(alerts.contains(r#"namespace=~`payout|wf\.runs`"#), "{alerts}");
     assert!(alerts.contains(r#"{namespace="payout"}[15m]))) >= 5"#), "{alerts}");
+    assert!(
+        alerts.contains(r#"{op="acquire", outcome="timeout", namespace="payout"}[15m]))) >= 20"#)
+            && alerts.contains(r#"{op="acquire", outcome="timeout", namespace!~`payout`}[15m]))) >= 100"#),
+        "{alerts}"
+    );
     assert!(
         alerts.contains("https://wiki.example.org/runbooks/lock-evicted.md"),
         "{alerts}"
@@ -259,6 +265,7 @@ fn every_alert_links_a_runbook_with_the_required_sections() {
         "LockRenewFailuresSustained",
         "LockExpiryTakeovers",
         "LockHeadroomLow",
+        "LockContentionSustained",
         "LockRenewalOverdue",
         "LockWithoutTTL",
         "LockHeldTooLong",

@@ -5,6 +5,7 @@
 //! present with JavaScript off; the page works under a proxy path prefix; screenshots in
 //! light and dark at 1280 and 390 px kept in `target/test-artifacts/`. And more than ten
 //! minutes of the demo's incidents leave the state lines above the fold at 1280×800.
+//! Contention (busy and timed-out acquisitions) is said apart and never turns a namespace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -392,9 +393,11 @@ async fn the_key_page_names_bad_input_and_a_lock_without_ttl_is_an_incident() {
     s.stop().await;
 }
 
-/// The demo's incidents: 273 in its first ten minutes on this build (158 failure bursts, 82
-/// takeovers, 32 overdue episodes, the orphan without TTL), in 9 groups; a target's log
-/// keeps 200 and the intake's 200. The test fills the target's log past its cap with real
+/// The demo's incidents: 273 in its first ten minutes when its workers' busy acquisitions
+/// still counted as failures (158 failure bursts, 82 takeovers, 32 overdue episodes, the
+/// orphan without TTL), 114 since contention is told apart (83 takeovers, 30 overdue
+/// episodes, the orphan, no burst: measured 2026-11-26); a target's log keeps 200 and the
+/// intake's 200. The test fills the target's log past its cap with real
 /// takeovers (three namespaces, 25 keys each, expiring and taken by a new owner round after
 /// round), adds a failure burst per namespace through the push API and locks without TTL,
 /// and then asks that the summary stand above the fold at 1280×800.
@@ -640,4 +643,141 @@ async fn clip(b: &mut Browser, tab: &Tab, selector: &str, width: u32, height: u3
         .decode(shot["data"].as_str().unwrap())
         .unwrap();
     std::fs::write(path, png).unwrap();
+}
+
+/// Push NDJSON events to `/api/v1/events`; all of them accepted.
+async fn push_events(addr: std::net::SocketAddr, lines: &[String]) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{addr}/api/v1/events"))
+        .header("content-type", "application/x-ndjson")
+        .body(lines.join("\n"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["accepted"], lines.len(), "{v}");
+}
+
+/// `/api/v1/status`, and namespace wf's view and summary line in it.
+async fn wf_status(s: &Served) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
+    let (status, _, body) = s.get("/api/v1/status").await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let ns = v["targets"][0]["namespaces"][0].clone();
+    assert_eq!(ns["name"], "wf");
+    let line = v["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["namespace"] == "wf")
+        .cloned()
+        .unwrap_or_else(|| panic!("no line for wf: {v}"));
+    (v, ns, line)
+}
+
+/// Contention is the lock working: 30 busy and 10 timed-out acquisitions pushed, nothing
+/// else, are counted as ever but leave namespace wf ok, said in their own words in
+/// `/api/v1/status`, on the status page and on a key's page, with no incident; one release
+/// of a lock no longer owned then turns it warn, the contention still said apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contention_alone_leaves_a_namespace_ok_and_one_not_owned_release_warns() {
+    let r = redis(&[]);
+    let s = Served::start(config(&r, &cfg())).await;
+    let event = |op: &str, outcome: &str, key: Option<&str>| {
+        let key = key.map(|k| format!(",\"key\":\"{k}\"")).unwrap_or_default();
+        format!("{{\"namespace\":\"wf\",\"op\":\"{op}\",\"outcome\":\"{outcome}\"{key}}}")
+    };
+    let mut lines: Vec<String> = (0..30)
+        .map(|i| event("acquire", "busy", (i < 2).then_some("wf:lock:job")))
+        .collect();
+    lines.extend((0..10).map(|i| event("acquire", "timeout", (i < 1).then_some("wf:lock:job"))));
+    push_events(s.addr, &lines).await;
+
+    let m = s.metrics().await;
+    let events = |outcome: &str| {
+        m.val(
+            "lockwatch_lock_events_total",
+            &[("namespace", "wf"), ("op", "acquire"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!((events("busy"), events("timeout")), (30.0, 10.0), "counted as ever");
+
+    let (v, ns, line) = wf_status(&s).await;
+    assert_eq!(
+        (&ns["state"], &ns["failures_hour"], &ns["contention_hour"]),
+        (&"ok".into(), &0.into(), &40.into()),
+        "{ns}"
+    );
+    assert_eq!(line["state"], "ok", "{line}");
+    let parts = line["parts"].to_string();
+    assert!(
+        parts.contains(">40 acquisitions waited or gave up in the last hour<"),
+        "{parts}"
+    );
+    assert!(!parts.contains("lock failures"), "{parts}");
+    assert_eq!(v["incidents"], serde_json::json!([]), "contention is no incident: {v}");
+    let charts = ns["charts_html"].as_str().unwrap();
+    assert!(
+        charts.contains(r#"data-metric="contention" data-now="40""#)
+            && charts.contains(r#"data-metric="failures" data-now="0""#),
+        "{charts}"
+    );
+    assert!(
+        charts.contains("<span>acquisitions waited or gave up</span>"),
+        "{charts}"
+    );
+
+    // The page says the same, server-rendered.
+    let (_, _, page) = s.get("/").await;
+    let summary_line = page
+        .split("<li ")
+        .find(|l| l.contains(r#"data-ns="wf""#))
+        .unwrap_or_else(|| panic!("no summary line for wf: {page}"));
+    assert!(summary_line.contains(r#"data-state="ok""#), "{summary_line}");
+    assert!(
+        summary_line.contains("40 acquisitions waited or gave up in the last hour"),
+        "{summary_line}"
+    );
+    assert!(
+        page.contains(r#"<tr data-events="wf"><td>wf</td><td>0</td><td>0</td><td>0</td><td>0</td><td data-contention>40</td></tr>"#),
+        "failures 0, contention 40: {page}"
+    );
+    assert!(page.contains("no incidents since lockwatch started"), "{page}");
+
+    // The key's page and the history API tell its events apart.
+    let (_, _, key) = s.get("/locks/wf?key=wf:lock:job&format=json").await;
+    let key: serde_json::Value = serde_json::from_str(&key).unwrap();
+    let classes: Vec<&str> = key["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(classes, ["contention"; 3], "{key}");
+    let html = key["html"].as_str().unwrap();
+    assert_eq!(html.matches(r#"data-class="contention""#).count(), 3, "{html}");
+    assert!(
+        html.contains("contention: waited or gave up") && !html.contains("lock failure"),
+        "{html}"
+    );
+
+    // One release of a lock no longer owned is a failure: warn, as ever.
+    push_events(s.addr, &[event("release", "not_owned", Some("wf:lock:job"))]).await;
+    let (_, ns, line) = wf_status(&s).await;
+    assert_eq!(
+        (&ns["state"], &ns["failures_hour"], &ns["contention_hour"]),
+        (&"warn".into(), &1.into(), &40.into()),
+        "{ns}"
+    );
+    let parts = line["parts"].as_array().unwrap();
+    assert_eq!(parts[0], "1 lock failures reported in the last hour", "{line}");
+    assert!(
+        parts[1].as_str().unwrap().contains("40 acquisitions waited or gave up"),
+        "{line}"
+    );
+    let (_, _, key) = s.get("/api/v1/locks/history?key=wf:lock:job").await;
+    let key: serde_json::Value = serde_json::from_str(&key).unwrap();
+    assert_eq!(key["events"][3]["class"], "failure", "{key}");
+    s.stop().await;
 }

@@ -23,6 +23,10 @@ pub struct Thresholds {
     pub min_bad_events: u32,
     /// Expiry takeovers within 15 minutes that fire `LockExpiryTakeovers`.
     pub min_takeovers: u32,
+    /// Acquisitions that gave up waiting (`acquire` + `timeout`, contention) within 15
+    /// minutes, sustained for 15 minutes, that fire `LockContentionSustained`. High by
+    /// default: contention is the lock working, and a few workers giving up is normal.
+    pub min_contention_timeouts: u32,
     /// A renewal or release with less than this fraction of the lock's TTL left is a near
     /// miss (`lockwatch_lock_near_misses_total`, counted by the exporter).
     pub headroom_fraction: f64,
@@ -38,6 +42,7 @@ impl Default for Thresholds {
             renew_failure_budget: 0.001,
             min_bad_events: 5,
             min_takeovers: 2,
+            min_contention_timeouts: 100,
             headroom_fraction: 0.2,
             near_miss_budget: 0.01,
         }
@@ -95,6 +100,7 @@ impl Cx<'_> {
             renew_failure_budget: raw.renew_failure_budget,
             min_bad_events: raw.min_bad_events,
             min_takeovers: raw.min_takeovers,
+            min_contention_timeouts: raw.min_contention_timeouts,
             headroom_fraction: raw.headroom_fraction,
             near_miss_budget: raw.near_miss_budget,
         };
@@ -159,6 +165,9 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.min_takeovers {
             t.min_takeovers = count(v, "min_takeovers")?;
+        }
+        if let Some(v) = &raw.min_contention_timeouts {
+            t.min_contention_timeouts = count(v, "min_contention_timeouts")?;
         }
         if let Some(v) = &raw.headroom_fraction {
             t.headroom_fraction = fraction(v, "headroom_fraction")?;

@@ -116,6 +116,7 @@ pub struct RawAlerts {
     pub renew_failure_budget: Option<S<f64>>,
     pub min_bad_events: Option<S<i64>>,
     pub min_takeovers: Option<S<i64>>,
+    pub min_contention_timeouts: Option<S<i64>>,
     pub headroom_fraction: Option<S<f64>>,
     pub near_miss_budget: Option<S<f64>>,
 }
@@ -127,6 +128,7 @@ pub struct RawThresholds {
     pub renew_failure_budget: Option<S<f64>>,
     pub min_bad_events: Option<S<i64>>,
     pub min_takeovers: Option<S<i64>>,
+    pub min_contention_timeouts: Option<S<i64>>,
     pub headroom_fraction: Option<S<f64>>,
     pub near_miss_budget: Option<S<f64>>,
 }

@@ -334,6 +334,25 @@ fn headroom_thresholds_default_and_override_per_namespace() {
 }
 
 #[test]
+fn contention_threshold_is_high_by_default_and_set_per_namespace() {
+    let cfg = load(&format!(
+        "{TARGET}[alerts]\nmin_contention_timeouts = 300\n\
+         [[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"5s\"\n[namespace.alerts]\nmin_contention_timeouts = 20\n\
+         [[namespace]]\nname = \"b\"\npattern = \"b:*\"\nttl = \"5s\"\n"
+    ))
+    .unwrap();
+    assert_eq!(crate::config::Thresholds::default().min_contention_timeouts, 100);
+    assert_eq!(cfg.alerts.defaults.min_contention_timeouts, 300);
+    assert_eq!(cfg.namespaces[0].alerts.min_contention_timeouts, 20);
+    assert_eq!(cfg.namespaces[1].alerts.min_contention_timeouts, 300);
+    let e = err(&format!("{TARGET}[alerts]\nmin_contention_timeouts = 0\n"));
+    assert!(
+        e.contains("alerts.min_contention_timeouts") && e.contains("at least 1"),
+        "{e}"
+    );
+}
+
+#[test]
 fn bad_choices_name_key_line_and_the_allowed_words() {
     let e = err(&format!("{TARGET}notifications = \"xyz\"\n"));
     assert_eq!(

@@ -209,6 +209,8 @@ What to expect within a minute:
   lockwatch_lock_expiry_takeovers_total                         a stalled worker's lock expired and another took it
   'renewal failed' / 'release failed' lines in the worker log    the stale holders waking up,
   lockwatch_lock_events_total{{outcome=\"not_owned\"}}             counted from that log by the event intake
+  'busy, will retry' lines in the worker log                    workers waiting their turn: contention, the lock
+  lockwatch_lock_events_total{{op=\"acquire\",outcome=\"busy\"}}     working; the status page shows it apart, never as failures
 
 Ctrl-C stops the workers and the exporter, kills redis-server and removes its directory.",
         config = config.display(),

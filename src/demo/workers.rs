@@ -1,6 +1,7 @@
 //! Simulated lock users for the demo: they take, renew and release real Redis locks with
 //! the usual scripts, and now and then stall past the TTL so that expiry takeovers and
-//! "lock not owned" failures really happen. Their failures go to a logfmt log file, each
+//! "lock not owned" failures really happen. Their failures, and their waits for a lock
+//! another worker holds (`busy`: contention, not a failure), go to a logfmt log file, each
 //! line with the job's trace and span ids, as an instrumented service writes them.
 
 use std::io::Write;
@@ -86,7 +87,12 @@ pub(crate) async fn run(worker: String, p: Profile, mut conn: ConnectionManager,
         let key = format!("{}{}", p.prefix, rng.range(0, p.jobs));
         let token = format!("{worker}-{n}-{:08x}", rng.next() as u32);
         // The job's trace, as an OpenTelemetry-instrumented worker would log it.
-        let trace = format!(" trace_id={:016x}{:016x} span_id={:016x}", rng.next(), rng.next(), rng.next());
+        let trace = format!(
+            " trace_id={:016x}{:016x} span_id={:016x}",
+            rng.next(),
+            rng.next(),
+            rng.next()
+        );
         match acquire(&mut conn, &key, &token, p.ttl).await {
             Ok(true) => {}
             Ok(false) => {

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{AppState, HttpError, gate};
 use crate::locks::view;
+use crate::vocab::EventClass;
 
 const DEFAULT_LIMIT: usize = 1000;
 /// The most locks one answer lists: its memory is bounded by this, not by the tables.
@@ -114,6 +115,9 @@ pub(crate) struct EventView {
     pub(super) at_ms: i64,
     pub(super) op: &'static str,
     pub(super) outcome: &'static str,
+    /// `ok`, `contention` (an acquisition busy or timed out) or `failure`.
+    #[serde(serialize_with = "class_str")]
+    pub(super) class: EventClass,
     /// The `source` label value that counted it: a `[[logs]]` name, `push`, `otlp`, …
     pub(super) source: String,
     /// The trace the event was written in, when it came with one.
@@ -121,6 +125,10 @@ pub(crate) struct EventView {
     pub(super) trace_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) span_id: Option<String>,
+}
+
+fn class_str<S: serde::Serializer>(c: &EventClass, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(c.as_str())
 }
 
 /// RFC 3339 with milliseconds, UTC.
@@ -140,6 +148,7 @@ pub(super) fn events(s: &AppState, key: &str) -> Vec<EventView> {
             at_ms: e.at_ms,
             op: e.op.as_str(),
             outcome: e.outcome.as_str(),
+            class: EventClass::of(e.op, e.outcome),
             source: e.source.to_string(),
             span_id: e.trace.as_ref().and_then(|t| t.span_id.clone()),
             trace_id: e.trace.map(|t| t.trace_id),

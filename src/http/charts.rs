@@ -15,17 +15,26 @@ pub(super) enum Metric {
     Held,
     Overdue,
     Failures,
+    /// Acquisitions busy or timed out: drawn apart from the failures, not in red.
+    Contention,
     Takeovers,
 }
 
 impl Metric {
-    pub(super) const ALL: [Metric; 4] = [Metric::Held, Metric::Overdue, Metric::Failures, Metric::Takeovers];
+    pub(super) const ALL: [Metric; 5] = [
+        Metric::Held,
+        Metric::Overdue,
+        Metric::Failures,
+        Metric::Contention,
+        Metric::Takeovers,
+    ];
 
     pub(super) fn name(self) -> &'static str {
         match self {
             Metric::Held => "held",
             Metric::Overdue => "overdue",
             Metric::Failures => "failures",
+            Metric::Contention => "contention",
             Metric::Takeovers => "takeovers",
         }
     }
@@ -35,13 +44,14 @@ impl Metric {
             Metric::Held => "held",
             Metric::Overdue => "renewal overdue",
             Metric::Failures => "lock failures (logs, pushes)",
+            Metric::Contention => "acquisitions waited or gave up",
             Metric::Takeovers => "expiry takeovers",
         }
     }
 
     /// A count per bucket (bars, summed) rather than a gauge (a line, its latest).
     fn counts(self) -> bool {
-        matches!(self, Metric::Failures | Metric::Takeovers)
+        matches!(self, Metric::Failures | Metric::Contention | Metric::Takeovers)
     }
 
     fn of(self, b: &Bucket) -> u32 {
@@ -49,6 +59,7 @@ impl Metric {
             Metric::Held => b.held,
             Metric::Overdue => b.overdue,
             Metric::Failures => b.failures,
+            Metric::Contention => b.contention,
             Metric::Takeovers => b.takeovers,
         }
     }

@@ -17,6 +17,7 @@ use super::charts::{self, esc};
 use super::{AppState, HttpError, gate, status_page};
 use crate::locks::recent::wall_ms;
 use crate::locks::view::{self, LockView};
+use crate::vocab::EventClass;
 
 /// The longest key the page takes, bytes.
 pub(crate) const MAX_KEY: usize = 1024;
@@ -130,15 +131,21 @@ fn event_table(h: &mut String, events: &[EventView], trace_url: Option<&crate::c
         return;
     }
     h.push_str(
-        r#"<div class="scroll"><table class="events"><tr><th>time</th><th>op</th><th>outcome</th><th>source</th><th>trace</th></tr>"#,
+        r#"<div class="scroll"><table class="events"><tr><th>time</th><th>op</th><th>outcome</th><th>what it says</th><th>source</th><th>trace</th></tr>"#,
     );
     for e in events.iter().rev() {
+        let said = match e.class {
+            EventClass::Failure => r#"<td class="bad">lock failure</td>"#,
+            EventClass::Contention => "<td>contention: waited or gave up</td>",
+            EventClass::Ok => "<td>ok</td>",
+        };
         let _ = write!(
             h,
-            r#"<tr data-op="{op}" data-outcome="{outcome}"><td>{at}</td><td>{op}</td><td>{outcome}</td><td>{source}</td><td>{trace}</td></tr>"#,
+            r#"<tr data-op="{op}" data-outcome="{outcome}" data-class="{class}"><td>{at}</td><td>{op}</td><td>{outcome}</td>{said}<td>{source}</td><td>{trace}</td></tr>"#,
             at = esc(&e.at),
             op = e.op,
             outcome = e.outcome,
+            class = e.class.as_str(),
             source = esc(&e.source),
             trace = e
                 .trace_id

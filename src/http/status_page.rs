@@ -1,8 +1,8 @@
 //! `GET /`: a small HTML status page for when Grafana is not at hand. First the state of
 //! each target and namespace, one line each, worst first, and the incidents grouped by kind
 //! and namespace (keys a click away, `summary`); then per target its health, the counts of
-//! the last pass and the charts of the last hour; the lock failures reported by logs and
-//! pushes, and what each log source read.
+//! the last pass and the charts of the last hour; the lock events reported by logs and
+//! pushes — failures, and contention apart —, and what each log source read.
 //!
 //! Self-contained (no external requests) and relative links only, so it works offline and
 //! behind a proxy path prefix. Rendered on the server; the inline script only polls
@@ -20,8 +20,8 @@ use super::status_view;
 use super::{AppState, HttpError, gate};
 
 use crate::duration;
+use crate::vocab::{EventClass, Op, Outcome};
 use crate::vocab::{LineResult, PUSH_SOURCES, UNKNOWN_NAMESPACE};
-use crate::vocab::{Op, Outcome};
 
 fn ago(t: Option<SystemTime>) -> String {
     match t.and_then(|t| t.elapsed().ok()) {
@@ -51,14 +51,14 @@ a{color:var(--accent)} h1{margin:.2em 0} h2{margin:1.2em 0 .4em;font-size:1.25em
 .scroll{overflow-x:auto} table{border-collapse:collapse;margin:.6em 0}
 th,td{border:1px solid var(--line);padding:.3em .6em;text-align:right} th:first-child,td:first-child{text-align:left}
 .bad{background:var(--badbg);color:var(--bad);font-weight:bold} .ok{color:var(--ok)} .down{color:var(--bad);font-weight:bold} code{background:var(--card);padding:0 .2em;word-break:break-all}
-.grid{display:grid;gap:.8em} .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(230px,1fr));gap:0 1.2em}
+.grid{display:grid;gap:.8em} .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:0 1.2em}
 .ns{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.5em .7em} .ns h3{margin:0 0 .3em;font-size:1em}
-.chart{margin:.5em 0} .chart figcaption{display:flex;flex-wrap:wrap;align-items:baseline;gap:0 .4em;font-size:.85em;color:var(--mute)} .chart b{color:var(--fg);font-size:1.3em;font-variant-numeric:tabular-nums}
+.chart{margin:.5em 0;display:flex;flex-direction:column} .chart figcaption{display:flex;flex-wrap:wrap;align-items:baseline;align-content:flex-end;flex:1 0 auto;gap:0 .4em;font-size:.85em;color:var(--mute)} .chart b{color:var(--fg);font-size:1.3em;font-variant-numeric:tabular-nums}
 .chart .plot{display:grid;grid-template-columns:2.4em 1fr;gap:.3em} .chart .y{display:flex;flex-direction:column;justify-content:space-between;font-size:.72em;color:var(--mute);text-align:right;font-variant-numeric:tabular-nums;line-height:1}
 .chart svg{width:100%;height:64px;display:block;border-left:1px solid var(--mute);border-bottom:1px solid var(--mute)} .chart .mid{stroke:var(--line);stroke-dasharray:3 3;vector-effect:non-scaling-stroke}
 .chart .x{display:flex;justify-content:space-between;font-size:.72em;color:var(--mute);margin-left:2.7em}
 .chart.line path{fill:none;stroke:var(--accent);stroke-width:2;vector-effect:non-scaling-stroke} .chart.line path.area{fill:var(--accent);opacity:.15;stroke:none}
-.chart.bars rect{fill:var(--bad)} .chart.line rect.last{fill:var(--accent)} .chart[data-metric=overdue] rect.last{fill:var(--warn)} .chart[data-metric=overdue] path{stroke:var(--warn)} .chart[data-metric=overdue] path.area{fill:var(--warn)}
+.chart.bars rect{fill:var(--bad)} .chart[data-metric=contention] rect{fill:var(--mute)} .chart.line rect.last{fill:var(--accent)} .chart[data-metric=overdue] rect.last{fill:var(--warn)} .chart[data-metric=overdue] path{stroke:var(--warn)} .chart[data-metric=overdue] path.area{fill:var(--warn)}
 .chart figcaption small{flex-basis:100%;text-align:right}
 ol.summary{list-style:none;padding:0;margin:.3em 0} .summary .line{padding:.25em .5em;margin:.15em 0;border-left:5px solid var(--ok);background:var(--card);overflow-wrap:anywhere}
 .summary .lvl-bad{border-color:var(--bad);background:var(--badbg)} .summary .lvl-bad .mark,.summary .lvl-bad .what{color:var(--bad)} .summary .lvl-warn{border-color:var(--warn)} .summary .lvl-warn .mark{color:var(--warn)} .summary .lvl-ok .mark{color:var(--ok)}
@@ -218,12 +218,13 @@ const SCRIPT: &str = r#"<script>
 </script>
 "#;
 
-/// Lock failures reported by logs and pushes, per namespace, and what each log source read.
+/// Lock events reported by logs and pushes, per namespace — the failures, and the contention
+/// apart (`EventClass`) — and what each log source read.
 fn events_section(h: &mut String, s: &AppState) {
     let m = &s.intake;
     let count = |ns: &str, op: Op, outcome: Outcome| m.events(ns, op, outcome);
     h.push_str(
-        "<h2 id=\"events\">lock failures from logs and pushes</h2>\n<div class=\"scroll\"><table><tr><th>namespace</th><th>not owned (release, renew)</th><th>renewal failed</th><th>acquire busy / timeout</th><th>stale fence</th></tr>\n",
+        "<h2 id=\"events\">lock events from logs and pushes <small>failures: not owned, stale fence, errors, failed renewals; contention: acquisitions that found the lock held or gave up waiting, the lock working</small></h2>\n<div class=\"scroll\"><table><tr><th>namespace</th><th>failures</th><th>not owned (release, renew)</th><th>renewal failed</th><th>stale fence</th><th>acquisitions waited or gave up (contention)</th></tr>\n",
     );
     let names = s
         .config
@@ -232,13 +233,20 @@ fn events_section(h: &mut String, s: &AppState) {
         .map(|n| n.name.as_str())
         .chain([UNKNOWN_NAMESPACE]);
     for ns in names {
+        let of_class = |class: EventClass| -> u64 {
+            Op::ALL
+                .iter()
+                .flat_map(|op| Outcome::ALL.map(|o| (*op, o)))
+                .filter(|(op, o)| EventClass::of(*op, *o) == class)
+                .map(|(op, o)| count(ns, op, o))
+                .sum()
+        };
         let not_owned = count(ns, Op::Release, Outcome::NotOwned) + count(ns, Op::Renew, Outcome::NotOwned);
         let renew_failed: u64 = Outcome::ALL
             .iter()
-            .filter(|o| **o != Outcome::Ok)
+            .filter(|o| EventClass::of(Op::Renew, **o) == EventClass::Failure)
             .map(|o| count(ns, Op::Renew, *o))
             .sum();
-        let acquire = count(ns, Op::Acquire, Outcome::Busy) + count(ns, Op::Acquire, Outcome::Timeout);
         let stale: u64 = Op::ALL.iter().map(|op| count(ns, *op, Outcome::StaleFence)).sum();
         let cell = |n: u64| {
             if n > 0 {
@@ -249,10 +257,12 @@ fn events_section(h: &mut String, s: &AppState) {
         };
         let _ = writeln!(
             h,
-            r#"<tr data-events="{name}"><td>{name}</td>{}{}<td>{acquire}</td>{}</tr>"#,
+            r#"<tr data-events="{name}"><td>{name}</td>{}{}{}{}<td data-contention>{}</td></tr>"#,
+            cell(of_class(EventClass::Failure)),
             cell(not_owned),
             cell(renew_failed),
             cell(stale),
+            of_class(EventClass::Contention),
             name = esc(ns),
         );
     }

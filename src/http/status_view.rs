@@ -74,7 +74,12 @@ pub(super) struct NamespaceView {
     pub(super) unreadable: i64,
     /// Expiry takeovers counted since start; `None` when notifications are off.
     pub(super) takeovers: Option<u64>,
-    /// The four charts of the last hour (held, overdue, failures, takeovers).
+    /// Lock failures reported by logs and pushes in the last hour (`EventClass::Failure`:
+    /// not owned, stale fence, errors, failed renewals); never contention.
+    pub(super) failures_hour: u64,
+    /// Acquisitions reported busy or timed out in the last hour (`EventClass::Contention`).
+    pub(super) contention_hour: u64,
+    /// The charts of the last hour (held, overdue, failures, contention, takeovers).
     pub(super) charts_html: String,
 }
 
@@ -82,7 +87,7 @@ pub(super) struct NamespaceView {
 pub(super) struct IncidentView {
     pub(super) at_ms: i64,
     pub(super) at: String,
-    /// `None` for a burst of failures from logs and pushes (not a target's).
+    /// `None` for a burst of failures from logs and pushes (not a target's; contention makes none).
     pub(super) target: Option<String>,
     pub(super) namespace: String,
     pub(super) kind: &'static str,
@@ -119,7 +124,8 @@ pub(super) fn rfc3339(at_ms: i64) -> String {
 /// Ask the read model for everything the page shows.
 pub(super) fn status(s: &AppState) -> Status {
     let now = wall_ms();
-    let failures = s.intake.recent();
+    // The intake's last hour: failures and, apart, contention.
+    let reported = s.intake.recent();
     let mut incidents = Vec::new();
     let mut lines = Vec::new();
     let targets = s
@@ -147,11 +153,11 @@ pub(super) fn status(s: &AppState) -> Status {
                 .map(|(i, ns)| {
                     let census = t.census(ns);
                     let hour = t.last_hour(i, now);
-                    let failed = failures.last_hour(i, now);
+                    let events = reported.last_hour(i, now);
                     let charts_html = Metric::ALL
                         .iter()
                         .map(|m| match m {
-                            Metric::Failures => charts::chart(*m, &failed),
+                            Metric::Failures | Metric::Contention => charts::chart(*m, &events),
                             _ => charts::chart(*m, &hour),
                         })
                         .collect();
@@ -165,16 +171,14 @@ pub(super) fn status(s: &AppState) -> Status {
                         too_long: census.too_long,
                         unreadable: census.wrong_type + census.bad_value,
                         takeovers_hour: sum(&hour, |b| b.takeovers),
-                        failures_hour: sum(&failed, |b| b.failures),
+                        failures_hour: sum(&events, |b| b.failures),
+                        contention_hour: sum(&events, |b| b.contention),
                         lost_hour: lost
                             .iter()
                             .filter(|l| l.namespace == i && l.at_ms > now - 3_600_000)
                             .count() as u64,
                     };
                     let (state, mut parts, weight) = summary::namespace_state(&counts, down);
-                    if parts.is_empty() {
-                        parts.push(r#"<span class="ok">ok</span>"#.to_string());
-                    }
                     parts.push(format!("{} held", census.held));
                     lines.push(Line {
                         state,
@@ -193,6 +197,8 @@ pub(super) fn status(s: &AppState) -> Status {
                         longest_hold_s: census.max_age_ms as f64 / 1000.0,
                         unreadable: census.wrong_type + census.bad_value,
                         takeovers: lifecycle.map(|l| l.takeovers(&ns.config.name)),
+                        failures_hour: counts.failures_hour,
+                        contention_hour: counts.contention_hour,
                         charts_html,
                     }
                 })
@@ -224,7 +230,7 @@ pub(super) fn status(s: &AppState) -> Status {
         })
         .collect();
     let names: Vec<&str> = s.config.namespaces.iter().map(|n| n.name.as_str()).collect();
-    for i in failures.incidents() {
+    for i in reported.incidents() {
         let ns = names.get(i.namespace).copied().unwrap_or(UNKNOWN_NAMESPACE);
         incidents.push(incident_view(&i, None, ns));
     }

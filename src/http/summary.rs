@@ -39,12 +39,24 @@ pub(super) struct Counts {
     /// Expiry takeovers and lock failures (logs, pushes) in the last hour.
     pub takeovers_hour: u64,
     pub failures_hour: u64,
+    /// Acquisitions reported busy or timed out in the last hour: contention, said but never
+    /// a reason for warn or bad.
+    pub contention_hour: u64,
     /// Locks lost in a failover in the last hour.
     pub lost_hour: u64,
 }
 
-/// A namespace's state, what makes it so (most serious first), and its weight among lines
-/// of the same state: the count of what made it bad (or, for warn, of what warns).
+/// The words of contention on a namespace's line (`data-part="contention"`).
+fn contention_words(n: u64) -> String {
+    format!(
+        r#"<span class="quiet" data-part="contention" title="contention: acquisitions that found the lock held (busy) or gave up waiting for it (timeout); the lock working, not a failure">{n} acquisition{s} waited or gave up in the last hour</span>"#,
+        s = if n == 1 { "" } else { "s" }
+    )
+}
+
+/// A namespace's state, what makes it so (most serious first; contention last, which makes
+/// nothing), and its weight among lines of the same state: the count of what made it bad
+/// (or, for warn, of what warns). An ok namespace's parts start with its `ok`.
 pub(super) fn namespace_state(c: &Counts, target_down: bool) -> (Level, Vec<String>, u64) {
     let mut bad = Vec::new();
     let mut warn = Vec::new();
@@ -74,8 +86,15 @@ pub(super) fn namespace_state(c: &Counts, target_down: bool) -> (Level, Vec<Stri
     } else {
         (Level::Ok, 0)
     };
-    bad.extend(warn);
-    (state, bad, weight)
+    let mut parts = bad;
+    if state == Level::Ok {
+        parts.push(r#"<span class="ok">ok</span>"#.to_string());
+    }
+    parts.extend(warn);
+    if c.contention_hour > 0 {
+        parts.push(contention_words(c.contention_hour));
+    }
+    (state, parts, weight)
 }
 
 /// One line of the summary.
@@ -257,6 +276,29 @@ mod tests {
         );
         assert_eq!((s, weight), (Level::Bad, 2));
         assert_eq!(why, ["2 renewal overdue", "3 lock failures reported in the last hour"]);
+        // Contention alone leaves a namespace ok, said in its own words.
+        let (s, why, weight) = namespace_state(
+            &Counts {
+                contention_hour: 40,
+                ..Counts::default()
+            },
+            false,
+        );
+        assert_eq!((s, weight, why.len()), (Level::Ok, 0, 2), "{why:?}");
+        assert!(why[0].contains(">ok<") && why[1].contains(">40 acquisitions waited or gave up in the last hour<"));
+        assert!(!why.concat().contains("lock failures"), "{why:?}");
+        // One failure beside it warns, the contention still apart.
+        let (s, why, weight) = namespace_state(
+            &Counts {
+                contention_hour: 40,
+                failures_hour: 1,
+                ..Counts::default()
+            },
+            false,
+        );
+        assert_eq!((s, weight), (Level::Warn, 1));
+        assert_eq!(why[0], "1 lock failures reported in the last hour");
+        assert!(why[1].contains("40 acquisitions waited"), "{why:?}");
         assert_eq!(
             namespace_state(
                 &Counts {
@@ -268,7 +310,10 @@ mod tests {
             .0,
             Level::Warn
         );
-        assert_eq!(namespace_state(&Counts::default(), false), (Level::Ok, vec![], 0));
+        assert_eq!(
+            namespace_state(&Counts::default(), false),
+            (Level::Ok, vec![r#"<span class="ok">ok</span>"#.to_string()], 0)
+        );
         assert_eq!(namespace_state(&Counts::default(), true).0, Level::Bad);
         let line = |state, ns: Option<&str>, weight| Line {
             state,

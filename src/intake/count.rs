@@ -17,7 +17,7 @@ use super::records::Piece;
 use super::{Classifier, Verdict};
 use crate::config::LogFormat;
 use crate::metrics::{Exemplar, Exemplars, TraceContext};
-use crate::vocab::{LineResult, Op, Outcome, UNKNOWN_NAMESPACE, metric};
+use crate::vocab::{EventClass, LineResult, Op, Outcome, UNKNOWN_NAMESPACE, metric};
 
 const PER_NAMESPACE: usize = Op::ALL.len() * Outcome::ALL.len();
 
@@ -79,20 +79,26 @@ impl Counters {
         Tally::new(self.namespaces)
     }
 
-    /// Add `tally` to the counters and zero it; its failures into the last hour, its keyed
-    /// events into the intake's ring, at this moment.
+    /// Add `tally` to the counters and zero it; its failures and, apart, its contention
+    /// into the last hour, its keyed events into the intake's ring, at this moment.
     pub fn flush(&self, tally: &mut Tally) {
         let keyed = std::mem::take(&mut tally.keyed);
         let traced = std::mem::take(&mut tally.traced);
         for (ns, counts) in tally.events.chunks(PER_NAMESPACE).enumerate() {
-            let failed: u64 = counts
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| Outcome::ALL[i % Outcome::ALL.len()] != Outcome::Ok)
-                .map(|(_, n)| *n)
-                .sum();
+            let (mut failed, mut contended) = (0, 0);
+            for (i, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+                let op = Op::ALL[i / Outcome::ALL.len()];
+                match EventClass::of(op, Outcome::ALL[i % Outcome::ALL.len()]) {
+                    EventClass::Failure => failed += n,
+                    EventClass::Contention => contended += n,
+                    EventClass::Ok => {}
+                }
+            }
             if failed > 0 {
                 self.recent.add(ns, failed);
+            }
+            if contended > 0 {
+                self.recent.contention(ns, contended);
             }
         }
         self.restore(tally);
@@ -358,10 +364,48 @@ mod tests {
         .unwrap()
     }
 
+    fn wf_metrics() -> IntakeMetrics {
+        IntakeMetrics::register(&crate::metrics::Registry::new().unwrap(), &one_namespace()).unwrap()
+    }
+
+    #[test]
+    fn busy_and_timed_out_acquisitions_are_contention_counted_apart_from_failures() {
+        let metrics = wf_metrics();
+        let counters = Counters::new(&metrics, &["wf".to_string()], "push");
+        let mut t = counters.tally();
+        for _ in 0..30 {
+            t.event(Some(0), Op::Acquire, Outcome::Busy);
+        }
+        for _ in 0..10 {
+            t.event(Some(0), Op::Acquire, Outcome::Timeout);
+        }
+        t.event(Some(0), Op::Acquire, Outcome::Ok);
+        counters.flush(&mut t);
+        // Counted as ever.
+        assert_eq!(metrics.events("wf", Op::Acquire, Outcome::Busy), 30);
+        assert_eq!(metrics.events("wf", Op::Acquire, Outcome::Timeout), 10);
+        let hour = |ns| metrics.recent().last_hour(ns, crate::locks::recent::wall_ms());
+        let sums = |ns| {
+            hour(ns)
+                .iter()
+                .flatten()
+                .fold((0, 0), |(f, c), b| (f + b.failures, c + b.contention))
+        };
+        assert_eq!(sums(0), (0, 40), "40 contended, no failure");
+        assert!(metrics.recent().incidents().is_empty(), "contention is no burst");
+        // A renewal that timed out, a release not owned and an acquire error are failures.
+        t.event(Some(0), Op::Renew, Outcome::Timeout);
+        t.event(Some(0), Op::Release, Outcome::NotOwned);
+        t.event(Some(0), Op::Acquire, Outcome::Error);
+        t.event(None, Op::Acquire, Outcome::Busy);
+        counters.flush(&mut t);
+        assert_eq!(sums(0), (3, 40));
+        assert_eq!(sums(1), (0, 1), "unknown's contention apart too");
+    }
+
     #[test]
     fn keyed_events_follow_what_the_counters_count_and_restored_counts_are_none() {
-        let cfg = one_namespace();
-        let metrics = IntakeMetrics::register(&crate::metrics::Registry::new().unwrap(), &cfg).unwrap();
+        let metrics = wf_metrics();
         let counters = Counters::new(&metrics, &["wf".to_string()], "app");
         let mut t = counters.tally();
         t.keyed_event(Some(0), Op::Renew, Outcome::NotOwned, "wf:lock:1");

@@ -2,7 +2,7 @@
 //! `lockwatch_log_files`, `lockwatch_log_pushes_refused_total` — registered and pre-exported
 //! from the config, and read back for the status page. Sources count through `Counters`
 //! resolved from here; a refused push through `refused`. Beside them, not as metrics: the
-//! last hour's failures (`recent`) and the latest keyed events (`keyed`).
+//! last hour's failures and contention (`recent`) and the latest keyed events (`keyed`).
 
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec};
 
@@ -22,7 +22,7 @@ pub struct IntakeMetrics {
     log_files: IntGaugeVec,
     /// Labels source (a push endpoint's), reason: bodies refused, nothing of them counted.
     pushes_refused_total: IntCounterVec,
-    /// Lock failures of the last hour and their bursts, for the status page.
+    /// Lock failures and contention of the last hour, and the failures' bursts, for the status page.
     pub(crate) recent: super::recent::RecentFailures,
     /// The latest lock events that named a key, for the history API.
     pub(crate) keyed: super::keyed::KeyedEvents,
@@ -126,7 +126,7 @@ impl IntakeMetrics {
         self.log_files.with_label_values(&[source]).get()
     }
 
-    /// Lock failures of the last hour, per namespace, and their bursts.
+    /// Lock failures and contention of the last hour, per namespace, and the failures' bursts.
     pub fn recent(&self) -> &super::recent::RecentFailures {
         &self.recent
     }

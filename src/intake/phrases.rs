@@ -1,6 +1,7 @@
-//! The phrasebook of lock failures: the words that make a record about a lock, the words of
-//! each outcome and of each operation, and the names real libraries give their failures
-//! (exception classes, error types), each matched as whole words only.
+//! The phrasebook of lock failures (and of contention, a lock `busy` or timed out when
+//! acquiring, which `vocab::EventClass` tells apart): the words that make a record about a
+//! lock, the words of each outcome and of each operation, and the names real libraries give
+//! their failures (exception classes, error types), each matched as whole words only.
 //!
 //! Nouns and outcomes are found in one Aho-Corasick pass over the record's text, lowercased
 //! with `-`, tabs and line breaks read as spaces (so "already-expired" is "already

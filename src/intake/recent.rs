@@ -1,7 +1,8 @@
-//! The intake's last hour, for the status page: lock failures (events whose outcome is not
-//! `ok`) per namespace in ten-second buckets (`locks::recent::Series`, 8,640 bytes per
-//! namespace, `unknown` included), and a burst — [`BURST`] failures or more in one bucket —
-//! as an incident of the timeline (`locks::incidents`, at most 200).
+//! The intake's last hour, for the status page: lock failures and, apart, contention
+//! (`vocab::EventClass`) per namespace in ten-second buckets (`locks::recent::Series`, 11,520
+//! bytes per namespace, `unknown` included), and a burst — [`BURST`] failures or more in one
+//! bucket — as an incident of the timeline (`locks::incidents`, at most 200). Contention is
+//! the lock working: it makes no burst and no incident.
 
 use std::sync::{Arc, Mutex};
 
@@ -49,6 +50,15 @@ impl RecentFailures {
         }
     }
 
+    /// `n` contended acquisitions (busy, timed out) of namespace `ns` counted now: drawn and
+    /// summed apart from the failures, never an incident.
+    pub fn contention(&self, ns: usize, n: u64) {
+        let at = wall_ms();
+        if let Some(series) = self.inner().series.get_mut(ns) {
+            series.contention(at, n);
+        }
+    }
+
     /// Namespace `ns`'s last hour up to `now_ms`, oldest first.
     pub fn last_hour(&self, ns: usize, now_ms: i64) -> Vec<Option<Bucket>> {
         self.inner()
@@ -83,5 +93,17 @@ mod tests {
         assert!(bursts.iter().all(|i| i.kind == Kind::FailureBurst && i.namespace == 0));
         let total: u32 = r.last_hour(0, wall_ms()).iter().flatten().map(|b| b.failures).sum();
         assert_eq!(total, 16);
+    }
+
+    #[test]
+    fn contention_is_counted_apart_and_makes_no_burst() {
+        let r = RecentFailures::new(1);
+        r.contention(0, 30);
+        r.contention(0, 10);
+        r.contention(9, 1);
+        assert!(r.incidents().is_empty(), "{:?}", r.incidents());
+        let hour = r.last_hour(0, wall_ms());
+        let sum = |f: fn(&Bucket) -> u32| hour.iter().flatten().map(f).sum::<u32>();
+        assert_eq!((sum(|b| b.failures), sum(|b| b.contention)), (0, 40));
     }
 }

@@ -1,9 +1,10 @@
 //! The last hour of a namespace, for the status page's small charts: a fixed ring of
 //! [`SLOTS`] buckets of [`SLOT_MS`] each. The sampler writes the held / overdue / without-TTL
 //! gauges of each pass (the highest in a bucket is kept), the watcher adds takeovers, the
-//! intake adds lock failures. A bucket not written in the last hour reads as no data.
+//! intake adds lock failures and, apart, contention. A bucket not written in the last hour
+//! reads as no data.
 //!
-//! Memory: `SLOTS × size_of::<Bucket>()` = 360 × 24 = 8,640 bytes per series, allocated once.
+//! Memory: `SLOTS × size_of::<Bucket>()` = 360 × 32 = 11,520 bytes per series, allocated once.
 
 /// Buckets kept: one hour of ten-second buckets.
 pub const SLOTS: usize = 360;
@@ -21,8 +22,11 @@ pub struct Bucket {
     pub overdue: u32,
     /// Expiry takeovers in the bucket.
     pub takeovers: u32,
-    /// Lock failures reported by logs and pushes in the bucket.
+    /// Lock failures reported by logs and pushes in the bucket (`EventClass::Failure`).
     pub failures: u32,
+    /// Acquisitions reported busy or timed out in the bucket (`EventClass::Contention`):
+    /// never counted among the failures.
+    pub contention: u32,
 }
 
 /// A fixed ring of buckets.
@@ -88,6 +92,13 @@ impl Series {
         }
     }
 
+    /// `n` contended acquisitions at `at_ms`.
+    pub fn contention(&mut self, at_ms: i64, n: u64) {
+        if let Some(b) = self.at(at_ms) {
+            b.contention = b.contention.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+    }
+
     /// The hour up to `now_ms`, oldest first: `SLOTS` entries, `None` for a bucket not written.
     pub fn last_hour(&self, now_ms: i64) -> Vec<Option<Bucket>> {
         let last = now_ms.div_euclid(SLOT_MS);
@@ -114,8 +125,8 @@ mod tests {
 
     #[test]
     fn the_stated_memory_is_the_real_one() {
-        assert_eq!(std::mem::size_of::<Bucket>(), 24);
-        assert_eq!(Series::BYTES, 8_640, "README states 8,640 bytes per series");
+        assert_eq!(std::mem::size_of::<Bucket>(), 32);
+        assert_eq!(Series::BYTES, 11_520, "docs/http.md states 11,520 bytes per series");
         let s = Series::default();
         assert_eq!(std::mem::size_of_val(&*s.buckets), Series::BYTES);
     }
@@ -154,6 +165,9 @@ mod tests {
         let t0 = 1_700_000_000_000;
         s.gauges(t0, 5, 1);
         assert_eq!(s.failures(t0, 3), 3);
+        s.contention(t0, 40);
+        let first = s.last_hour(t0).last().copied().flatten().unwrap();
+        assert_eq!((first.failures, first.contention), (3, 40), "contention apart");
         // Exactly one ring later, the same index: not this hour's.
         let later = t0 + SLOTS as i64 * SLOT_MS;
         assert!(s.last_hour(later).last().copied().flatten().is_none());

@@ -1,4 +1,5 @@
-//! The alerting group of the rules: one alert per lock failure class, each with severity,
+//! The alerting group of the rules: one alert per lock failure class (and one for sustained
+//! contention, `contention`), each with severity,
 //! summary, description, runbook and dashboard links; per-namespace thresholds become
 //! extra branches of the same alert, joined by `or`.
 
@@ -290,6 +291,7 @@ pub(super) fn alerts(config: &Config) -> String {
         );
     }
     super::headroom::alert(o, config);
+    super::contention::alert(o, config);
     let gauge_alerts: [(&str, &str, &str, &str, &str, &str); 3] = [
         (
             "LockRenewalOverdue",

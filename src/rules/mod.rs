@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 mod alerts;
+mod contention;
 mod headroom;
 mod replicas;
 

@@ -430,8 +430,13 @@ pub async fn exported_metric_names() -> std::collections::BTreeSet<String> {
         ),
     );
     let s = Served::start(cfg).await;
-    s.wait_for(Duration::from_secs(10), "a pass", |m| {
+    // A pass, and the topology follower's first answers (node health, which server): on a
+    // loaded machine the pass can come first.
+    s.wait_for(Duration::from_secs(10), "a pass and the node's first answers", |m| {
+        let names = m.names();
         m.get("lockwatch_sample_passes_total", &[]).unwrap_or(0.0) >= 1.0
+            && names.contains("lockwatch_node_up")
+            && names.contains("lockwatch_target_info")
     })
     .await;
     let names = s.metrics().await.names();
