@@ -2,8 +2,9 @@
 //! Python SDK fails a lock release inside a span and ships the record over OTLP; a JSON
 //! record with `trace_id`/`span_id`, a logfmt line, a Loki push with structured metadata
 //! and an `/api/v1/events` line do the same. Each trace id reaches the key's history
-//! (`/api/v1/locks/history`) and its page, linked by `[server] trace_url`; ids no trace UI
-//! could use are left out and the event is still counted.
+//! (`/api/v1/locks/history`), its page and the status page's incidents (and
+//! `/api/v1/status`), linked by `[server] trace_url`; ids no trace UI could use are left
+//! out and the event is still counted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -123,6 +124,29 @@ async fn an_otel_sdk_failure_inside_a_span_links_to_its_trace() {
     assert_eq!(status, 200);
     let href = format!("href=\"https://jaeger.example/trace/{trace_id}?uiFind={span_id}\"");
     assert!(page.contains(&href), "the key page links the trace: {page}");
+    // The status page's timeline: the failure reported with its trace, linked.
+    let (_, _, status) = s.get("/").await;
+    assert!(
+        status.contains("lock failure reported") && status.contains(&href),
+        "{status}"
+    );
+    let (_, _, api) = s.get("/api/v1/status").await;
+    let v: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let traced: Vec<&serde_json::Value> = v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "traced_failure")
+        .collect();
+    assert_eq!(traced.len(), 1, "{api}");
+    assert_eq!(
+        (
+            traced[0]["trace_id"].as_str(),
+            traced[0]["span_id"].as_str(),
+            traced[0]["key"].as_str()
+        ),
+        (Some(trace_id), Some(span_id), Some("wf:lock:7"))
+    );
     // Never a label: the 0.0.4 exposition has no trace id anywhere.
     let m = s.metrics().await;
     assert!(!m.0.contains(trace_id), "a trace id in the text format");

@@ -96,6 +96,12 @@ pub(super) struct IncidentView {
     pub(super) key: Option<String>,
     /// The key's page, relative to the status page.
     pub(super) link: Option<String>,
+    /// The trace of the failure behind it (a reported failure's, a burst's latest), when it
+    /// came with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) span_id: Option<String>,
 }
 
 /// Percent-encode for a query value.
@@ -235,7 +241,7 @@ pub(super) fn status(s: &AppState) -> Status {
         incidents.push(incident_view(&i, None, ns));
     }
     incidents.sort_by_key(|i| std::cmp::Reverse(i.at_ms));
-    let timeline_html = summary::grouped_html(&incidents);
+    let timeline_html = summary::grouped_html(&incidents, s.config.server.trace_url.as_ref());
     let summary_html = summary::summary_html(&mut lines);
     Status {
         generated_ms: now,
@@ -376,6 +382,8 @@ fn incident_view(i: &Incident, target: Option<&str>, ns: &str) -> IncidentView {
         count: i.count,
         link: key.as_deref().filter(|_| !i.cut).map(|k| key_link(ns, k)),
         key,
+        trace_id: i.trace.as_ref().map(|t| t.trace_id.clone()),
+        span_id: i.trace.as_ref().and_then(|t| t.span_id.clone()),
     }
 }
 

@@ -151,7 +151,7 @@ pub(super) fn summary_html(lines: &mut [Line]) -> String {
 /// Incidents grouped by kind, target and namespace, the group with the latest first. Each
 /// group: its words, how many incidents (and their total count), first and last time, and
 /// its distinct keys behind a `<details>`.
-pub(super) fn grouped_html(incidents: &[IncidentView]) -> String {
+pub(super) fn grouped_html(incidents: &[IncidentView], trace_url: Option<&crate::config::TraceUrl>) -> String {
     if incidents.is_empty() {
         return r#"<p class="quiet">no incidents since lockwatch started</p>"#.to_string();
     }
@@ -161,6 +161,8 @@ pub(super) fn grouped_html(incidents: &[IncidentView]) -> String {
         times: u32,
         total: u64,
         keys: Vec<&'a IncidentView>,
+        /// The newest member with a trace.
+        traced: Option<&'a IncidentView>,
     }
     let mut groups: Vec<Group<'_>> = Vec::new();
     // Newest first in, so a group's first member seen is its last incident.
@@ -175,6 +177,9 @@ pub(super) fn grouped_html(incidents: &[IncidentView]) -> String {
                 if i.key.is_some() && !g.keys.iter().any(|k| k.key == i.key) {
                     g.keys.push(i);
                 }
+                if g.traced.is_none() && i.trace_id.is_some() {
+                    g.traced = Some(i);
+                }
             }
             None => groups.push(Group {
                 first: i,
@@ -182,6 +187,7 @@ pub(super) fn grouped_html(incidents: &[IncidentView]) -> String {
                 times: 1,
                 total: u64::from(i.count),
                 keys: if i.key.is_some() { vec![i] } else { Vec::new() },
+                traced: i.trace_id.is_some().then_some(i),
             }),
         }
     }
@@ -219,6 +225,16 @@ pub(super) fn grouped_html(incidents: &[IncidentView]) -> String {
             );
         } else {
             let _ = write!(h, r#" <time datetime="{}">{}</time>"#, esc(&i.at), hms(i));
+        }
+        if let Some(t) = g.traced
+            && let Some(id) = &t.trace_id
+        {
+            let _ = write!(
+                h,
+                r#" <span class="trace-of">{}{}</span>"#,
+                if g.times > 1 { "latest " } else { "" },
+                super::trace_link::html(trace_url, id, t.span_id.as_deref())
+            );
         }
         if !g.keys.is_empty() {
             let _ = write!(
@@ -261,6 +277,8 @@ mod tests {
             count: 1,
             key: key.map(str::to_string),
             link: key.map(|k| format!("locks/{ns}?key={k}")),
+            trace_id: None,
+            span_id: None,
         }
     }
 
@@ -353,7 +371,7 @@ mod tests {
             })
             .collect();
         v.insert(0, inc(1_700_000_400_000, "failure_burst", "wf", None));
-        let h = grouped_html(&v);
+        let h = grouped_html(&v, None);
         assert_eq!(h.matches("<li ").count(), 2, "{h}");
         assert!(
             h.contains(r#"data-times="300""#) && h.contains("×300") && h.contains("7 keys"),

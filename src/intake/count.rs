@@ -84,6 +84,17 @@ impl Counters {
     pub fn flush(&self, tally: &mut Tally) {
         let keyed = std::mem::take(&mut tally.keyed);
         let traced = std::mem::take(&mut tally.traced);
+        // The failures that came with a trace: the latest per failing series, its key
+        // when a keyed event of the batch carried the same trace.
+        let failing: Vec<(usize, &TraceContext)> = traced
+            .iter()
+            .filter(|(slot, _)| {
+                let rest = slot % PER_NAMESPACE;
+                let op = Op::ALL[rest / Outcome::ALL.len()];
+                EventClass::of(op, Outcome::ALL[rest % Outcome::ALL.len()]) == EventClass::Failure
+            })
+            .map(|(slot, t)| (*slot, t))
+            .collect();
         for (ns, counts) in tally.events.chunks(PER_NAMESPACE).enumerate() {
             let (mut failed, mut contended) = (0, 0);
             for (i, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
@@ -95,13 +106,22 @@ impl Counters {
                 }
             }
             if failed > 0 {
-                self.recent.add(ns, failed);
+                let latest = failing.iter().rev().find(|(slot, _)| slot / PER_NAMESPACE == ns);
+                self.recent.add(ns, failed, latest.map(|(_, t)| *t));
             }
             if contended > 0 {
                 self.recent.contention(ns, contended);
             }
         }
         self.restore(tally);
+        for (slot, trace) in &failing {
+            let key = keyed
+                .iter()
+                .rev()
+                .find(|e| e.trace.as_ref() == Some(*trace))
+                .map(|e| &*e.key);
+            self.recent.traced(slot / PER_NAMESPACE, key, (*trace).clone());
+        }
         // After the counters: whoever reads the ring then `/metrics` sees them counted.
         if !keyed.is_empty() {
             self.keyed.record(crate::locks::recent::wall_ms(), &self.source, keyed);

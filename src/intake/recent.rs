@@ -1,13 +1,15 @@
 //! The intake's last hour, for the status page: lock failures and, apart, contention
 //! (`vocab::EventClass`) per namespace in ten-second buckets (`locks::recent::Series`, 11,520
 //! bytes per namespace, `unknown` included), and a burst — [`BURST`] failures or more in one
-//! bucket — as an incident of the timeline (`locks::incidents`, at most 200). Contention is
-//! the lock working: it makes no burst and no incident.
+//! bucket — as an incident of the timeline (`locks::incidents`, at most 200), with the trace
+//! of its latest failure that came with one; a failure reported with a trace is an
+//! incident of its own. Contention is the lock working: it makes no burst and no incident.
 
 use std::sync::{Arc, Mutex};
 
 use crate::locks::incidents::{Incident, IncidentLog, Kind};
-use crate::locks::recent::{Bucket, Series, wall_ms};
+use crate::locks::recent::{Bucket, SLOT_MS, Series, wall_ms};
+use crate::metrics::TraceContext;
 
 /// Failures in one bucket that make a burst.
 pub const BURST: u32 = 5;
@@ -36,8 +38,9 @@ impl RecentFailures {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `n` failures of namespace `ns` (index; the last is `unknown`) counted now.
-    pub fn add(&self, ns: usize, n: u64) {
+    /// `n` failures of namespace `ns` (index; the last is `unknown`) counted now; `trace`,
+    /// the latest of them that came with one, goes with the burst they make or join.
+    pub fn add(&self, ns: usize, n: u64, trace: Option<&TraceContext>) {
         let at = wall_ms();
         let mut inner = self.inner();
         let Some(series) = inner.series.get_mut(ns) else {
@@ -48,6 +51,22 @@ impl RecentFailures {
         if before < BURST && after >= BURST {
             inner.incidents.push(at, ns, Kind::FailureBurst, after, None);
         }
+        if let Some(t) = trace
+            && after >= BURST
+        {
+            inner
+                .incidents
+                .retrace(at - at.rem_euclid(SLOT_MS), ns, Kind::FailureBurst, t);
+        }
+    }
+
+    /// A lock failure of namespace `ns` reported with `trace` (and the key it named): an
+    /// incident of its own, so on-call can open the trace.
+    pub fn traced(&self, ns: usize, key: Option<&str>, trace: TraceContext) {
+        let at = wall_ms();
+        self.inner()
+            .incidents
+            .push_traced(at, ns, Kind::TracedFailure, key.map(str::as_bytes), trace);
     }
 
     /// `n` contended acquisitions (busy, timed out) of namespace `ns` counted now: drawn and
@@ -80,11 +99,11 @@ mod tests {
     #[test]
     fn a_burst_is_one_incident_per_bucket() {
         let r = RecentFailures::new(1);
-        r.add(0, 3);
-        r.add(0, 3);
-        r.add(0, 10);
-        r.add(1, 1);
-        r.add(7, 100);
+        r.add(0, 3, None);
+        r.add(0, 3, None);
+        r.add(0, 10, None);
+        r.add(1, 1, None);
+        r.add(7, 100, None);
         let bursts = r.incidents();
         assert!(
             bursts.len() <= 2,
@@ -93,6 +112,29 @@ mod tests {
         assert!(bursts.iter().all(|i| i.kind == Kind::FailureBurst && i.namespace == 0));
         let total: u32 = r.last_hour(0, wall_ms()).iter().flatten().map(|b| b.failures).sum();
         assert_eq!(total, 16);
+    }
+
+    #[test]
+    fn a_burst_carries_its_latest_trace_and_a_traced_failure_is_an_incident() {
+        let r = RecentFailures::new(1);
+        let t = |id: &str| TraceContext::new(id, None).unwrap();
+        r.add(0, 6, Some(&t("aaaa")));
+        r.add(0, 1, Some(&t("bbbb")));
+        r.traced(0, Some("wf:lock:1"), t("cccc"));
+        let kept = r.incidents();
+        let trace = |i: &Incident| i.trace.as_ref().map(|t| t.trace_id.clone());
+        let burst: Vec<_> = kept.iter().filter(|i| i.kind == Kind::FailureBurst).collect();
+        assert!(!burst.is_empty() && burst.len() <= 2, "{kept:?}");
+        assert_eq!(
+            trace(burst[burst.len() - 1]).as_deref(),
+            Some("bbbb"),
+            "the burst's latest trace"
+        );
+        let one = kept.iter().find(|i| i.kind == Kind::TracedFailure).unwrap();
+        assert_eq!(
+            (trace(one).as_deref(), one.key.as_deref()),
+            (Some("cccc"), Some(&b"wf:lock:1"[..]))
+        );
     }
 
     #[test]

@@ -1,16 +1,22 @@
 //! Recent incidents, for the status page's timeline: expiry takeovers, overdue episodes,
-//! locks without TTL appearing, locks lost in a failover, bursts of lock failures.
+//! locks without TTL appearing, locks lost in a failover, bursts of lock failures, lock
+//! failures reported with a trace.
 //!
 //! A ring of the last [`CAP`] incidents; the key, when known, is kept (never as a label)
-//! cut to [`KEY_MAX`] bytes. Memory: at most `CAP × (size_of::<Incident>() + KEY_MAX)` =
-//! 200 × (40 + 256) = 59,200 bytes per log.
+//! cut to [`KEY_MAX`] bytes, and the trace a reported failure came with. Memory: at most
+//! `CAP × (size_of::<Incident>() + KEY_MAX + TRACE_MAX)` = 200 × (48 + 256 + 176) = 96,000
+//! bytes per log.
 
 use std::collections::VecDeque;
+
+use crate::metrics::TraceContext;
 
 /// Incidents kept per log.
 pub const CAP: usize = 200;
 /// Longest key kept, bytes (a longer one is cut and shown without a link).
 pub const KEY_MAX: usize = 256;
+/// Most a kept trace takes: the context and its two ids at their longest (64 bytes each).
+pub const TRACE_MAX: usize = std::mem::size_of::<TraceContext>() + 128;
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +26,8 @@ pub enum Kind {
     WithoutTtl,
     LostInFailover,
     FailureBurst,
+    /// A lock failure reported by logs or pushes that came with a trace.
+    TracedFailure,
 }
 
 impl Kind {
@@ -30,6 +38,7 @@ impl Kind {
             Kind::WithoutTtl => "without_ttl",
             Kind::LostInFailover => "lost_in_failover",
             Kind::FailureBurst => "failure_burst",
+            Kind::TracedFailure => "traced_failure",
         }
     }
 
@@ -41,6 +50,7 @@ impl Kind {
             Kind::WithoutTtl => "lock without TTL",
             Kind::LostInFailover => "lost in failover",
             Kind::FailureBurst => "lock failures burst",
+            Kind::TracedFailure => "lock failure reported",
         }
     }
 }
@@ -59,6 +69,8 @@ pub struct Incident {
     pub key: Option<Box<[u8]>>,
     /// The key was longer than `KEY_MAX` (no link: the page could not find it).
     pub cut: bool,
+    /// The trace of the (latest traced) failure behind it, when it had one.
+    pub trace: Option<Box<TraceContext>>,
 }
 
 /// The ring.
@@ -80,7 +92,34 @@ impl IncidentLog {
             count,
             cut: key.is_some_and(|k| k.len() > KEY_MAX),
             key: key.map(|k| Box::from(&k[..k.len().min(KEY_MAX)])),
+            trace: None,
         });
+    }
+
+    /// Add an incident with the trace behind it.
+    pub fn push_traced(&mut self, at_ms: i64, namespace: usize, kind: Kind, key: Option<&[u8]>, trace: TraceContext) {
+        self.push(at_ms, namespace, kind, 1, key);
+        if let Some(last) = self.ring.back_mut() {
+            last.trace = Some(Box::new(trace));
+        }
+    }
+
+    /// Give the latest incident of `kind` in `namespace` at or after `since_ms` the trace
+    /// `trace` (a burst's latest traced failure); false when there is none.
+    pub fn retrace(&mut self, since_ms: i64, namespace: usize, kind: Kind, trace: &TraceContext) -> bool {
+        match self
+            .ring
+            .iter_mut()
+            .rev()
+            .take_while(|i| i.at_ms >= since_ms)
+            .find(|i| i.kind == kind && i.namespace == namespace)
+        {
+            Some(i) => {
+                i.trace = Some(Box::new(trace.clone()));
+                true
+            }
+            None => false,
+        }
     }
 
     /// The incidents whose namespace `index` maps to a new index, renumbered (a reload
@@ -114,7 +153,12 @@ mod tests {
 
     #[test]
     fn bounded_in_count_and_key_length() {
-        assert_eq!(std::mem::size_of::<Incident>(), 40, "README states 40 bytes + the key");
+        assert_eq!(
+            std::mem::size_of::<Incident>(),
+            48,
+            "docs/http.md states 48 bytes + the key + the trace"
+        );
+        assert_eq!(TRACE_MAX, 176);
         let mut log = IncidentLog::default();
         let long = vec![b'k'; 10_000];
         for i in 0..1000 {
