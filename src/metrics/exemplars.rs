@@ -54,6 +54,9 @@ pub struct Exemplar {
 /// `prometheus` gathers them.
 type SeriesKey = (String, Vec<(String, String)>);
 
+/// Every exemplar by family name, each with its series' label pairs.
+pub(crate) type ByFamily = HashMap<String, Vec<(Vec<(String, String)>, Exemplar)>>;
+
 /// The latest exemplar of each series that had one. Cloned handles share the store.
 #[derive(Clone, Default)]
 pub struct Exemplars {
@@ -83,6 +86,19 @@ impl Exemplars {
             .unwrap_or_else(|p| p.into_inner())
             .get(&key(family, labels))
             .cloned()
+    }
+
+    /// Every exemplar held, by family name, each with its series' label pairs (sorted by
+    /// name): a copy, so an encoding holds the lock only while copying.
+    pub(crate) fn by_family(&self) -> ByFamily {
+        let held = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: HashMap<String, Vec<_>> = HashMap::new();
+        for ((family, pairs), exemplar) in held.iter() {
+            out.entry(family.clone())
+                .or_default()
+                .push((pairs.clone(), exemplar.clone()));
+        }
+        out
     }
 
     /// Forget the exemplars of series whose `label` is `value` (a removed namespace's).
