@@ -3,6 +3,7 @@
 //! format unchanged (and accepted by `promtool check metrics`), the same series in both
 //! formats; and a real Prometheus with exemplar storage scraping it, which stores the
 //! exemplar and the series (its own OpenMetrics parser accepted the whole exposition).
+//! Both scrapes are kept in `target/test-artifacts/metrics-{openmetrics,0.0.4}.txt`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -221,6 +222,10 @@ async fn accept_picks_the_format_and_only_openmetrics_carries_the_exemplar() {
 
     // Both formats have the same series.
     assert_eq!(series(&om), series(&text));
+    let artifacts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    std::fs::write(artifacts.join("metrics-openmetrics.txt"), &om).unwrap();
+    std::fs::write(artifacts.join("metrics-0.0.4.txt"), &text).unwrap();
 
     // promtool, the real one, accepts the 0.0.4 exposition with no lint finding. (Its
     // `check metrics` reads the 0.0.4 format only: OpenMetrics is checked by Prometheus
