@@ -141,8 +141,8 @@ impl Registry {
             .push(Box::new(hook));
     }
 
-    /// Every family, after the before-encode hooks ran.
-    fn gather(&self) -> Vec<MetricFamily> {
+    /// Every family, after the before-encode hooks ran: what both encodings write.
+    pub fn gather(&self) -> Vec<MetricFamily> {
         self.hooks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
