@@ -3,12 +3,21 @@
 //! for `/metrics`. The 0.0.4 format stays `prometheus::TextEncoder`'s (`Registry::encode`);
 //! the registry, the families and the exemplar store are the parent module's.
 
+use std::collections::HashMap;
 use std::fmt::Write;
+use std::hash::BuildHasher;
 use std::time::UNIX_EPOCH;
+
+use foldhash::fast::FixedState;
 
 use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
 
-use super::exemplars::{ByFamily, Exemplar, Exemplars, MAX_LABEL_CHARS};
+use super::exemplars::{Exemplar, Exemplars, MAX_LABEL_CHARS};
+
+/// A series' label pairs (sorted by name) and its exemplar.
+type Traced<'a> = (&'a [(String, String)], &'a Exemplar);
+/// The exemplars of a scrape by family name.
+type ByFamily<'a> = HashMap<&'a str, Vec<Traced<'a>>>;
 
 /// The content type of the OpenMetrics exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -89,7 +98,15 @@ impl Format {
 /// own name, so its series keep the name the 0.0.4 format gives them. No `_created` samples:
 /// the registry keeps no creation times.
 pub fn encode(families: &[MetricFamily], exemplars: &Exemplars) -> String {
-    let traced = exemplars.by_family();
+    let snapshot = exemplars.snapshot();
+    let mut traced: ByFamily = HashMap::new();
+    for (series, exemplar) in &snapshot {
+        let (family, pairs) = &**series;
+        traced
+            .entry(family.as_str())
+            .or_default()
+            .push((pairs.as_slice(), &**exemplar));
+    }
     let mut out = String::with_capacity(32 * 1024);
     for mf in families {
         family(&mut out, mf, &traced);
@@ -98,7 +115,7 @@ pub fn encode(families: &[MetricFamily], exemplars: &Exemplars) -> String {
     out
 }
 
-fn family(out: &mut String, mf: &MetricFamily, traced: &ByFamily) {
+fn family(out: &mut String, mf: &MetricFamily, traced: &ByFamily<'_>) {
     let name = mf.name();
     let kind = mf.get_field_type();
     let (typed, family_name) = match kind {
@@ -120,10 +137,10 @@ fn family(out: &mut String, mf: &MetricFamily, traced: &ByFamily) {
         escape(out, mf.help());
         out.push('\n');
     }
-    let series_exemplars = match typed {
+    let held = Held::new(match typed {
         "counter" => traced.get(name).map(Vec::as_slice).unwrap_or_default(),
         _ => &[],
-    };
+    });
     for m in mf.get_metric() {
         let labels = m.get_label();
         match kind {
@@ -131,7 +148,7 @@ fn family(out: &mut String, mf: &MetricFamily, traced: &ByFamily) {
                 series(out, name, "", labels, None);
                 value(out, m.get_counter().value());
                 timestamp(out, m);
-                if let Some(e) = exemplar_of(series_exemplars, labels) {
+                if let Some(e) = held.of(labels) {
                     exemplar(out, e);
                 }
                 out.push('\n');
@@ -240,6 +257,10 @@ fn series(out: &mut String, name: &str, suffix: &str, labels: &[LabelPair], extr
 
 /// The escaping of label values and HELP text: backslash, double quote and line feed.
 fn escape(out: &mut String, text: &str) {
+    if !text.contains(['\\', '"', '\n']) {
+        out.push_str(text);
+        return;
+    }
     for c in text.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -334,16 +355,47 @@ fn timestamp(out: &mut String, m: &Metric) {
     }
 }
 
-/// The exemplar of the series whose label pairs are `labels`, among its family's.
-fn exemplar_of<'a>(held: &'a [(Vec<(String, String)>, Exemplar)], labels: &[LabelPair]) -> Option<&'a Exemplar> {
-    held.iter()
-        .find(|(pairs, _)| {
-            pairs.len() == labels.len()
-                && pairs
-                    .iter()
-                    .all(|(k, v)| labels.iter().any(|l| l.name() == k && l.value() == v))
-        })
-        .map(|(_, e)| e)
+/// One counter family's exemplars, found by a hash of a series' label pairs (in any order),
+/// so each sample is looked up once, not against every exemplar of its family.
+struct Held<'a> {
+    exemplars: &'a [Traced<'a>],
+    by_hash: HashMap<u64, Vec<usize>>,
+}
+
+impl<'a> Held<'a> {
+    fn new(exemplars: &'a [Traced<'a>]) -> Self {
+        let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::with_capacity(exemplars.len());
+        for (i, (pairs, _)) in exemplars.iter().enumerate() {
+            let hash = pairs_hash(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            by_hash.entry(hash).or_default().push(i);
+        }
+        Held { exemplars, by_hash }
+    }
+
+    /// The exemplar of the series whose label pairs are `labels`.
+    fn of(&self, labels: &[LabelPair]) -> Option<&'a Exemplar> {
+        if self.exemplars.is_empty() {
+            return None;
+        }
+        let hash = pairs_hash(labels.iter().map(|l| (l.name(), l.value())));
+        self.by_hash
+            .get(&hash)?
+            .iter()
+            .map(|&i| &self.exemplars[i])
+            .find(|(pairs, _)| {
+                pairs.len() == labels.len()
+                    && pairs
+                        .iter()
+                        .all(|(k, v)| labels.iter().any(|l| l.name() == k && l.value() == v))
+            })
+            .map(|(_, e)| *e)
+    }
+}
+
+/// A hash of label pairs that does not depend on their order.
+fn pairs_hash<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
+    let state = FixedState::default();
+    pairs.fold(0u64, |sum, pair| sum.wrapping_add(state.hash_one(pair)))
 }
 
 /// ` # {trace_id="…",span_id="…"} value timestamp`, or nothing for an exemplar the spec
