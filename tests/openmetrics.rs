@@ -1,8 +1,9 @@
 //! `/metrics` in OpenMetrics against a real redis-server and the running exporter: the
-//! `Accept` negotiation, a lock event's exemplar on its series and nowhere else, the 0.0.4
-//! format unchanged (and accepted by `promtool check metrics`), the same series in both
-//! formats; and a real Prometheus with exemplar storage scraping it, which stores the
-//! exemplar and the series (its own OpenMetrics parser accepted the whole exposition).
+//! `Accept` negotiation, a pushed lock event's exemplar (its trace and span ids, taken by
+//! the intake) on its series and nowhere else, the 0.0.4 format unchanged (and accepted by
+//! `promtool check metrics`), the same series in both formats; and a real Prometheus with
+//! exemplar storage scraping it, which stores the exemplar and the series (its own
+//! OpenMetrics parser accepted the whole exposition).
 //! Both scrapes are kept in `target/test-artifacts/metrics-{openmetrics,0.0.4}.txt`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::Served;
 use common::prometheus::Prometheus;
-use lockwatch::metrics::{Exemplar, Registry, TraceContext};
+use lockwatch::metrics::{Registry, TraceContext};
 use lockwatch::vocab::metric;
 
 /// Prometheus 2.42's scrape `Accept` header.
@@ -38,9 +39,9 @@ ttl = "30s"
 renew_every = "10s"
 "#;
 
-/// The exporter on its own registry, one `release / not_owned` event pushed and counted,
-/// and the event's exemplar recorded the way the intake records one for a record carrying
-/// trace context; (redis, exporter, its registry, when the exemplar was taken).
+/// The exporter on its own registry and one `release / not_owned` event pushed to
+/// `/api/v1/events` with its trace and span ids, counted, and its exemplar recorded by the
+/// intake; (redis, exporter, its registry, when the intake took the exemplar).
 async fn served_with_exemplar() -> (lockwatch::access::child::RedisChild, Served, Registry, SystemTime) {
     let r = common::redis(&[]);
     let registry = Registry::new().unwrap();
@@ -50,30 +51,32 @@ async fn served_with_exemplar() -> (lockwatch::access::child::RedisChild, Served
             m.val("lockwatch_sample_passes_total", &[("target", "main")]) >= 1.0
         })
         .await;
+    let before = SystemTime::now();
+    let event = format!(
+        "{{\"namespace\":\"wf\",\"op\":\"release\",\"outcome\":\"not_owned\",\"trace_id\":\"{TRACE}\",\"span_id\":\"{SPAN}\"}}\n"
+    );
     let resp = reqwest::Client::new()
         .post(format!("http://{}/api/v1/events", served.addr))
         .header("content-type", "application/x-ndjson")
-        .body("{\"namespace\":\"wf\",\"op\":\"release\",\"outcome\":\"not_owned\"}\n")
+        .body(event)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
-    let at = SystemTime::now();
-    registry.exemplars().record(
-        metric::LOCK_EVENTS_TOTAL,
-        &SERIES,
-        Exemplar {
-            trace: TraceContext::new(TRACE, Some(SPAN)).unwrap(),
-            value: 1.0,
-            at,
-        },
-    );
     served
         .wait_for(Duration::from_secs(5), "the event counted", |m| {
             m.val(metric::LOCK_EVENTS_TOTAL, &SERIES) == 1.0
         })
         .await;
-    (r, served, registry, at)
+    let exemplar = registry
+        .exemplars()
+        .get(metric::LOCK_EVENTS_TOTAL, &SERIES)
+        .expect("the intake records the pushed event's exemplar");
+    let want = TraceContext::new(TRACE, Some(SPAN)).unwrap();
+    assert_eq!((&exemplar.trace, exemplar.value), (&want, 1.0));
+    assert!(before <= exemplar.at && exemplar.at <= SystemTime::now());
+    assert_eq!(registry.exemplars().len(), 1);
+    (r, served, registry, exemplar.at)
 }
 
 /// `GET /metrics` with `accept` (reqwest's `*/*` when `None`): (content type, vary, body).
