@@ -3,7 +3,9 @@
 //! one log source) over a private redis-server — in the 0.0.4 text format and in
 //! OpenMetrics, without exemplars and with one on every lock-event series. Measured twice:
 //! the whole encoding a scrape runs (hooks, gather, encode) and the encoders alone on the
-//! same gathered families.
+//! same gathered families. Before and after criterion's figures, the same pairs run taking
+//! turns in one loop (`paired:` lines on stderr: minimum and median of each), which a
+//! shared machine's load disturbs less.
 //!
 //! `cargo bench --bench exposition` (`scripts/bench.sh exposition` prints the ratios).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -71,6 +73,40 @@ fn trace_every_event_series(store: &Exemplars) -> usize {
     n
 }
 
+/// `a` and `b` run `rounds` times each, taking turns so both meet the same load; their
+/// minimum and median in µs, and b ÷ a of each, as one line. On a shared machine the
+/// minimum is the cost without interference.
+fn paired(what: &str, rounds: usize, mut a: impl FnMut(), mut b: impl FnMut()) -> String {
+    let (mut ta, mut tb) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for _ in 0..rounds {
+        let t = Instant::now();
+        a();
+        ta.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        b();
+        tb.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    ta.sort_by(f64::total_cmp);
+    tb.sort_by(f64::total_cmp);
+    let (min_a, min_b, med_a, med_b) = (ta[0], tb[0], ta[rounds / 2], tb[rounds / 2]);
+    format!(
+        "paired: {what}: minimum {min_a:.0} / {min_b:.0} µs ({:.2}×), median {med_a:.0} / {med_b:.0} µs ({:.2}×), {rounds} rounds each",
+        min_b / min_a,
+        med_b / med_a
+    )
+}
+
+/// The whole encoding of a scrape, in the 0.0.4 format and in OpenMetrics, taking turns.
+fn paired_scrape(what: &str, registry: &Registry) -> String {
+    let text = || {
+        std::hint::black_box(registry.encode().unwrap());
+    };
+    let om = || {
+        std::hint::black_box(registry.encode_openmetrics());
+    };
+    paired(what, 1000, text, om)
+}
+
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -118,6 +154,31 @@ fn bench(c: &mut Criterion) {
         openmetrics::encode(&families, &traced).len(),
     );
 
+    let text_encoder = || {
+        let mut buf = Vec::with_capacity(16 * 1024);
+        prometheus::TextEncoder::new().encode(&families, &mut buf).unwrap();
+        std::hint::black_box(buf);
+    };
+    let om_encoder = |exemplars: &Exemplars| {
+        std::hint::black_box(openmetrics::encode(&families, exemplars));
+    };
+    eprintln!(
+        "{}",
+        paired("encoder, 0.0.4 / OpenMetrics", 2000, text_encoder, || om_encoder(
+            &plain
+        ))
+    );
+    eprintln!(
+        "{}",
+        paired(
+            "encoder, 0.0.4 / OpenMetrics with 96 exemplars",
+            2000,
+            text_encoder,
+            || { om_encoder(&traced) }
+        )
+    );
+    eprintln!("{}", paired_scrape("scrape, 0.0.4 / OpenMetrics", &registry));
+
     let mut g = c.benchmark_group("exposition");
     g.bench_function("encoder_text", |b| {
         b.iter(|| {
@@ -139,6 +200,10 @@ fn bench(c: &mut Criterion) {
         b.iter(|| registry.encode_openmetrics())
     });
     g.finish();
+    eprintln!(
+        "{}",
+        paired_scrape("scrape, 0.0.4 / OpenMetrics with 96 exemplars", &registry)
+    );
 
     shutdown.cancel();
     rt.block_on(served).unwrap();

@@ -715,7 +715,8 @@ pids=()
 }
 
 exposition() {
-cargo bench --locked --bench exposition -- --noplot >&2
+cargo bench --locked --bench exposition -- --noplot 2>"$work/exposition.err" >&2
+cat "$work/exposition.err" >&2
 us() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate']/1e3)" "target/criterion/exposition/$1/new/estimates.json"; }
 fmt_us() { python3 -c "print(f'{float(\"$1\"):,.0f} µs')"; }
 local et eo eox st so sox
@@ -729,6 +730,10 @@ The demo's shape (one target with notifications, three namespaces, a fence patte
 |---|---:|---:|---:|---:|---:|
 | encoder | $(fmt_us "$et") | $(fmt_us "$eo") | $(ratio "$eo" "$et") | $(fmt_us "$eox") | $(ratio "$eox" "$et") |
 | scrape | $(fmt_us "$st") | $(fmt_us "$so") | $(ratio "$so" "$st") | $(fmt_us "$sox") | $(ratio "$sox" "$st") |
+
+The same taking turns in one loop (minimum and median of each; on a shared machine the minimum is the cost without interference):
+
+$(sed -n 's/^paired: /- /p' "$work/exposition.err")
 MD
 }
 
