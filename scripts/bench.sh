@@ -25,6 +25,10 @@
 #              requests and the RSS five concurrent requests add (peak, after resetting it),
 #              side by side for this build and the base (LOCKWATCH_BENCH_API_BASE, e.g.
 #              c531961, the last commit that copied every lock to answer, overrides it).
+#   exposition /metrics encoding of a demo-sized exporter (benches/exposition.rs, criterion):
+#              the 0.0.4 text format against OpenMetrics, without and with an exemplar on
+#              every lock-event series, the encoders alone and a whole scrape's encoding;
+#              this build only (the base has no OpenMetrics).
 #   targets    one exporter watching 100 small redis-servers with 3 namespaces each (10 locks
 #              per namespace, notifications on): RSS per target (against one target), Redis
 #              connections per target, /metrics size and scrape time (median of 21), and the
@@ -39,7 +43,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(sampler memory lifecycle intake shippers tracking api targets)
+[ ${#sections[@]} -eq 0 ] && sections=(sampler memory lifecycle intake shippers tracking api targets exposition)
 out=bench-results
 mkdir -p "$out"
 : > "$out/summary.md"
@@ -710,10 +714,33 @@ kill "${pids[@]}" 2>/dev/null || true
 pids=()
 }
 
+exposition() {
+cargo bench --locked --bench exposition -- --noplot 2>"$work/exposition.err" >&2
+cat "$work/exposition.err" >&2
+us() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate']/1e3)" "target/criterion/exposition/$1/new/estimates.json"; }
+fmt_us() { python3 -c "print(f'{float(\"$1\"):,.0f} µs')"; }
+local et eo eox st so sox
+et=$(us encoder_text); eo=$(us encoder_openmetrics); eox=$(us encoder_openmetrics_exemplars)
+st=$(us scrape_text); so=$(us scrape_openmetrics); sox=$(us scrape_openmetrics_exemplars)
+cat > "$out/exposition.md" <<MD
+### /metrics encoding
+The demo's shape (one target with notifications, three namespaces, a fence pattern, a log source) served in-process over a private redis-server (\`benches/exposition.rs\`, criterion means). *Encoder*: the encoder alone on the same gathered families; *scrape*: what a request runs (before-scrape hooks, gather, encode). Exemplars: one on each of the 96 lock-event series.
+
+| | 0.0.4 text | OpenMetrics | ÷ 0.0.4 | OpenMetrics, 96 exemplars | ÷ 0.0.4 |
+|---|---:|---:|---:|---:|---:|
+| encoder | $(fmt_us "$et") | $(fmt_us "$eo") | $(ratio "$eo" "$et") | $(fmt_us "$eox") | $(ratio "$eox" "$et") |
+| scrape | $(fmt_us "$st") | $(fmt_us "$so") | $(ratio "$so" "$st") | $(fmt_us "$sox") | $(ratio "$sox" "$st") |
+
+The same taking turns in one loop (minimum and median of each; on a shared machine the minimum is the cost without interference):
+
+$(sed -n 's/^paired: /- /p' "$work/exposition.err")
+MD
+}
+
 for s in "${sections[@]}"; do
   case "$s" in
-    sampler|memory|lifecycle|intake|shippers|tracking|api|targets) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
-    *) echo "unknown section $s: use sampler, memory, lifecycle, intake, shippers, tracking, api or targets" >&2; exit 2 ;;
+    sampler|memory|lifecycle|intake|shippers|tracking|api|targets|exposition) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, memory, lifecycle, intake, shippers, tracking, api, targets or exposition" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.md"

@@ -190,6 +190,39 @@ fn dashboards_follow_the_conventions() {
     }
 }
 
+/// The lock-event panels — the ones over `lockwatch_lock_events_total`, where failures
+/// show — ask Grafana for exemplars, so a failure links to the trace of the event behind
+/// it (docs/exemplars.md); no other query does, as no other family carries exemplars.
+#[test]
+fn lock_event_panels_show_exemplars() {
+    for name in ["lockwatch-overview.json", "lockwatch-namespace.json"] {
+        let d = load(name);
+        let mut with = Vec::new();
+        for p in common::all_panels(&d) {
+            let title = p["title"].as_str().unwrap_or("?").to_string();
+            for t in p["targets"].as_array().into_iter().flatten() {
+                let events = t["expr"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("lockwatch_lock_events_total"));
+                let exemplar = t.get("exemplar").is_some_and(|e| e == true);
+                assert_eq!(
+                    exemplar, events,
+                    "{name} / {title}: exemplar should be {events} on {}",
+                    t["expr"]
+                );
+                if exemplar {
+                    assert_eq!(t["datasource"]["type"], "prometheus", "{name} / {title}");
+                    with.push(title.clone());
+                }
+            }
+        }
+        assert!(!with.is_empty(), "{name}: no lock-event panel shows exemplars");
+        if name == "lockwatch-overview.json" {
+            assert!(with.iter().any(|t| t == "Lock failures by outcome"), "{with:?}");
+        }
+    }
+}
+
 #[test]
 fn the_lint_catches_bare_counters_and_fixed_windows() {
     assert!(counter_problems(r#"sum(lockwatch_lock_events_total{job=~"$job"})"#)[0].contains("outside rate"));

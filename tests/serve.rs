@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Served, conn, redis};
@@ -72,27 +70,7 @@ async fn endpoints_serve_what_the_sampler_saw() {
     );
 
     // promtool, the real one, accepts the exposition.
-    let promtool = common::require_binary("promtool", "prometheus");
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "",
-        "promtool lint findings"
-    );
+    common::promtool_check_metrics(&body);
 
     let (status, ctype, page) = served.get("/").await;
     assert_eq!(status, 200);

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
@@ -35,7 +35,7 @@ use crate::config::Config;
 use crate::intake::IntakeMetrics;
 use crate::lifecycle::LifecycleState;
 use crate::locks::TargetLocks;
-use crate::metrics::Registry;
+use crate::metrics::{Format, Registry};
 use crate::topology::Nodes;
 
 /// What the handlers read.
@@ -125,14 +125,26 @@ pub(crate) async fn serve(
     server::serve(listener, live, limits, metrics, shutdown).await
 }
 
-async fn metrics(State(s): State<AppState>) -> Result<Response, HttpError> {
-    let body = s.registry.encode().map_err(|e| {
+/// The 0.0.4 text format, or OpenMetrics with exemplars when `Accept` asks for it
+/// (`metrics::Format::negotiate`, as Prometheus's own client libraries choose).
+async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, HttpError> {
+    let accept: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let format = Format::negotiate(&accept.join(","));
+    let body = s.registry.encode_as(format).map_err(|e| {
         HttpError(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("encoding metrics failed: {e}"),
         )
     })?;
-    Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], body).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, format.content_type()), (header::VARY, "Accept")],
+        body,
+    )
+        .into_response())
 }
 
 /// Ready once every target finished one pass, successful or not: a Redis outage shows as

@@ -52,12 +52,15 @@ pub struct Exemplar {
 
 /// A series' key: its family name and its label pairs sorted by label name, as
 /// `prometheus` gathers them.
-type SeriesKey = (String, Vec<(String, String)>);
+pub(crate) type SeriesKey = (String, Vec<(String, String)>);
+
+/// What a scrape takes of the store: each series' key and exemplar, shared (no copy).
+pub(crate) type Snapshot = Vec<(Arc<SeriesKey>, Arc<Exemplar>)>;
 
 /// The latest exemplar of each series that had one. Cloned handles share the store.
 #[derive(Clone, Default)]
 pub struct Exemplars {
-    inner: Arc<Mutex<HashMap<SeriesKey, Exemplar>>>,
+    inner: Arc<Mutex<HashMap<Arc<SeriesKey>, Arc<Exemplar>>>>,
 }
 
 fn key(family: &str, labels: &[(&str, &str)]) -> SeriesKey {
@@ -73,7 +76,7 @@ impl Exemplars {
         self.inner
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key(family, labels), exemplar);
+            .insert(Arc::new(key(family, labels)), Arc::new(exemplar));
     }
 
     /// The latest exemplar of the series `family{labels}` (labels in any order).
@@ -82,7 +85,14 @@ impl Exemplars {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&key(family, labels))
-            .cloned()
+            .map(|e| Exemplar::clone(e))
+    }
+
+    /// Every exemplar held with its series' key (label pairs sorted by name), shared: an
+    /// encoding holds the lock only while it takes the handles.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let held = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        held.iter().map(|(k, e)| (Arc::clone(k), Arc::clone(e))).collect()
     }
 
     /// Forget the exemplars of series whose `label` is `value` (a removed namespace's).
@@ -90,7 +100,7 @@ impl Exemplars {
         self.inner
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(_, pairs), _| !pairs.iter().any(|(k, v)| k == label && v == value));
+            .retain(|series, _| !series.1.iter().any(|(k, v)| k == label && v == value));
     }
 
     /// How many series hold an exemplar.

@@ -1,18 +1,22 @@
-//! The Prometheus registry lockwatch exports: registering families, encoding the text
-//! format for `/metrics`, and the families of lockwatch itself (build info, process).
+//! The Prometheus registry lockwatch exports: registering families, encoding them for
+//! `/metrics` (the 0.0.4 text format, or OpenMetrics with exemplars: `openmetrics`), and
+//! the families of lockwatch itself (build info, process).
 //!
 //! Each working part (sampler, lifecycle watcher, intake) creates, registers and
 //! pre-exports its own families here, and alone updates them; `/metrics` only encodes.
 //! Beside the registry, the latest exemplar of each counter series (`exemplars`).
 
 pub mod exemplars;
+pub mod openmetrics;
 
 pub use exemplars::{Exemplar, Exemplars, TraceContext};
+pub use openmetrics::Format;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
+use prometheus::proto::MetricFamily;
 use prometheus::{Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, TextEncoder};
 
 use crate::vocab::metric;
@@ -137,15 +141,42 @@ impl Registry {
             .push(Box::new(hook));
     }
 
-    /// The text exposition format of everything registered.
-    pub fn encode(&self) -> Result<String, prometheus::Error> {
+    /// Every family, after the before-encode hooks ran: what both encodings write.
+    pub fn gather(&self) -> Vec<MetricFamily> {
         self.hooks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|hook| hook());
-        let families = self.inner.gather();
+        self.inner.gather()
+    }
+
+    /// The text exposition format (0.0.4) of everything registered.
+    pub fn encode(&self) -> Result<String, prometheus::Error> {
+        let families = self.gather();
         let mut buf = Vec::with_capacity(16 * 1024);
         TextEncoder::new().encode(&families, &mut buf)?;
         String::from_utf8(buf).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+
+    /// The OpenMetrics 1.0 text of everything registered, each counter series with its
+    /// latest exemplar (`openmetrics::encode`).
+    pub fn encode_openmetrics(&self) -> String {
+        openmetrics::encode(&self.gather(), &self.exemplars)
+    }
+
+    /// Everything registered in `format`.
+    pub fn encode_as(&self, format: Format) -> Result<String, prometheus::Error> {
+        match format {
+            Format::Text => self.encode(),
+            Format::OpenMetrics => Ok(self.encode_openmetrics()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("exemplars", &self.exemplars.len())
+            .finish_non_exhaustive()
     }
 }

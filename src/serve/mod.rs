@@ -20,6 +20,7 @@ use crate::http::reload::{Answer, Reloads};
 use crate::http::{self, AppState};
 use crate::intake::ClassifierError;
 use crate::lifecycle::WatchError;
+use crate::metrics::Registry;
 use crate::sampler::SamplerError;
 use parts::{Families, Parts};
 pub use reload::ConfigSource;
@@ -64,7 +65,19 @@ pub async fn run_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let families = Families::register(&config)?;
+    run_in(listener, config, options, Registry::new()?, shutdown).await
+}
+
+/// [`run_with`], the families registered in `registry`: a caller keeping a clone reaches
+/// what the run exports (its exemplar store, for one).
+pub async fn run_in(
+    listener: TcpListener,
+    config: Config,
+    options: Options,
+    registry: Registry,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let families = Families::register(&config, registry)?;
     let registry = families.registry.clone();
     let reload_metrics = reload::ReloadMetrics::register(&registry)?;
     let mut parts = Parts::start(&config, families.clone(), shutdown.clone()).await?;

@@ -37,8 +37,7 @@ pub(super) struct Families {
 }
 
 impl Families {
-    pub(super) fn register(config: &Config) -> Result<Self, prometheus::Error> {
-        let registry = Registry::new()?;
+    pub(super) fn register(config: &Config, registry: Registry) -> Result<Self, prometheus::Error> {
         Ok(Families {
             sampler: SamplerMetrics::register(&registry, config)?,
             watcher: WatcherMetrics::register(&registry, config)?,

@@ -162,6 +162,11 @@ pub struct Served {
 
 impl Served {
     pub async fn start(config: Config) -> Served {
+        Served::start_in(config, lockwatch::metrics::Registry::new().unwrap()).await
+    }
+
+    /// The exporter with its families in `registry` (the test keeps a clone).
+    pub async fn start_in(config: Config, registry: lockwatch::metrics::Registry) -> Served {
         // `LOCKWATCH_TEST_LOG=debug cargo test …` shows the in-process exporter's log.
         if let Ok(filter) = std::env::var("LOCKWATCH_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -174,7 +179,9 @@ impl Served {
         let token = CancellationToken::new();
         let t = token.clone();
         let handle = tokio::spawn(async move {
-            lockwatch::serve::run(listener, config, t).await.unwrap();
+            lockwatch::serve::run_in(listener, config, Default::default(), registry, t)
+                .await
+                .unwrap();
         });
         Served {
             addr,
@@ -312,6 +319,29 @@ pub fn require_binary(name: &str, package: &str) -> std::path::PathBuf {
         }
     }
     panic!("{name} not found: install it with `sudo apt-get install {package}` (or run `make test`, which does)");
+}
+
+/// `promtool check metrics` (the real one) on `text`: fails the test on a parse error or
+/// any lint finding.
+pub fn promtool_check_metrics(text: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let promtool = require_binary("promtool", "prometheus");
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "promtool check metrics: {}", output_text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "",
+        "promtool lint findings"
+    );
 }
 
 /// The binary an environment variable names (`LOCKWATCH_REDIS_CLI=/path/redis-cli`), or

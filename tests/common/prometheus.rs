@@ -22,6 +22,11 @@ impl Prometheus {
     /// Start Prometheus with `config` (prometheus.yml) written in its own directory, where
     /// the files named by `files` (name, content) are written too.
     pub fn start(config: &str, files: &[(&str, &[u8])]) -> Prometheus {
+        Prometheus::start_with(config, files, &[])
+    }
+
+    /// [`Prometheus::start`] with more command-line flags (`--enable-feature=…`).
+    pub fn start_with(config: &str, files: &[(&str, &[u8])], flags: &[&str]) -> Prometheus {
         let bin = super::require_binary("prometheus", "prometheus");
         let dir = tempfile::tempdir().unwrap();
         for (name, content) in files {
@@ -33,6 +38,7 @@ impl Prometheus {
             .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
             .spawn()
