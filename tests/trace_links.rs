@@ -1,7 +1,9 @@
 //! From a lock failure to its trace: a worker instrumented with the real OpenTelemetry
 //! Python SDK fails a lock release inside a span and ships the record over OTLP; a JSON
 //! record with `trace_id`/`span_id`, a logfmt line, a Loki push with structured metadata
-//! and an `/api/v1/events` line do the same. Each trace id reaches the key's history
+//! and an `/api/v1/events` line do the same. Each trace id becomes its series' exemplar in
+//! the OpenMetrics scrape (a real Prometheus with exemplar storage returns the SDK's), never
+//! a label of the 0.0.4 one; and reaches the key's history
 //! (`/api/v1/locks/history`), its page and the status page's incidents (and
 //! `/api/v1/status`), linked by `[server] trace_url`; ids no trace UI could use are left
 //! out and the event is still counted.
@@ -14,6 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::logs::NAMESPACES;
+use common::prometheus::Prometheus;
 use common::{Metrics, Served};
 
 const TOKEN: &str = "s3cret";
@@ -55,6 +58,33 @@ async fn post(s: &Served, path: &str, content_type: &str, body: &str) -> (u16, S
         .await
         .unwrap();
     (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
+/// The exemplar's `(trace_id, span_id)` on the series `lockwatch_lock_events_total{labels}`
+/// of an OpenMetrics scrape, as Prometheus asks for it.
+async fn exemplar(s: &Served, labels: &str) -> Option<(String, String)> {
+    let body = reqwest::Client::new()
+        .get(format!("http://{}/metrics", s.addr))
+        .header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.ends_with("# EOF\n"), "an OpenMetrics scrape");
+    let line = body
+        .lines()
+        .find(|l| l.starts_with(&format!("lockwatch_lock_events_total{{{labels}}} ")))?;
+    let (_, ex) = line.split_once(" # {")?;
+    let value = |name: &str| {
+        let at = ex.find(&format!("{name}=\""))? + name.len() + 2;
+        Some(ex[at..].split('"').next()?.to_string())
+    };
+    Some((value("trace_id")?, value("span_id").unwrap_or_default()))
 }
 
 fn not_owned(m: &Metrics, ns: &str, op: &str) -> f64 {
@@ -147,9 +177,51 @@ async fn an_otel_sdk_failure_inside_a_span_links_to_its_trace() {
         ),
         (Some(trace_id), Some(span_id), Some("wf:lock:7"))
     );
-    // Never a label: the 0.0.4 exposition has no trace id anywhere.
+    // Never a label: the 0.0.4 exposition has no trace id anywhere; the OpenMetrics one
+    // has it as the series' exemplar.
     let m = s.metrics().await;
     assert!(!m.0.contains(trace_id), "a trace id in the text format");
+    let series = r#"namespace="workflow",op="release",outcome="not_owned""#;
+    assert_eq!(
+        exemplar(&s, series).await,
+        Some((trace_id.to_string(), span_id.to_string()))
+    );
+
+    // A real Prometheus with exemplar storage keeps it.
+    let config = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: lockwatch\n    static_configs:\n      - targets: ['{}']\n",
+        s.addr
+    );
+    let p = Prometheus::start_with(&config, &[], &["--enable-feature=exemplar-storage"]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let (start, end) = ((now - 600).to_string(), (now + 600).to_string());
+    let query = format!("lockwatch_lock_events_total{{{series}}}");
+    let started = std::time::Instant::now();
+    let stored = loop {
+        let v = p
+            .json(
+                "/api/v1/query_exemplars",
+                &[("query", &query), ("start", &start), ("end", &end)],
+            )
+            .await;
+        let first = v.as_ref().and_then(|v| {
+            v["data"][0]["exemplars"][0]["labels"]["trace_id"]
+                .as_str()
+                .map(str::to_string)
+        });
+        if let Some(found) = first {
+            break found;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no exemplar from Prometheus: {v:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(stored, trace_id);
     s.stop().await;
 }
 
@@ -159,9 +231,28 @@ async fn json_logfmt_loki_and_pushed_events_carry_their_trace_and_bad_ids_are_le
     let tmp = tempfile::tempdir().unwrap();
     let s = Served::start(served_config(&r, tmp.path(), false)).await;
 
+    let counted = |ns: &'static str, op: &'static str, n: f64| {
+        move |m: &Metrics| {
+            m.val(
+                "lockwatch_lock_events_total",
+                &[("namespace", ns), ("op", op), ("outcome", "not_owned")],
+            ) == n
+        }
+    };
+    let release = r#"namespace="workflow",op="release",outcome="not_owned""#;
     // A JSON record (as Vector or Fluent Bit send it) with the OpenTelemetry field names.
     let json = r#"[{"message":"release of wf:lock:1 failed: lock not owned","trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331"}]"#;
     assert_eq!(post(&s, "/api/v1/logs", "application/json", json).await.0, 200);
+    s.wait_for(
+        Duration::from_secs(10),
+        "the JSON record",
+        counted("workflow", "release", 1.0),
+    )
+    .await;
+    assert_eq!(
+        exemplar(&s, release).await,
+        Some(("0af7651916cd43dd8448eb211c80319c".into(), "b7ad6b7169203331".into()))
+    );
     // logfmt and ECS-style JSON lines pushed as text, as a file's lines are read.
     let lines = "level=error msg=\"payout lock renewal failed: lock not owned\" key=payout:lock:2 trace_id=11111111111111111111111111111111 span_id=2222222222222222\n\
                  {\"message\":\"release of wf:lock:3 failed: lock no longer owned\",\"trace\":{\"id\":\"33333333333333333333333333333333\"},\"dd.span_id\":\"4444\"}\n";
@@ -169,6 +260,23 @@ async fn json_logfmt_loki_and_pushed_events_carry_their_trace_and_bad_ids_are_le
     // A Loki push whose entry carries the trace as structured metadata (as Alloy sends it).
     let loki = r#"{"streams":[{"stream":{"service_name":"worker"},"values":[["1700000000000000000","release of wf:lock:4 failed: lock not owned",{"trace_id":"55555555555555555555555555555555","span_id":"6666666666666666"}]]}]}"#;
     assert_eq!(post(&s, "/loki/api/v1/push", "application/json", loki).await.0, 204);
+    s.wait_for(
+        Duration::from_secs(10),
+        "the Loki entry",
+        counted("workflow", "release", 3.0),
+    )
+    .await;
+    assert_eq!(
+        exemplar(&s, release).await,
+        Some(("55555555555555555555555555555555".into(), "6666666666666666".into())),
+        "the latest traced event of the series"
+    );
+    let renew = r#"namespace="payout",op="renew",outcome="not_owned""#;
+    assert_eq!(
+        exemplar(&s, renew).await,
+        Some(("11111111111111111111111111111111".into(), "2222222222222222".into())),
+        "the logfmt line's, on its own series"
+    );
     // Pushed events: one with ids, one with ids no trace UI could use (still counted).
     let events = "{\"op\":\"release\",\"outcome\":\"not_owned\",\"key\":\"wf:lock:5\",\"trace_id\":\"77777777777777777777777777777777\",\"spanId\":\"8888888888888888\"}\n\
                   {\"op\":\"release\",\"outcome\":\"not_owned\",\"key\":\"wf:lock:6\",\"trace_id\":\"<script>\",\"span_id\":\"x y\"}\n";
