@@ -38,7 +38,8 @@ async fn files_are_followed_through_rotation_truncation_and_recreation() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("app.log");
     append(&log, &(event(1) + &ordinary(2) + &event(3) + &ordinary(4) + &event(5)));
-    let s = Served::start(logs_config(&r, &dir.path().join("*.log"), "")).await;
+    // Rotated files are followed 2 s after their last write here (5 minutes by default).
+    let s = Served::start(logs_config(&r, &dir.path().join("*.log"), "rotated_grace = \"2s\"\n")).await;
     expect_lines(&s, "the first lines", (3.0, 2.0, 0.0)).await;
 
     // A line split across two writes waits for its newline.
@@ -65,7 +66,8 @@ async fn files_are_followed_through_rotation_truncation_and_recreation() {
     drop(old);
     expect_lines(&s, "rename rotation", (9.0, 3.0, 0.0)).await;
 
-    // copytruncate: the copy does not match the glob; the original starts again at 0.
+    // copytruncate: the copy does not match the glob; the original starts again at 0 (every
+    // line of the copy was read already).
     std::fs::copy(&log, dir.path().join("app.log.2")).unwrap();
     OpenOptions::new().write(true).open(&log).unwrap().set_len(0).unwrap();
     append(&log, &event(13));

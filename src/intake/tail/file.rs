@@ -3,13 +3,15 @@
 //!
 //! The offset always sits at a record boundary — just after the newline that ends a record —
 //! or inside an over-long line being skipped, so saving it can never split a line or a
-//! record between two runs.
+//! record between two runs. A file truncated or rewritten under its offset says what it held
+//! (`Held`), so its copy can be looked for; where to look is `search`'s business.
 
 use std::fs::{File, Metadata};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::intake::MAX_LINE;
 use crate::intake::lines::Splitter;
@@ -91,8 +93,24 @@ fn crc_at(file: &File, at: u64, len: u32) -> io::Result<u32> {
     Ok(crc32fast::hash(&buf))
 }
 
+/// What a file held up to its offset when it was found truncated or rewritten: a copy that
+/// begins with the same bytes and holds the same bytes before `offset` has the lines that
+/// were not read yet after it (logrotate's `copytruncate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) id: FileId,
+    pub(crate) path: PathBuf,
+    pub(crate) fingerprint: Fingerprint,
+    pub(crate) offset: u64,
+    pub(crate) before: Fingerprint,
+    /// The size it was last seen at: a copy made since is at least as long.
+    pub(crate) size: u64,
+    /// Inside an over-long line at the offset.
+    pub(crate) skipping: bool,
+}
+
 /// What `Tracked::read` found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct ReadReport {
     /// Bytes consumed (counted lines, or skipped bytes of an over-long line).
     pub(crate) consumed: u64,
@@ -100,6 +118,36 @@ pub(crate) struct ReadReport {
     pub(crate) more: bool,
     /// The file was truncated or rewritten in place: reading started again at 0.
     pub(crate) restarted: Option<&'static str>,
+    /// With `restarted`, what the file held before, when anything of it had been read.
+    pub(crate) held: Option<Held>,
+}
+
+/// A file no longer at a path the glob matches: renamed away or deleted, or a copy read for
+/// the lines its original lost to a truncation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rotated {
+    /// When the rotation was noticed.
+    pub(crate) at: Instant,
+    /// The path it was followed at before: where the application should write now.
+    pub(crate) from: PathBuf,
+    /// A copy (`copytruncate`): it does not grow, and is closed once read to its end.
+    pub(crate) copy: bool,
+    /// Since when (wall-clock ms) it is said to be written while the file at `from` is not.
+    pub(crate) not_reopened: Option<i64>,
+    /// When it had last grown at the last judgment of that.
+    pub(crate) judged_growth: Option<Instant>,
+}
+
+impl Rotated {
+    pub(crate) fn new(from: &Path, copy: bool) -> Self {
+        Rotated {
+            at: Instant::now(),
+            from: from.to_path_buf(),
+            copy,
+            not_reopened: None,
+            judged_growth: None,
+        }
+    }
 }
 
 /// A file being read.
@@ -112,9 +160,11 @@ pub(crate) struct Tracked {
     /// Bytes up to here are counted.
     pub(crate) offset: u64,
     pub(crate) records: RecordSplitter,
+    /// The check of the bytes before `offset`, kept as the offset moves.
+    before: Fingerprint,
     /// Set when the file stopped being at a path the glob matches (renamed away or deleted):
-    /// it is read to its end, then closed once it has not grown for a while.
-    pub(crate) rotated: Option<Instant>,
+    /// it is followed while it grows, then closed once it has not grown for a while.
+    pub(crate) rotated: Option<Rotated>,
     last_growth: Instant,
     seen: (u64, Option<SystemTime>),
     /// The size at which the records held back were last flushed for quiet.
@@ -135,6 +185,7 @@ impl Tracked {
         };
         Ok(Tracked {
             fingerprint: Fingerprint::read(&file, size)?,
+            before: before(&file, offset)?,
             path: path.to_path_buf(),
             id: FileId::of(&meta),
             offset,
@@ -148,9 +199,42 @@ impl Tracked {
     }
 
     /// Whether a rotated file is done: read up to its end (an unfinished last line aside)
-    /// and quiet for `wait`. The caller reads it once more with `eof` and closes it.
-    pub(crate) fn finished(&self, wait: std::time::Duration) -> bool {
-        self.rotated.is_some() && self.last_growth.elapsed() >= wait && self.seen.0 != u64::MAX
+    /// and, unless it is a copy, neither grown nor rotated for `grace`. The caller reads it
+    /// once more with `End::Eof` and closes it.
+    pub(crate) fn finished(&self, grace: Duration) -> bool {
+        let read = self.seen.0 != u64::MAX;
+        match &self.rotated {
+            Some(r) if r.copy => read,
+            Some(_) => read && self.last_active().elapsed() >= grace,
+            None => false,
+        }
+    }
+
+    /// Whether the file is shorter now than the offset read to (truncated).
+    pub(crate) fn truncated(&self) -> bool {
+        self.file.metadata().is_ok_and(|m| m.len() < self.offset)
+    }
+
+    /// When the file last grew or was rotated, whichever is later.
+    pub(crate) fn last_active(&self) -> Instant {
+        self.rotated
+            .as_ref()
+            .map_or(self.last_growth, |r| self.last_growth.max(r.at))
+    }
+
+    /// When the file last grew (or was opened).
+    pub(crate) fn last_growth(&self) -> Instant {
+        self.last_growth
+    }
+
+    /// Its size when last read whole; `None` before that.
+    pub(crate) fn size(&self) -> Option<u64> {
+        (self.seen.0 != u64::MAX).then_some(self.seen.0)
+    }
+
+    /// Where the open file is now (a rotated file's new name), as the kernel tells it.
+    pub(crate) fn current_path(&self) -> PathBuf {
+        std::fs::read_link(format!("/proc/self/fd/{}", self.file.as_raw_fd())).unwrap_or_else(|_| self.path.clone())
     }
 
     /// Whether records are held back (their next line has not arrived) and the file has
@@ -162,8 +246,8 @@ impl Tracked {
     }
 
     /// The check of the bytes before the offset, to save with it.
-    pub(crate) fn check_before(&self) -> io::Result<Fingerprint> {
-        before(&self.file, self.offset)
+    pub(crate) fn check_before(&self) -> Fingerprint {
+        self.before
     }
 
     /// Read what was appended since the last call, at most about `budget` bytes, into `buf`,
@@ -196,7 +280,21 @@ impl Tracked {
             report.restarted = Some("rewritten (its first bytes changed)");
         }
         if report.restarted.is_some() {
+            report.held = (self.offset > 0).then(|| Held {
+                id: self.id,
+                path: self.path.clone(),
+                fingerprint: self.fingerprint,
+                offset: self.offset,
+                before: self.before,
+                size: if self.seen.0 == u64::MAX {
+                    self.offset
+                } else {
+                    self.seen.0.max(self.offset)
+                },
+                skipping: self.records.splitter.skipping,
+            });
             self.offset = 0;
+            self.before = Fingerprint { len: 0, crc: 0 };
             self.records.splitter = Splitter::default();
             self.fingerprint = Fingerprint::read(&self.file, size)?;
         }
@@ -218,6 +316,9 @@ impl Tracked {
             if used == 0 {
                 break; // an unfinished last line or record: wait for what follows it
             }
+        }
+        if report.consumed > 0 {
+            self.before = before(&self.file, self.offset)?;
         }
         // Only fully read states are remembered, so a budget cut is resumed next time.
         self.seen = if report.more { (u64::MAX, None) } else { (size, mtime) };
