@@ -103,8 +103,6 @@ pub(crate) struct Held {
     pub(crate) fingerprint: Fingerprint,
     pub(crate) offset: u64,
     pub(crate) before: Fingerprint,
-    /// The size it was last seen at: a copy made since is at least as long.
-    pub(crate) size: u64,
     /// Inside an over-long line at the offset.
     pub(crate) skipping: bool,
 }
@@ -286,11 +284,6 @@ impl Tracked {
                 fingerprint: self.fingerprint,
                 offset: self.offset,
                 before: self.before,
-                size: if self.seen.0 == u64::MAX {
-                    self.offset
-                } else {
-                    self.seen.0.max(self.offset)
-                },
                 skipping: self.records.splitter.skipping,
             });
             self.offset = 0;

@@ -202,6 +202,7 @@ impl Tailer {
     pub(crate) fn stop(mut self) -> SourceTotals {
         self.save();
         self.reopen.set(&self.source.name, Vec::new());
+        self.not_reopened_gauge.set(0);
         let t = self.totals;
         tracing::info!(source = %self.source.name, lines = t.lines, matched = t.matched, ignored = t.ignored,
             malformed = t.malformed, offsets_saved = self.store.is_some(), "stopped reading logs");
@@ -233,8 +234,11 @@ impl Tailer {
             self.closed(&t);
             self.dirty = true;
         }
-        // A copy found now is read from the next poll on, before the file it was made of.
-        more |= self.adopt_copies();
+        // A copy found now is read from the next poll on, before the file it was made of;
+        // saved at once, so a crash before it is read does not leave the truncation to be
+        // found again after a second one.
+        let adopted = self.adopt_copies();
+        more |= adopted;
         let grace = self.source.rotated_grace;
         let mut i = 0;
         while i < self.files.len() {
@@ -256,7 +260,7 @@ impl Tailer {
         self.files_gauge.set(self.files.len() as i64);
         if self.store.is_none() {
             self.counters.flush(&mut self.pending);
-        } else if self.dirty && (!more || self.last_save.elapsed() >= SAVE_EVERY) {
+        } else if self.dirty && (!more || adopted || self.last_save.elapsed() >= SAVE_EVERY) {
             self.save();
         }
         more

@@ -210,7 +210,6 @@ fn held_of(s: &SavedFile) -> Option<Held> {
         fingerprint: fingerprint_of(s),
         offset: s.offset,
         before: before_of(s),
-        size: s.offset,
         skipping: s.skipping,
     })
 }

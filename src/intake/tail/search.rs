@@ -95,16 +95,18 @@ pub(crate) fn by_id(found: &[Candidate], id: FileId) -> Option<&Candidate> {
     found.iter().find(|c| c.id == id)
 }
 
-/// The copy of what `held` held: another file at least as long as it was last seen, that
-/// begins with its first bytes and holds its bytes before the offset; of several, the one
-/// modified last (an older rotation's copy that happens to match loses to the fresh one).
+/// The copy of what `held` held: another file that reaches the offset, begins with its first
+/// bytes and holds its bytes before the offset; of several, the one modified last (an older
+/// rotation's copy that happens to match — lines with neither time nor number, repeated —
+/// loses to the fresh one). Not required to be as long as the file was last seen: a record
+/// held back at the end may have been read after logrotate's copy, before its truncation.
 pub(crate) fn copy_of<'a>(found: &'a [Candidate], held: &Held) -> Option<&'a Candidate> {
     if held.offset == 0 || held.fingerprint.len == 0 {
         return None; // nothing was read: nothing can be missing
     }
     let mut matching: Vec<&Candidate> = found
         .iter()
-        .filter(|c| c.id != held.id && c.len >= held.size.max(held.offset))
+        .filter(|c| c.id != held.id && c.len >= held.offset)
         .filter(|c| {
             File::open(&c.path)
                 .and_then(|f| holds(&f, c.len, &held.fingerprint, &held.before, held.offset))
@@ -134,7 +136,6 @@ mod tests {
             fingerprint: Fingerprint::read(&f, meta.len()).unwrap(),
             offset,
             before: file::before(&f, offset).unwrap(),
-            size: meta.len(),
             skipping: false,
         }
     }
@@ -191,11 +192,20 @@ mod tests {
         let mut other = lines[..1500].to_string();
         other.push_str(&"x".repeat(2000));
         std::fs::write(d.join("app.log.2"), other).unwrap();
-        // Too short: the copy cannot be shorter than the file was seen.
-        std::fs::write(d.join("app.log.3"), &lines[..2500]).unwrap();
+        // Too short: it does not reach the offset.
+        std::fs::write(d.join("app.log.3"), &lines[..1999]).unwrap();
         assert!(copy_of(&candidates(&log, None), &held).is_none());
-        // The copy (in `olddir`), longer than the file was when last read.
-        std::fs::write(d.join("old/app.log.1"), &lines[..3500]).unwrap();
+        // The copy (in `olddir`); shorter than the file was, longer than what was read.
+        std::fs::write(d.join("old/app.log.1"), &lines[..2500]).unwrap();
+        // An older copy that also matches loses to it.
+        std::fs::write(d.join("app.log.4"), &lines[..3500]).unwrap();
+        let hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
+        File::options()
+            .write(true)
+            .open(d.join("app.log.4"))
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
         std::fs::write(&log, "").unwrap(); // truncated
         let found = candidates(&log, None);
         assert_eq!(copy_of(&found, &held).unwrap().path, d.join("old/app.log.1"));
