@@ -5,8 +5,8 @@
 //! Lines are joined into records (`multiline`); a record whose next line has not arrived is
 //! held back (unconsumed) and ended once its file has been quiet for `QUIET`. Rotation
 //! (`scan`, `rotated`): a file renamed away or deleted is followed while it grows and closed
-//! once it has not grown for `rotated_grace`, while the new file at the path is read from
-//! its start; a truncated or rewritten file starts again at 0, after the copy of what it held
+//! once neither grown nor rotated for `rotated_grace`, while the new file at the path is read
+//! from its start; a truncated or rewritten file starts again at 0, after the copy of what it held
 //! (`copytruncate`) is read from the old offset; files rotated while lockwatch was stopped
 //! are found again (`search`). Offsets — always at record boundaries — are saved every
 //! `SAVE_EVERY` and at shutdown together with the counts they cover, and counts reach the
