@@ -295,8 +295,7 @@ async fn copytruncate_counts_every_record_once_across_a_restart_and_a_sigkill() 
     let written = w.pause();
     assert_eq!(records_held(s.dir.path()).len() as u64, written);
     let said = s.said();
-    let rotations: Vec<&str> = said.lines().filter(|l| l.contains("truncated")).collect();
-    assert_eq!(settle_counted(&p, written).await, written, "{rotations:#?}");
+    assert_eq!(settle_counted(&p, written).await, written, "lockwatch said:\n{said}");
     assert!(
         said.contains("truncated: reading its copy from where the file was read to"),
         "{said}"

@@ -4,7 +4,9 @@
 //! The offset always sits at a record boundary — just after the newline that ends a record —
 //! or inside an over-long line being skipped, so saving it can never split a line or a
 //! record between two runs. A file truncated or rewritten under its offset says what it held
-//! (`Held`), so its copy can be looked for; where to look is `search`'s business.
+//! (`Held`), so its copy can be looked for; where to look is `search`'s business. logrotate
+//! may truncate a file at any moment, during a read too: checks read what is there (a file
+//! shorter than they need does not match) and are never an error for it.
 
 use std::fs::{File, Metadata};
 use std::io;
@@ -45,52 +47,86 @@ pub(crate) struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// The fingerprint of `file`, `size` bytes long.
+    /// The fingerprint of `file`, `size` bytes long: of fewer bytes when it is shorter now (a
+    /// truncation between the size asked and the read).
     pub(crate) fn read(file: &File, size: u64) -> io::Result<Self> {
-        let len = size.min(u64::from(FINGERPRINT_MAX)) as u32;
-        Ok(Fingerprint {
-            len,
-            crc: crc_of_first(file, len)?,
-        })
+        let mut buf = vec![0u8; size.min(u64::from(FINGERPRINT_MAX)) as usize];
+        let n = read_up_to(file, &mut buf, 0)?;
+        Ok(Fingerprint::of(&buf[..n]))
     }
 
-    /// Whether `file` (now `size` bytes) still begins with the fingerprinted bytes.
+    fn of(bytes: &[u8]) -> Self {
+        Fingerprint {
+            len: bytes.len() as u32,
+            crc: crc32fast::hash(bytes),
+        }
+    }
+
+    /// Whether `file` (now `size` bytes) still begins with the fingerprinted bytes; not when
+    /// it is shorter, or shrank while read.
     pub(crate) fn matches(&self, file: &File, size: u64) -> io::Result<bool> {
         if size < u64::from(self.len) {
             return Ok(false);
         }
-        Ok(crc_of_first(file, self.len)? == self.crc)
+        crc_at(file, 0, self.len).map(|c| c == Some(self.crc))
+    }
+
+    /// This fingerprint taken of more bytes (up to `FINGERPRINT_MAX`, `size`) if `file` still
+    /// begins with the ones it was taken of; else unchanged (the next read finds the file
+    /// rewritten).
+    fn extended(self, file: &File, size: u64) -> io::Result<Self> {
+        let mut buf = vec![0u8; size.min(u64::from(FINGERPRINT_MAX)) as usize];
+        let n = read_up_to(file, &mut buf, 0)?;
+        let head = buf.get(..self.len as usize).map(crc32fast::hash);
+        Ok(if head == Some(self.crc) {
+            Fingerprint::of(&buf[..n])
+        } else {
+            self
+        })
     }
 }
 
 /// CRC-32 of the bytes just before an offset (at most `FINGERPRINT_MAX`): saved with the
 /// offset, so a file rewritten in place while lockwatch was stopped — same first bytes,
 /// other lines — is read from its start instead of from an offset that means nothing now.
+/// `UnexpectedEof` when the file is shorter than the offset.
 pub(crate) fn before(file: &File, offset: u64) -> io::Result<Fingerprint> {
     let len = offset.min(u64::from(FINGERPRINT_MAX)) as u32;
-    Ok(Fingerprint {
-        len,
-        crc: crc_at(file, offset - u64::from(len), len)?,
-    })
+    match crc_at(file, offset - u64::from(len), len)? {
+        Some(crc) => Ok(Fingerprint { len, crc }),
+        None => Err(io::ErrorKind::UnexpectedEof.into()),
+    }
 }
 
 /// Whether `file` (now `size` bytes) still holds, just before `offset`, the bytes `check`
-/// was taken of.
+/// was taken of; not when it is shorter, or shrank while read.
 pub(crate) fn matches_before(check: &Fingerprint, file: &File, offset: u64, size: u64) -> io::Result<bool> {
     if size < offset || offset < u64::from(check.len) {
         return Ok(false);
     }
-    Ok(crc_at(file, offset - u64::from(check.len), check.len)? == check.crc)
+    crc_at(file, offset - u64::from(check.len), check.len).map(|c| c == Some(check.crc))
 }
 
-fn crc_of_first(file: &File, len: u32) -> io::Result<u32> {
-    crc_at(file, 0, len)
-}
-
-fn crc_at(file: &File, at: u64, len: u32) -> io::Result<u32> {
+/// CRC-32 of the `len` bytes at `at`; `None` when the file ends before them (it may be
+/// truncated by logrotate at any moment).
+fn crc_at(file: &File, at: u64, len: u32) -> io::Result<Option<u32>> {
     let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, at)?;
-    Ok(crc32fast::hash(&buf))
+    let n = read_up_to(file, &mut buf, at)?;
+    Ok((n == buf.len()).then(|| crc32fast::hash(&buf)))
+}
+
+/// Read into `buf` from `at` until it is full or the file ends; how much was read.
+fn read_up_to(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// What a file held up to its offset when it was found truncated or rewritten: a copy that
@@ -183,7 +219,11 @@ impl Tracked {
         };
         Ok(Tracked {
             fingerprint: Fingerprint::read(&file, size)?,
-            before: before(&file, offset)?,
+            // Truncated since the size was asked: the next read finds it so.
+            before: match before(&file, offset) {
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Fingerprint::of(&[]),
+                other => other?,
+            },
             path: path.to_path_buf(),
             id: FileId::of(&meta),
             offset,
@@ -291,6 +331,9 @@ impl Tracked {
             self.records.splitter = Splitter::default();
             self.fingerprint = Fingerprint::read(&self.file, size)?;
         }
+        // The bytes consumed last (up to `FINGERPRINT_MAX`): the check before the offset is
+        // taken of them, not read again from a file logrotate may truncate meanwhile.
+        let mut last: Vec<u8> = Vec::new();
         while self.offset < size {
             if report.consumed >= budget {
                 report.more = true;
@@ -303,7 +346,11 @@ impl Tracked {
             }
             let whole = self.offset + n as u64 >= size;
             let chunk_end = if whole { end } else { End::More };
-            let used = self.records.feed(&buf[..n], MAX_LINE, chunk_end, &mut on) as u64;
+            let used = self.records.feed(&buf[..n], MAX_LINE, chunk_end, &mut on);
+            let fp = FINGERPRINT_MAX as usize;
+            last.extend_from_slice(&buf[used.saturating_sub(fp)..used]);
+            last.drain(..last.len().saturating_sub(fp));
+            let used = used as u64;
             self.offset += used;
             report.consumed += used;
             if used == 0 {
@@ -311,12 +358,21 @@ impl Tracked {
             }
         }
         if report.consumed > 0 {
-            self.before = before(&self.file, self.offset)?;
+            let want = self.offset.min(u64::from(FINGERPRINT_MAX)) as usize;
+            self.before = match last.len() >= want {
+                true => Fingerprint::of(&last[last.len() - want..]),
+                // Less consumed than the check covers: the rest read again; truncated since,
+                // the check is of what was consumed alone (shorter, still the bytes before).
+                false => match before(&self.file, self.offset) {
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Fingerprint::of(&last),
+                    other => other?,
+                },
+            };
         }
         // Only fully read states are remembered, so a budget cut is resumed next time.
         self.seen = if report.more { (u64::MAX, None) } else { (size, mtime) };
         if self.fingerprint.len < FINGERPRINT_MAX && size > u64::from(self.fingerprint.len) {
-            self.fingerprint = Fingerprint::read(&self.file, size)?;
+            self.fingerprint = self.fingerprint.extended(&self.file, size)?;
         }
         Ok(report)
     }
@@ -373,6 +429,25 @@ mod tests {
         assert_eq!(lines(&mut t, false), vec!["half done", "new"]);
         f.write_all(b"ial").unwrap();
         assert_eq!(lines(&mut t, true), vec!["partial"]);
+    }
+
+    #[test]
+    fn a_file_truncated_between_its_size_and_the_read_is_no_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.log");
+        std::fs::write(&p, "0123456789").unwrap();
+        let f = File::open(&p).unwrap();
+        // Sizes asked before logrotate truncated the file to 10 bytes.
+        assert_eq!(Fingerprint::read(&f, 5000).unwrap().len, 10);
+        let fp = Fingerprint { len: 20, crc: 7 };
+        assert!(!fp.matches(&f, 5000).unwrap());
+        assert!(!matches_before(&fp, &f, 4000, 5000).unwrap());
+        assert_eq!(before(&f, 4000).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        // A fingerprint is extended only over the bytes it was taken of.
+        let head = Fingerprint::read(&f, 4).unwrap();
+        assert_eq!(head.extended(&f, 10).unwrap(), Fingerprint::read(&f, 10).unwrap());
+        std::fs::write(&p, "abcdefghijkl").unwrap();
+        assert_eq!(head.extended(&f, 12).unwrap(), head);
     }
 
     #[test]
