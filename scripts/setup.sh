@@ -2,7 +2,8 @@
 # Install what lockwatch's make targets need and the machine lacks (Debian/Ubuntu).
 #   scripts/setup.sh test    redis-server, redis-cli, redis-sentinel, promtool and prometheus, prometheus-alertmanager
 #                            (the HA pair test), chromium (status page test),
-#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test);
+#                            openssl (test certificates), dpkg-deb and systemd-analyze (the package test),
+#                            logrotate (tests/rotation.rs rotates logs with it);
 #                            then the lock clients `discover` is tested with (tests/discover.rs) and the
 #                            payout workers of tests/workers/ run on (tests/freeze_workers.rs): PyPI redis,
 #                            python-redis-lock and python-json-logger in target/test-tools/venv, npm redlock
@@ -84,7 +85,7 @@ servers() {
 case "${1:-test}" in
   demo) ;;
   compat) servers; exit 0 ;;
-  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd python3:python3 npm:npm unzip:unzip) ;;
+  test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd logrotate:logrotate python3:python3 npm:npm unzip:unzip) ;;
   bench) want+=(promtool:prometheus hyperfine:hyperfine prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
   *) echo "usage: $0 test|compat|demo|bench" >&2; exit 2 ;;
 esac

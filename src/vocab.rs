@@ -301,6 +301,7 @@ pub mod metric {
     pub const LOCK_EVENTS_TOTAL: &str = "lockwatch_lock_events_total";
     pub const LOG_LINES_TOTAL: &str = "lockwatch_log_lines_total";
     pub const LOG_FILES: &str = "lockwatch_log_files";
+    pub const LOG_FILES_NOT_REOPENED: &str = "lockwatch_log_files_not_reopened";
     pub const LOG_PUSHES_REFUSED_TOTAL: &str = "lockwatch_log_pushes_refused_total";
     // lockwatch itself.
     pub const BUILD_INFO: &str = "lockwatch_build_info";

@@ -1,5 +1,6 @@
 //! The event intake end to end, in-process: `[[logs]]` files through rotation, truncation
-//! and re-creation; split lines; bad input and label bounds; and `POST /api/v1/events`.
+//! and re-creation; split lines; the bound on rotated files followed; bad input and label
+//! bounds; and `POST /api/v1/events`.
 //! Counts are exact wherever the contract promises exactness. Restarts, crashes and stdin,
 //! which need `lockwatch serve` as a process, are in `restarts.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -38,7 +39,8 @@ async fn files_are_followed_through_rotation_truncation_and_recreation() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("app.log");
     append(&log, &(event(1) + &ordinary(2) + &event(3) + &ordinary(4) + &event(5)));
-    let s = Served::start(logs_config(&r, &dir.path().join("*.log"), "")).await;
+    // Rotated files are followed 2 s after their last write here (5 minutes by default).
+    let s = Served::start(logs_config(&r, &dir.path().join("*.log"), "rotated_grace = \"2s\"\n")).await;
     expect_lines(&s, "the first lines", (3.0, 2.0, 0.0)).await;
 
     // A line split across two writes waits for its newline.
@@ -65,7 +67,8 @@ async fn files_are_followed_through_rotation_truncation_and_recreation() {
     drop(old);
     expect_lines(&s, "rename rotation", (9.0, 3.0, 0.0)).await;
 
-    // copytruncate: the copy does not match the glob; the original starts again at 0.
+    // copytruncate: the copy does not match the glob; the original starts again at 0 (every
+    // line of the copy was read already).
     std::fs::copy(&log, dir.path().join("app.log.2")).unwrap();
     OpenOptions::new().write(true).open(&log).unwrap().set_len(0).unwrap();
     append(&log, &event(13));
@@ -95,6 +98,52 @@ async fn files_are_followed_through_rotation_truncation_and_recreation() {
         m.val("lockwatch_log_files", &[("source", "app")]) == 2.0
     })
     .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_files_followed_at_once_are_bounded_the_idle_closed_first() {
+    let r = common::redis(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("old")).unwrap();
+    for i in 0..70 {
+        append(&dir.path().join(format!("app{i}.log")), &event(i));
+    }
+    let s = Served::start(logs_config(&r, &dir.path().join("*.log"), "")).await;
+    expect_lines(&s, "every file", (70.0, 0.0, 0.0)).await;
+    // 62 rotated away (5 minutes' grace each); two of them written again; then 8 more
+    // rotated: 70, and 64 are followed at most.
+    let mut written: Vec<File> = (60..62)
+        .map(|i| {
+            OpenOptions::new()
+                .append(true)
+                .open(dir.path().join(format!("app{i}.log")))
+                .unwrap()
+        })
+        .collect();
+    let rotate = |range: std::ops::Range<usize>| {
+        for i in range {
+            let to = dir.path().join(format!("old/app{i}.log.1"));
+            std::fs::rename(dir.path().join(format!("app{i}.log")), to).unwrap();
+        }
+    };
+    rotate(0..62);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for (f, i) in written.iter_mut().zip(100..) {
+        f.write_all(event(i).as_bytes()).unwrap();
+    }
+    expect_lines(&s, "the late lines", (72.0, 0.0, 0.0)).await;
+    rotate(62..70);
+    // The 6 idle the longest (rotated first, not written since) are closed; the two
+    // written ones are still followed.
+    s.wait_for(WAIT, "64 followed", |m| {
+        m.val("lockwatch_log_files", &[("source", "app")]) == 64.0
+    })
+    .await;
+    for (f, i) in written.iter_mut().zip(200..) {
+        f.write_all(event(i).as_bytes()).unwrap();
+    }
+    expect_lines(&s, "later still", (74.0, 0.0, 0.0)).await;
     s.stop().await;
 }
 

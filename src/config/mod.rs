@@ -19,7 +19,7 @@ mod web_cert;
 mod web_tls;
 
 pub use alerts::{AlertsConfig, Thresholds};
-pub use logs::{LogConfig, LogFormat, Multiline, StartAt};
+pub use logs::{DEFAULT_ROTATED_GRACE, LogConfig, LogFormat, Multiline, StartAt};
 pub use namespace::{NamespaceConfig, ValueKind};
 pub use rules::RuleConfig;
 pub use secret::Secret;

@@ -87,6 +87,8 @@ pub struct RawLogs {
     pub format: Option<S<String>>,
     pub start_at: Option<S<String>>,
     pub multiline: Option<S<String>>,
+    pub rotated: Option<S<String>>,
+    pub rotated_grace: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -274,6 +274,46 @@ fn logs_sources_are_checked() {
 }
 
 #[test]
+fn rotated_files_are_followed_five_minutes_by_default_and_the_keys_are_checked() {
+    let cfg = load(&format!(
+        "{TARGET}[[logs]]\nname = \"a\"\npath = \"/var/log/app/*.log\"\n"
+    ))
+    .unwrap();
+    assert_eq!(cfg.logs[0].rotated_grace, std::time::Duration::from_secs(300));
+    assert_eq!(cfg.logs[0].rotated_grace, DEFAULT_ROTATED_GRACE);
+    assert_eq!(cfg.logs[0].rotated, None);
+    let cfg = load(&format!(
+        "{TARGET}[[logs]]\nname = \"a\"\npath = \"app.log\"\nrotated = \"archive/*/app.log*\"\nrotated_grace = \"90s\"\n"
+    ))
+    .unwrap();
+    assert_eq!(cfg.logs[0].rotated_grace, std::time::Duration::from_secs(90));
+    // Relative to the config file, as `path` is.
+    assert_eq!(cfg.logs[0].rotated.as_deref(), Some("/nonexistent/archive/*/app.log*"));
+    let logs = |body: &str| {
+        err(&format!(
+            "{TARGET}[[logs]]\nname = \"a\"\npath = \"/var/log/*.log\"\n{body}"
+        ))
+    };
+    assert_eq!(
+        logs("rotated_grace = \"500ms\"\n"),
+        "t.toml line 7: logs[0].rotated_grace: 500ms is out of range 1s..=1d"
+    );
+    assert_eq!(
+        logs("rotated_grace = \"2d\"\n"),
+        "t.toml line 7: logs[0].rotated_grace: 2d is out of range 1s..=1d"
+    );
+    assert!(logs("rotated_grace = \"5\"\n").contains("is not a duration"));
+    assert_eq!(
+        logs("rotated = \"/var/log/[old\"\n"),
+        "t.toml line 7: logs[0].rotated: not a valid glob: Pattern syntax error near position 9: invalid range pattern"
+    );
+    let e = err(&format!(
+        "{TARGET}[[logs]]\nname = \"a\"\npath = \"-\"\nrotated_grace = \"1m\"\n"
+    ));
+    assert_eq!(e, "t.toml line 7: logs[0].rotated_grace: stdin (`-`) is never rotated");
+}
+
+#[test]
 fn alert_thresholds_default_and_override_per_namespace() {
     let cfg = load(&format!(
         "{TARGET}[alerts]\nmin_bad_events = 3\nrunbook_base_url = \"https://wiki.example.org/rb/\"\n\

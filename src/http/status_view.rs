@@ -30,6 +30,8 @@ pub(super) struct Status {
     pub(super) incidents: Vec<IncidentView>,
     /// The incidents as the page shows them: grouped by kind and namespace.
     pub(super) timeline_html: String,
+    /// Rotated log files still written while the file at their path is not.
+    pub(super) not_reopened: Vec<crate::intake::reopen::NotReopened>,
 }
 
 #[derive(Serialize)]
@@ -190,6 +192,7 @@ pub(super) fn status(s: &AppState) -> Status {
                         state,
                         target: t.name.clone(),
                         namespace: Some(ns.config.name.clone()),
+                        source: None,
                         parts,
                         weight,
                     });
@@ -235,6 +238,8 @@ pub(super) fn status(s: &AppState) -> Status {
             }
         })
         .collect();
+    let not_reopened = s.intake.not_reopened().all();
+    lines.extend(reopen_lines(&not_reopened, now));
     let names: Vec<&str> = s.config.namespaces.iter().map(|n| n.name.as_str()).collect();
     for i in reported.incidents() {
         let ns = names.get(i.namespace).copied().unwrap_or(UNKNOWN_NAMESPACE);
@@ -250,7 +255,40 @@ pub(super) fn status(s: &AppState) -> Status {
         summary_html,
         incidents,
         timeline_html,
+        not_reopened,
     }
+}
+
+/// A line per log source with rotated files its application did not reopen: which, since
+/// when, and how to fix the rotation.
+fn reopen_lines(notes: &[crate::intake::reopen::NotReopened], now: i64) -> Vec<Line> {
+    let mut lines: Vec<Line> = Vec::new();
+    for n in notes {
+        let part = format!(
+            r#"<span data-part="not-reopened"><code>{}</code> is still written after its rotation and nothing at <code>{}</code> (for {} s): the application did not reopen its log — add <code>copytruncate</code>, or a <code>postrotate</code> that signals it to reopen, to its logrotate config; its lines are counted while the rotated file is followed</span>"#,
+            esc(&n.rotated.display().to_string()),
+            esc(&n.path.display().to_string()),
+            (now - n.since_ms).max(0) / 1000,
+        );
+        match lines
+            .iter_mut()
+            .find(|l| l.source.as_deref() == Some(n.source.as_str()))
+        {
+            Some(l) => {
+                l.parts.push(part);
+                l.weight += 1;
+            }
+            None => lines.push(Line {
+                state: Level::Warn,
+                target: String::new(),
+                namespace: None,
+                source: Some(n.source.clone()),
+                parts: vec![part],
+                weight: 1,
+            }),
+        }
+    }
+    lines
 }
 
 /// A target's line of the summary: its health, tracking mode and keyspace notifications,
@@ -288,6 +326,7 @@ fn target_line(s: &AppState, t: &TargetLocks) -> Line {
         state,
         target: t.name.clone(),
         namespace: None,
+        source: None,
         parts,
         weight: 0,
     }

@@ -104,6 +104,9 @@ pub(super) struct Line {
     pub target: String,
     /// `None` for the target's own line.
     pub namespace: Option<String>,
+    /// A `[[logs]]` source's line (then `target` is empty): what its files say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// The line's parts, already markup: the state's words first.
     pub parts: Vec<String>,
     /// Among lines of the same state, the heavier first.
@@ -124,12 +127,16 @@ pub(super) fn summary_html(lines: &mut [Line]) -> String {
     });
     let mut h = String::from(r#"<ol class="summary">"#);
     for l in lines.iter() {
-        let (what, ns_attr) = match &l.namespace {
-            Some(ns) => (
+        let (what, ns_attr) = match (&l.namespace, &l.source) {
+            (Some(ns), _) => (
                 format!("{} / {}", esc(&l.target), esc(ns)),
                 format!(r#" data-ns="{}""#, esc(ns)),
             ),
-            None => (format!("target {}", esc(&l.target)), String::new()),
+            (None, Some(source)) => (
+                format!("logs {}", esc(source)),
+                format!(r#" data-source="{}""#, esc(source)),
+            ),
+            (None, None) => (format!("target {}", esc(&l.target)), String::new()),
         };
         let _ = write!(
             h,
@@ -337,6 +344,7 @@ mod tests {
             state,
             target: "main".into(),
             namespace: ns.map(str::to_string),
+            source: None,
             parts: vec![],
             weight,
         };

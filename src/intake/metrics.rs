@@ -1,8 +1,9 @@
 //! The intake's metric families — `lockwatch_lock_events_total`, `lockwatch_log_lines_total`,
-//! `lockwatch_log_files`, `lockwatch_log_pushes_refused_total` — registered and pre-exported
-//! from the config, and read back for the status page. Sources count through `Counters`
-//! resolved from here; a refused push through `refused`. Beside them, not as metrics: the
-//! last hour's failures and contention (`recent`) and the latest keyed events (`keyed`).
+//! `lockwatch_log_files`, `lockwatch_log_files_not_reopened`,
+//! `lockwatch_log_pushes_refused_total` — registered and pre-exported from the config, and
+//! read back for the status page. Sources count through `Counters` resolved from here; a
+//! refused push through `refused`. Beside them, not as metrics: the last hour's failures
+//! and contention (`recent`), the latest keyed events (`keyed`) and the rotated files not reopened (`reopen`).
 
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec};
 
@@ -20,12 +21,16 @@ pub struct IntakeMetrics {
     pub(crate) log_lines_total: IntCounterVec,
     /// Label source: files a `[[logs]]` source is reading (rotated ones being finished included).
     log_files: IntGaugeVec,
+    /// Label source: rotated files still written to while the file now at their path is not.
+    log_files_not_reopened: IntGaugeVec,
     /// Labels source (a push endpoint's), reason: bodies refused, nothing of them counted.
     pushes_refused_total: IntCounterVec,
     /// Lock failures and contention of the last hour, and the failures' bursts, for the status page.
     pub(crate) recent: super::recent::RecentFailures,
     /// The latest lock events that named a key, for the history API.
     pub(crate) keyed: super::keyed::KeyedEvents,
+    /// The rotated files whose application did not reopen its log, for the status page.
+    pub(crate) reopen: super::reopen::ReopenNotes,
     /// The registry's exemplar store: the latest traced event of each series.
     pub(crate) exemplars: crate::metrics::Exemplars,
 }
@@ -49,6 +54,11 @@ impl IntakeMetrics {
                 "Files a log source is reading, rotated files still being finished included.",
                 &["source"],
             )?,
+            log_files_not_reopened: registry.int_gauges(
+                metric::LOG_FILES_NOT_REOPENED,
+                "Rotated files of a log source still written to while the file now at their path is not: the application did not reopen its log after the rotation.",
+                &["source"],
+            )?,
             pushes_refused_total: registry.counters(
                 metric::LOG_PUSHES_REFUSED_TOTAL,
                 "Pushed bodies refused, nothing of them counted, by push endpoint and reason.",
@@ -56,6 +66,7 @@ impl IntakeMetrics {
             )?,
             recent: super::recent::RecentFailures::new(config.namespaces.len()),
             keyed: super::keyed::KeyedEvents::default(),
+            reopen: super::reopen::ReopenNotes::default(),
             exemplars: registry.exemplars().clone(),
         };
         for source in PUSH_SOURCES {
@@ -84,6 +95,7 @@ impl IntakeMetrics {
         }
         for l in config.logs.iter().filter(|l| l.path != "-") {
             m.log_files.with_label_values(&[l.name.as_str()]).set(0);
+            m.log_files_not_reopened.with_label_values(&[l.name.as_str()]).set(0);
         }
         Ok(m)
     }
@@ -124,6 +136,16 @@ impl IntakeMetrics {
     /// Files `source` is reading now.
     pub fn files(&self, source: &str) -> i64 {
         self.log_files.with_label_values(&[source]).get()
+    }
+
+    /// The gauge of `source`'s rotated files not reopened.
+    pub(crate) fn not_reopened_gauge(&self, source: &str) -> IntGauge {
+        self.log_files_not_reopened.with_label_values(&[source])
+    }
+
+    /// The rotated files whose application did not reopen its log, of every source.
+    pub fn not_reopened(&self) -> &super::reopen::ReopenNotes {
+        &self.reopen
     }
 
     /// Lock failures and contention of the last hour, per namespace, and the failures' bursts.

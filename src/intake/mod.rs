@@ -26,6 +26,7 @@ pub(crate) mod print;
 pub(crate) mod push;
 pub(crate) mod recent;
 pub mod records;
+pub(crate) mod reopen;
 pub(crate) mod stdin;
 pub(crate) mod tail;
 pub(crate) mod wire;

@@ -68,7 +68,12 @@ pub struct Proc {
 }
 
 pub fn spawn_serve(config: &Path, log: &Path, port: u16, stdin: Stdio) -> Proc {
-    let child = Command::new(BIN)
+    spawn_serve_with(Path::new(BIN), config, log, port, stdin)
+}
+
+/// `spawn_serve` of the binary `bin` (another build's, to measure it).
+pub fn spawn_serve_with(bin: &Path, config: &Path, log: &Path, port: u16, stdin: Stdio) -> Proc {
+    let child = Command::new(bin)
         .args(["serve", "-c", config.to_str().unwrap(), "--log-format", "json"])
         .stdin(stdin)
         .stderr(File::create(log).unwrap())

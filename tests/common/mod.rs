@@ -17,6 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub mod logs;
+pub mod rotation;
 pub mod topo;
 pub mod valkey;
 

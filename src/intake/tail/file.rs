@@ -3,13 +3,17 @@
 //!
 //! The offset always sits at a record boundary — just after the newline that ends a record —
 //! or inside an over-long line being skipped, so saving it can never split a line or a
-//! record between two runs.
+//! record between two runs. A file truncated or rewritten under its offset says what it held
+//! (`Held`), so its copy can be looked for; where to look is `search`'s business. logrotate
+//! may truncate a file at any moment, during a read too: checks read what is there (a file
+//! shorter than they need does not match) and are never an error for it.
 
 use std::fs::{File, Metadata};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::intake::MAX_LINE;
 use crate::intake::lines::Splitter;
@@ -43,56 +47,104 @@ pub(crate) struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// The fingerprint of `file`, `size` bytes long.
+    /// The fingerprint of `file`, `size` bytes long: of fewer bytes when it is shorter now (a
+    /// truncation between the size asked and the read).
     pub(crate) fn read(file: &File, size: u64) -> io::Result<Self> {
-        let len = size.min(u64::from(FINGERPRINT_MAX)) as u32;
-        Ok(Fingerprint {
-            len,
-            crc: crc_of_first(file, len)?,
-        })
+        let mut buf = vec![0u8; size.min(u64::from(FINGERPRINT_MAX)) as usize];
+        let n = read_up_to(file, &mut buf, 0)?;
+        Ok(Fingerprint::of(&buf[..n]))
     }
 
-    /// Whether `file` (now `size` bytes) still begins with the fingerprinted bytes.
+    fn of(bytes: &[u8]) -> Self {
+        Fingerprint {
+            len: bytes.len() as u32,
+            crc: crc32fast::hash(bytes),
+        }
+    }
+
+    /// Whether `file` (now `size` bytes) still begins with the fingerprinted bytes; not when
+    /// it is shorter, or shrank while read.
     pub(crate) fn matches(&self, file: &File, size: u64) -> io::Result<bool> {
         if size < u64::from(self.len) {
             return Ok(false);
         }
-        Ok(crc_of_first(file, self.len)? == self.crc)
+        crc_at(file, 0, self.len).map(|c| c == Some(self.crc))
+    }
+
+    /// This fingerprint taken of more bytes (up to `FINGERPRINT_MAX`, `size`) if `file` still
+    /// begins with the ones it was taken of; else unchanged (the next read finds the file
+    /// rewritten).
+    fn extended(self, file: &File, size: u64) -> io::Result<Self> {
+        let mut buf = vec![0u8; size.min(u64::from(FINGERPRINT_MAX)) as usize];
+        let n = read_up_to(file, &mut buf, 0)?;
+        let head = buf.get(..self.len as usize).map(crc32fast::hash);
+        Ok(if head == Some(self.crc) {
+            Fingerprint::of(&buf[..n])
+        } else {
+            self
+        })
     }
 }
 
 /// CRC-32 of the bytes just before an offset (at most `FINGERPRINT_MAX`): saved with the
 /// offset, so a file rewritten in place while lockwatch was stopped — same first bytes,
 /// other lines — is read from its start instead of from an offset that means nothing now.
+/// `UnexpectedEof` when the file is shorter than the offset.
 pub(crate) fn before(file: &File, offset: u64) -> io::Result<Fingerprint> {
     let len = offset.min(u64::from(FINGERPRINT_MAX)) as u32;
-    Ok(Fingerprint {
-        len,
-        crc: crc_at(file, offset - u64::from(len), len)?,
-    })
+    match crc_at(file, offset - u64::from(len), len)? {
+        Some(crc) => Ok(Fingerprint { len, crc }),
+        None => Err(io::ErrorKind::UnexpectedEof.into()),
+    }
 }
 
 /// Whether `file` (now `size` bytes) still holds, just before `offset`, the bytes `check`
-/// was taken of.
+/// was taken of; not when it is shorter, or shrank while read.
 pub(crate) fn matches_before(check: &Fingerprint, file: &File, offset: u64, size: u64) -> io::Result<bool> {
     if size < offset || offset < u64::from(check.len) {
         return Ok(false);
     }
-    Ok(crc_at(file, offset - u64::from(check.len), check.len)? == check.crc)
+    crc_at(file, offset - u64::from(check.len), check.len).map(|c| c == Some(check.crc))
 }
 
-fn crc_of_first(file: &File, len: u32) -> io::Result<u32> {
-    crc_at(file, 0, len)
-}
-
-fn crc_at(file: &File, at: u64, len: u32) -> io::Result<u32> {
+/// CRC-32 of the `len` bytes at `at`; `None` when the file ends before them (it may be
+/// truncated by logrotate at any moment).
+fn crc_at(file: &File, at: u64, len: u32) -> io::Result<Option<u32>> {
     let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, at)?;
-    Ok(crc32fast::hash(&buf))
+    let n = read_up_to(file, &mut buf, at)?;
+    Ok((n == buf.len()).then(|| crc32fast::hash(&buf)))
+}
+
+/// Read into `buf` from `at` until it is full or the file ends; how much was read.
+fn read_up_to(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// What a file held up to its offset when it was found truncated or rewritten: a copy that
+/// begins with the same bytes and holds the same bytes before `offset` has the lines that
+/// were not read yet after it (logrotate's `copytruncate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) id: FileId,
+    pub(crate) path: PathBuf,
+    pub(crate) fingerprint: Fingerprint,
+    pub(crate) offset: u64,
+    pub(crate) before: Fingerprint,
+    /// Inside an over-long line at the offset.
+    pub(crate) skipping: bool,
 }
 
 /// What `Tracked::read` found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct ReadReport {
     /// Bytes consumed (counted lines, or skipped bytes of an over-long line).
     pub(crate) consumed: u64,
@@ -100,6 +152,36 @@ pub(crate) struct ReadReport {
     pub(crate) more: bool,
     /// The file was truncated or rewritten in place: reading started again at 0.
     pub(crate) restarted: Option<&'static str>,
+    /// With `restarted`, what the file held before, when anything of it had been read.
+    pub(crate) held: Option<Held>,
+}
+
+/// A file no longer at a path the glob matches: renamed away or deleted, or a copy read for
+/// the lines its original lost to a truncation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rotated {
+    /// When the rotation was noticed.
+    pub(crate) at: Instant,
+    /// The path it was followed at before: where the application should write now.
+    pub(crate) from: PathBuf,
+    /// A copy (`copytruncate`): it does not grow, and is closed once read to its end.
+    pub(crate) copy: bool,
+    /// Since when (wall-clock ms) it is said to be written while the file at `from` is not.
+    pub(crate) not_reopened: Option<i64>,
+    /// When it had last grown at the last judgment of that.
+    pub(crate) judged_growth: Option<Instant>,
+}
+
+impl Rotated {
+    pub(crate) fn new(from: &Path, copy: bool) -> Self {
+        Rotated {
+            at: Instant::now(),
+            from: from.to_path_buf(),
+            copy,
+            not_reopened: None,
+            judged_growth: None,
+        }
+    }
 }
 
 /// A file being read.
@@ -112,9 +194,11 @@ pub(crate) struct Tracked {
     /// Bytes up to here are counted.
     pub(crate) offset: u64,
     pub(crate) records: RecordSplitter,
+    /// The check of the bytes before `offset`, kept as the offset moves.
+    before: Fingerprint,
     /// Set when the file stopped being at a path the glob matches (renamed away or deleted):
-    /// it is read to its end, then closed once it has not grown for a while.
-    pub(crate) rotated: Option<Instant>,
+    /// it is followed while it grows, then closed once it has not grown for a while.
+    pub(crate) rotated: Option<Rotated>,
     last_growth: Instant,
     seen: (u64, Option<SystemTime>),
     /// The size at which the records held back were last flushed for quiet.
@@ -135,6 +219,11 @@ impl Tracked {
         };
         Ok(Tracked {
             fingerprint: Fingerprint::read(&file, size)?,
+            // Truncated since the size was asked: the next read finds it so.
+            before: match before(&file, offset) {
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Fingerprint::of(&[]),
+                other => other?,
+            },
             path: path.to_path_buf(),
             id: FileId::of(&meta),
             offset,
@@ -148,9 +237,42 @@ impl Tracked {
     }
 
     /// Whether a rotated file is done: read up to its end (an unfinished last line aside)
-    /// and quiet for `wait`. The caller reads it once more with `eof` and closes it.
-    pub(crate) fn finished(&self, wait: std::time::Duration) -> bool {
-        self.rotated.is_some() && self.last_growth.elapsed() >= wait && self.seen.0 != u64::MAX
+    /// and, unless it is a copy, neither grown nor rotated for `grace`. The caller reads it
+    /// once more with `End::Eof` and closes it.
+    pub(crate) fn finished(&self, grace: Duration) -> bool {
+        let read = self.seen.0 != u64::MAX;
+        match &self.rotated {
+            Some(r) if r.copy => read,
+            Some(_) => read && self.last_active().elapsed() >= grace,
+            None => false,
+        }
+    }
+
+    /// Whether the file is shorter now than the offset read to (truncated).
+    pub(crate) fn truncated(&self) -> bool {
+        self.file.metadata().is_ok_and(|m| m.len() < self.offset)
+    }
+
+    /// When the file last grew or was rotated, whichever is later.
+    pub(crate) fn last_active(&self) -> Instant {
+        self.rotated
+            .as_ref()
+            .map_or(self.last_growth, |r| self.last_growth.max(r.at))
+    }
+
+    /// When the file last grew (or was opened).
+    pub(crate) fn last_growth(&self) -> Instant {
+        self.last_growth
+    }
+
+    /// Its size when last read whole; `None` before that.
+    pub(crate) fn size(&self) -> Option<u64> {
+        (self.seen.0 != u64::MAX).then_some(self.seen.0)
+    }
+
+    /// Where the open file is now (a rotated file's new name), as the kernel tells it.
+    pub(crate) fn current_path(&self) -> PathBuf {
+        std::fs::read_link(format!("/proc/self/fd/{}", self.file.as_raw_fd())).unwrap_or_else(|_| self.path.clone())
     }
 
     /// Whether records are held back (their next line has not arrived) and the file has
@@ -162,8 +284,8 @@ impl Tracked {
     }
 
     /// The check of the bytes before the offset, to save with it.
-    pub(crate) fn check_before(&self) -> io::Result<Fingerprint> {
-        before(&self.file, self.offset)
+    pub(crate) fn check_before(&self) -> Fingerprint {
+        self.before
     }
 
     /// Read what was appended since the last call, at most about `budget` bytes, into `buf`,
@@ -196,10 +318,22 @@ impl Tracked {
             report.restarted = Some("rewritten (its first bytes changed)");
         }
         if report.restarted.is_some() {
+            report.held = (self.offset > 0).then(|| Held {
+                id: self.id,
+                path: self.path.clone(),
+                fingerprint: self.fingerprint,
+                offset: self.offset,
+                before: self.before,
+                skipping: self.records.splitter.skipping,
+            });
             self.offset = 0;
+            self.before = Fingerprint { len: 0, crc: 0 };
             self.records.splitter = Splitter::default();
             self.fingerprint = Fingerprint::read(&self.file, size)?;
         }
+        // The bytes consumed last (up to `FINGERPRINT_MAX`): the check before the offset is
+        // taken of them, not read again from a file logrotate may truncate meanwhile.
+        let mut last: Vec<u8> = Vec::new();
         while self.offset < size {
             if report.consumed >= budget {
                 report.more = true;
@@ -212,17 +346,33 @@ impl Tracked {
             }
             let whole = self.offset + n as u64 >= size;
             let chunk_end = if whole { end } else { End::More };
-            let used = self.records.feed(&buf[..n], MAX_LINE, chunk_end, &mut on) as u64;
+            let used = self.records.feed(&buf[..n], MAX_LINE, chunk_end, &mut on);
+            let fp = FINGERPRINT_MAX as usize;
+            last.extend_from_slice(&buf[used.saturating_sub(fp)..used]);
+            last.drain(..last.len().saturating_sub(fp));
+            let used = used as u64;
             self.offset += used;
             report.consumed += used;
             if used == 0 {
                 break; // an unfinished last line or record: wait for what follows it
             }
         }
+        if report.consumed > 0 {
+            let want = self.offset.min(u64::from(FINGERPRINT_MAX)) as usize;
+            self.before = match last.len() >= want {
+                true => Fingerprint::of(&last[last.len() - want..]),
+                // Less consumed than the check covers: the rest read again; truncated since,
+                // the check is of what was consumed alone (shorter, still the bytes before).
+                false => match before(&self.file, self.offset) {
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Fingerprint::of(&last),
+                    other => other?,
+                },
+            };
+        }
         // Only fully read states are remembered, so a budget cut is resumed next time.
         self.seen = if report.more { (u64::MAX, None) } else { (size, mtime) };
         if self.fingerprint.len < FINGERPRINT_MAX && size > u64::from(self.fingerprint.len) {
-            self.fingerprint = Fingerprint::read(&self.file, size)?;
+            self.fingerprint = self.fingerprint.extended(&self.file, size)?;
         }
         Ok(report)
     }
@@ -279,6 +429,25 @@ mod tests {
         assert_eq!(lines(&mut t, false), vec!["half done", "new"]);
         f.write_all(b"ial").unwrap();
         assert_eq!(lines(&mut t, true), vec!["partial"]);
+    }
+
+    #[test]
+    fn a_file_truncated_between_its_size_and_the_read_is_no_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.log");
+        std::fs::write(&p, "0123456789").unwrap();
+        let f = File::open(&p).unwrap();
+        // Sizes asked before logrotate truncated the file to 10 bytes.
+        assert_eq!(Fingerprint::read(&f, 5000).unwrap().len, 10);
+        let fp = Fingerprint { len: 20, crc: 7 };
+        assert!(!fp.matches(&f, 5000).unwrap());
+        assert!(!matches_before(&fp, &f, 4000, 5000).unwrap());
+        assert_eq!(before(&f, 4000).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        // A fingerprint is extended only over the bytes it was taken of.
+        let head = Fingerprint::read(&f, 4).unwrap();
+        assert_eq!(head.extended(&f, 10).unwrap(), Fingerprint::read(&f, 10).unwrap());
+        std::fs::write(&p, "abcdefghijkl").unwrap();
+        assert_eq!(head.extended(&f, 12).unwrap(), head);
     }
 
     #[test]

@@ -3,18 +3,23 @@
 //! restart neither loses nor repeats lines.
 //!
 //! Lines are joined into records (`multiline`); a record whose next line has not arrived is
-//! held back (unconsumed) and ended once its file has been quiet for `QUIET`. Rotation: a
-//! file renamed away or deleted is read to its end and closed once it has been quiet for
-//! `ROTATE_WAIT`, while the new file at the path is read from its start; truncation
-//! (copytruncate) or an in-place rewrite starts again at 0. Offsets — always at record
-//! boundaries — are saved every `SAVE_EVERY` and at shutdown together with the counts they
-//! cover, and counts reach the counters only once saved: a restart, SIGKILL included,
-//! continues the counters from the saved counts and reads again only what they do not
-//! cover, so nothing is lost or counted twice. File reads run on tokio's blocking pool.
+//! held back (unconsumed) and ended once its file has been quiet for `QUIET`. Rotation
+//! (`scan`, `rotated`): a file renamed away or deleted is followed while it grows and closed
+//! once neither grown nor rotated for `rotated_grace`, while the new file at the path is read
+//! from its start; a truncated or rewritten file starts again at 0, after the copy of what it held
+//! (`copytruncate`) is read from the old offset; files rotated while lockwatch was stopped
+//! are found again (`search`). Offsets — always at record boundaries — are saved every
+//! `SAVE_EVERY` and at shutdown together with the counts they cover, and counts reach the
+//! counters only once saved: a restart, SIGKILL included, continues the counters from the
+//! saved counts and reads again only what they do not cover, so nothing is lost or counted
+//! twice. File reads run on tokio's blocking pool.
 
 mod counts;
 mod file;
 mod offsets;
+mod rotated;
+mod scan;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,14 +29,15 @@ use prometheus::IntGauge;
 use tokio_util::sync::CancellationToken;
 
 use self::counts::SavedCounts;
-use self::file::{FileId, Fingerprint, Tracked};
+use self::file::{Held, Tracked};
 pub(crate) use self::offsets::{SavedFile, Store};
 use super::Classifier;
 use super::count::{Counters, Tally};
 use super::lines::Splitter;
 use super::records::{End, RecordSplitter};
-use crate::config::{LogConfig, StartAt};
+use crate::config::LogConfig;
 use crate::intake::metrics::IntakeMetrics;
+use crate::intake::reopen::ReopenNotes;
 
 /// How often files are checked for new lines (and the glob for new files).
 pub(crate) const POLL_EVERY: Duration = Duration::from_millis(200);
@@ -40,10 +46,16 @@ pub(crate) const POLL_EVERY: Duration = Duration::from_millis(200);
 pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
 /// How long a file must stay quiet before the record held back at its end is counted.
 pub(crate) const QUIET: Duration = Duration::from_secs(1);
-/// How long a rotated file must stay quiet before it is closed.
-pub(crate) const ROTATE_WAIT: Duration = Duration::from_secs(5);
-/// Files one source follows at most; more are warned about and left unread.
+/// Files one source follows at most at the paths its glob matches; more are warned about and
+/// left unread.
 pub(crate) const MAX_FILES: usize = 1024;
+/// Rotated files (copies being read included) one source follows at most besides; past it,
+/// the one idle the longest is read to its end and closed.
+pub(crate) const MAX_ROTATED: usize = 64;
+/// How long after a rotation the application may still write into the rotated file before
+/// it reopens its log (a `postrotate` signal is handled within it); written later, while the
+/// file at its path stays empty, the application did not reopen it.
+pub(crate) const REOPEN_WAIT: Duration = Duration::from_secs(5);
 /// Bytes read per file per poll before the others get a turn.
 const READ_BUDGET: u64 = 32 * 1024 * 1024;
 const BUF_SIZE: usize = 1024 * 1024;
@@ -63,6 +75,9 @@ pub(crate) struct Tailer {
     classifier: Arc<Classifier>,
     counters: Counters,
     files_gauge: IntGauge,
+    not_reopened_gauge: IntGauge,
+    /// The status page's list of rotated files not reopened.
+    reopen: ReopenNotes,
     /// Namespaces in config order, to save counts by name.
     namespaces: Vec<String>,
     /// Counted in the poll under way.
@@ -76,6 +91,8 @@ pub(crate) struct Tailer {
     store: Option<Store>,
     /// Saved entries not matched to a file yet (only during the first scan).
     saved: Vec<SavedFile>,
+    /// What files found truncated or rewritten held: their copies are looked for.
+    held: Vec<Held>,
     /// Whether saved state existed: then files without an offset are new since, read whole.
     resumed: bool,
     first_scan: bool,
@@ -127,12 +144,15 @@ impl Tailer {
             namespaces: namespaces.to_vec(),
             counters,
             files_gauge: metrics.files_gauge(&source.name),
+            not_reopened_gauge: metrics.not_reopened_gauge(&source.name),
+            reopen: metrics.not_reopened().clone(),
             classifier,
             totals: SourceTotals::default(),
             files: Vec::new(),
             store,
             resumed: saved.is_some(),
             saved: saved.unwrap_or_default(),
+            held: Vec::new(),
             first_scan: true,
             warned: Default::default(),
             buf: vec![0; BUF_SIZE],
@@ -181,14 +201,17 @@ impl Tailer {
     /// Save offsets and report the totals.
     pub(crate) fn stop(mut self) -> SourceTotals {
         self.save();
+        self.reopen.set(&self.source.name, Vec::new());
+        self.not_reopened_gauge.set(0);
         let t = self.totals;
         tracing::info!(source = %self.source.name, lines = t.lines, matched = t.matched, ignored = t.ignored,
             malformed = t.malformed, offsets_saved = self.store.is_some(), "stopped reading logs");
         t
     }
 
-    /// One round: rescan the glob, read every file, close finished rotated ones, save
-    /// offsets when due. Returns whether some file has more to read right away.
+    /// One round: rescan the glob, read every file, read the copies of truncated ones, close
+    /// finished rotated ones, judge them, save offsets when due. Returns whether some file has
+    /// more to read right away.
     pub(crate) fn poll(&mut self) -> bool {
         self.rescan();
         let mut more = false;
@@ -207,20 +230,26 @@ impl Tailer {
         }
         // Descending, so each removal leaves the indices still to remove in place.
         for i in failed.into_iter().rev() {
-            self.files.remove(i);
+            let t = self.files.remove(i);
+            self.closed(&t);
             self.dirty = true;
         }
+        // A copy found now is read from the next poll on, before the file it was made of;
+        // saved at once, so a crash before it is read does not leave the truncation to be
+        // found again after a second one.
+        let adopted = self.adopt_copies();
+        more |= adopted;
+        let grace = self.source.rotated_grace;
         let mut i = 0;
         while i < self.files.len() {
-            if self.files[i].finished(ROTATE_WAIT) {
-                let _ = self.read(i, End::Eof); // a failure is logged; the file is closed either way
-                let t = self.files.remove(i);
-                tracing::info!(source = %self.source.name, file = %t.path.display(), "rotated file finished and closed");
-                self.dirty = true;
+            if self.files[i].finished(grace) {
+                self.close(i);
             } else {
                 i += 1;
             }
         }
+        self.bound_rotated();
+        self.judge_reopen();
         let [matched, ignored, malformed] = self.tally.lines;
         self.totals.matched += matched;
         self.totals.ignored += ignored;
@@ -231,10 +260,23 @@ impl Tailer {
         self.files_gauge.set(self.files.len() as i64);
         if self.store.is_none() {
             self.counters.flush(&mut self.pending);
-        } else if self.dirty && (!more || self.last_save.elapsed() >= SAVE_EVERY) {
+        } else if self.dirty && (!more || adopted || self.last_save.elapsed() >= SAVE_EVERY) {
             self.save();
         }
         more
+    }
+
+    /// Read rotated file `i` to its end, its last unfinished line included, and close it.
+    fn close(&mut self, i: usize) {
+        let _ = self.read(i, End::Eof); // a failure is logged; the file is closed either way
+        let t = self.files.remove(i);
+        let what = match &t.rotated {
+            Some(r) if r.copy => "copy read to its end and closed",
+            _ => "rotated file finished and closed",
+        };
+        tracing::info!(source = %self.source.name, file = %t.path.display(), "{what}");
+        self.closed(&t);
+        self.dirty = true;
     }
 
     /// Read file `i`: whether its budget ran out, or `Err` (logged) when it cannot be read
@@ -252,150 +294,12 @@ impl Tailer {
                     tracing::info!(source = %self.source.name, file = %t.path.display(), why, "reading the file again from its start");
                 }
                 self.dirty |= r.consumed > 0 || r.restarted.is_some();
+                self.held.extend(r.held);
                 Ok(r.more)
             }
             Err(e) => {
                 tracing::warn!(source = %self.source.name, file = %t.path.display(), error = %e, "cannot read; the file is dropped and picked up again if it is still there");
                 Err(())
-            }
-        }
-    }
-
-    /// Match the glob's files against the followed ones: new identities are opened, followed
-    /// files no longer found are marked rotated.
-    fn rescan(&mut self) {
-        let found = self.scan();
-        for t in &mut self.files {
-            match found.iter().find(|(_, id)| *id == t.id) {
-                Some((path, _)) => {
-                    t.path.clone_from(path);
-                    t.rotated = None;
-                }
-                None if t.rotated.is_none() => {
-                    t.rotated = Some(Instant::now());
-                    tracing::info!(source = %self.source.name, file = %t.path.display(),
-                        "file renamed away or deleted: reading it to its end");
-                }
-                None => {}
-            }
-        }
-        for (path, id) in found {
-            if self.files.iter().any(|t| t.id == id) {
-                continue;
-            }
-            if self.files.len() >= MAX_FILES {
-                self.warn_once(
-                    &path,
-                    format_args!("more than {MAX_FILES} files match; this one is not read"),
-                );
-                continue;
-            }
-            match self.open_new(&path) {
-                Ok(t) => {
-                    self.warned.remove(&path);
-                    self.files.push(t);
-                    self.dirty = true;
-                }
-                Err(e) => self.warn_once(&path, format_args!("cannot open: {e}")),
-            }
-        }
-        if self.first_scan {
-            self.first_scan = false;
-            self.find_renamed_while_stopped();
-        }
-    }
-
-    /// The regular files the glob matches now, one path per identity.
-    fn scan(&mut self) -> Vec<(PathBuf, FileId)> {
-        let mut found: Vec<(PathBuf, FileId)> = Vec::new();
-        let paths = match glob::glob(&self.source.path) {
-            Ok(p) => p,
-            Err(e) => {
-                // The config checked the pattern; this cannot happen for a loaded config.
-                tracing::error!(source = %self.source.name, error = %e, "bad glob");
-                return found;
-            }
-        };
-        for entry in paths {
-            let Ok(path) = entry else { continue };
-            let Ok(meta) = std::fs::metadata(&path) else { continue };
-            let id = FileId::of(&meta);
-            if meta.is_file() && !found.iter().any(|(_, i)| *i == id) {
-                found.push((path, id));
-            }
-        }
-        found
-    }
-
-    /// Open a file seen for the first time: at its saved offset when its identity was saved,
-    /// else per `start_at` on a first start, else (new since the last run, or since start)
-    /// from the beginning.
-    fn open_new(&mut self, path: &Path) -> std::io::Result<Tracked> {
-        let probe = std::fs::File::open(path)?;
-        let meta = probe.metadata()?;
-        let id = FileId::of(&meta);
-        let saved = self.take_saved(id, &probe, meta.len())?;
-        let (offset, skipping) = match saved {
-            Some(s) => (Some(s.offset), s.skipping),
-            None if self.first_scan && !self.resumed && self.source.start_at == StartAt::End => (None, false),
-            None => (Some(0), false),
-        };
-        let t = Tracked::open(path, offset, self.records(skipping))?;
-        tracing::debug!(source = %self.source.name, file = %path.display(), offset = t.offset, "following");
-        Ok(t)
-    }
-
-    /// The saved entry of the file `id`, if its first bytes still match.
-    fn take_saved(&mut self, id: FileId, file: &std::fs::File, size: u64) -> std::io::Result<Option<SavedFile>> {
-        let Some(i) = self.saved.iter().position(|s| s.dev == id.dev && s.ino == id.ino) else {
-            return Ok(None);
-        };
-        let s = self.saved.swap_remove(i);
-        let fp = Fingerprint {
-            len: s.fingerprint_len,
-            crc: s.fingerprint_crc32,
-        };
-        if !fp.matches(file, size)? {
-            tracing::info!(source = %self.source.name, file = %s.path.display(),
-                "the saved inode now holds another file (its first bytes differ): reading it from the start");
-            Ok(None)
-        } else if !file::matches_before(&before_of(&s), file, s.offset, size)? {
-            tracing::info!(source = %self.source.name, file = %s.path.display(), offset = s.offset,
-                "the file was rewritten while lockwatch was stopped (the bytes before its saved offset differ): reading it from the start");
-            Ok(None)
-        } else {
-            Ok(Some(s))
-        }
-    }
-
-    /// Saved files the glob no longer matches were rotated while lockwatch was stopped:
-    /// look for them by identity beside their old path and finish them.
-    fn find_renamed_while_stopped(&mut self) {
-        for s in std::mem::take(&mut self.saved) {
-            let Some(dir) = s.path.parent() else { continue };
-            let Ok(entries) = std::fs::read_dir(dir) else { continue };
-            for entry in entries.flatten().take(10_000) {
-                let path = entry.path();
-                let Ok(meta) = std::fs::metadata(&path) else { continue };
-                if FileId::of(&meta) != (FileId { dev: s.dev, ino: s.ino }) {
-                    continue;
-                }
-                let fp = Fingerprint {
-                    len: s.fingerprint_len,
-                    crc: s.fingerprint_crc32,
-                };
-                let same = std::fs::File::open(&path).and_then(|f| {
-                    Ok(fp.matches(&f, meta.len())? && file::matches_before(&before_of(&s), &f, s.offset, meta.len())?)
-                });
-                if let Ok(true) = same
-                    && let Ok(mut t) = Tracked::open(&path, Some(s.offset), self.records(s.skipping))
-                {
-                    tracing::info!(source = %self.source.name, file = %path.display(), was = %s.path.display(),
-                        "finishing a file rotated while lockwatch was stopped");
-                    t.rotated = Some(Instant::now());
-                    self.files.push(t);
-                }
-                break;
             }
         }
     }
@@ -427,9 +331,10 @@ impl Tailer {
             .files
             .iter()
             .map(|t| {
-                let before = t.check_before().unwrap_or(Fingerprint { len: 0, crc: 0 });
+                let before = t.check_before();
                 SavedFile {
-                    path: t.path.clone(),
+                    // A rotated file by the path it was rotated from: it is looked for around it.
+                    path: t.rotated.as_ref().map_or(&t.path, |r| &r.from).clone(),
                     dev: t.id.dev,
                     ino: t.id.ino,
                     fingerprint_len: t.fingerprint.len,
@@ -438,6 +343,7 @@ impl Tailer {
                     before_len: before.len,
                     before_crc32: before.crc,
                     skipping: t.records.splitter.skipping,
+                    copy: t.rotated.as_ref().is_some_and(|r| r.copy),
                 }
             })
             .collect();
@@ -449,13 +355,5 @@ impl Tailer {
         }
         self.counters.flush(&mut self.pending);
         self.last_save = Instant::now();
-    }
-}
-
-/// The check of the bytes before a saved offset (none in files of earlier versions).
-fn before_of(s: &SavedFile) -> Fingerprint {
-    Fingerprint {
-        len: s.before_len,
-        crc: s.before_crc32,
     }
 }

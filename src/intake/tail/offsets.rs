@@ -42,6 +42,10 @@ pub(crate) struct SavedFile {
     /// Inside an over-long line: skip to its newline first.
     #[serde(default)]
     pub(crate) skipping: bool,
+    /// A copy being read for the lines its truncated original lost (`copytruncate`): closed
+    /// once read to its end. `path` is then the original's, as for a rotated file.
+    #[serde(default)]
+    pub(crate) copy: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +151,7 @@ mod tests {
             before_len: 5,
             before_crc32: 6,
             skipping: false,
+            copy: true,
         };
         let counts = SavedCounts::default();
         store.save("app", vec![file.clone()], counts.clone()).unwrap();
@@ -160,7 +165,10 @@ mod tests {
         )
         .unwrap();
         let old = store.load().unwrap().unwrap();
-        assert_eq!((old.counts, old.files[0].before_len), (None, 0));
+        assert_eq!(
+            (old.counts, old.files[0].before_len, old.files[0].copy),
+            (None, 0, false)
+        );
         std::fs::write(&store.path, b"{\"version\":1,").unwrap();
         assert!(matches!(store.load(), Err(OffsetsError::Corrupt { .. })));
         let aside = store.set_aside().unwrap();
