@@ -134,11 +134,9 @@ async fn a_takeover_shows_live_on_the_timeline_and_the_key_page() {
         m.get("lockwatch_notifications_connected", &[("target", "main")]) == Some(1.0)
     })
     .await;
-    let mut c = conn(&r);
-    set_px(&mut c, "wf:lock:other", "X", 600_000);
-    set_px(&mut c, "wf:lock:job", "A", 800);
-    s.wait_for(Duration::from_secs(5), "two held", |m| held(m) == 2.0).await;
-
+    // The pages open first: a browser slow to start (a loaded machine) must not stretch
+    // the time between A's expiry and B's acquisition past the namespace's ttl, which
+    // would make it no takeover.
     let base = format!("http://{}/", s.addr);
     let mut b = Browser::launch().await;
     let page = b.tab().await;
@@ -151,6 +149,11 @@ async fn a_takeover_shows_live_on_the_timeline_and_the_key_page() {
             .await,
         0
     );
+
+    let mut c = conn(&r);
+    set_px(&mut c, "wf:lock:other", "X", 600_000);
+    set_px(&mut c, "wf:lock:job", "A", 800);
+    s.wait_for(Duration::from_secs(5), "two held", |m| held(m) == 2.0).await;
 
     // The incident: A's lock expires, B takes it.
     wait_gone(&mut c, "wf:lock:job").await;
