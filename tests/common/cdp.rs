@@ -89,6 +89,14 @@ impl Browser {
 
     /// Send `method` (to `tab`, or the browser) and wait for its answer; events meanwhile kept.
     pub async fn call(&mut self, tab: Option<&Tab>, method: &str, params: Value) -> Value {
+        match self.try_call(tab, method, params).await {
+            Ok(v) => v,
+            Err(e) => panic!("{method}: {e}"),
+        }
+    }
+
+    /// As `call`, the protocol's error given back instead of failing.
+    async fn try_call(&mut self, tab: Option<&Tab>, method: &str, params: Value) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -103,9 +111,9 @@ impl Browser {
                 .unwrap_or_else(|| panic!("no answer to {method}"));
             if v["id"].as_u64() == Some(id) {
                 if let Some(e) = v.get("error") {
-                    panic!("{method}: {e}");
+                    return Err(e.clone());
                 }
-                return v["result"].clone();
+                return Ok(v["result"].clone());
             }
         }
     }
@@ -158,14 +166,21 @@ impl Browser {
     }
 
     /// Evaluate `expr` in the page, its value returned (promises awaited).
+    /// A page's context replaced under the call ("Inspected target navigated or closed",
+    /// seen on a loaded machine just after a load) is tried again, a few times.
     pub async fn eval(&mut self, tab: &Tab, expr: &str) -> Value {
-        let r = self
-            .call(
-                Some(tab),
-                "Runtime.evaluate",
-                json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
-            )
-            .await;
+        let params = json!({"expression": expr, "returnByValue": true, "awaitPromise": true});
+        let mut tries = 0;
+        let r = loop {
+            match self.try_call(Some(tab), "Runtime.evaluate", params.clone()).await {
+                Ok(r) => break r,
+                Err(e) if tries < 5 && e["message"].as_str().is_some_and(|m| m.contains("navigated or closed")) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("Runtime.evaluate: {e}"),
+            }
+        };
         assert!(r.get("exceptionDetails").is_none(), "{expr}: {r}");
         r["result"]["value"].clone()
     }
