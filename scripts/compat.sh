@@ -163,4 +163,14 @@ done
   echo "Debian's redis-server 7.0.15 is the server \`make test\` runs every test file on."
   echo "compat: $(( ($(date +%s) - started) / 60 )) min $(( ($(date +%s) - started) % 60 )) s"
 } | tee "$out_dir/table.txt"
+# What failed, last, where the end of a CI log shows it: each failed test and its panic.
+for server in "${all_servers[@]}"; do
+  for f in "${files[@]}"; do
+    log="$out_dir/$server/$f.log"
+    case "${result[$server,$f]:-}" in */0 | skipped | "") continue ;; esac
+    echo "compat: failed on $server, tests/$f.rs ($log):"
+    grep -E '^test .* FAILED$|panicked at|^thread .* panicked' "$log" | head -20 | sed 's/^/  /'
+    grep -A6 'panicked at' "$log" | grep -vE 'panicked at|^--$|^note:' | head -12 | sed 's/^/    /'
+  done
+done
 exit $failed

@@ -31,7 +31,7 @@ sample_interval = "250ms"
 [[namespace]]
 name = "wf"
 pattern = "wf:lock:*"
-ttl = "1s"
+ttl = "5s"
 "#
     .to_string()
 }
@@ -412,7 +412,7 @@ async fn ten_minutes_of_demo_incidents_leave_the_summary_above_the_fold() {
     let mut toml = "[[target]]\nname = \"main\"\nurl = \"{url}\"\nsample_interval = \"250ms\"\n".to_string();
     for ns in namespaces {
         toml.push_str(&format!(
-            "[[namespace]]\nname = \"{ns}\"\npattern = \"{ns}:lock:*\"\nttl = \"1s\"\n"
+            "[[namespace]]\nname = \"{ns}\"\npattern = \"{ns}:lock:*\"\nttl = \"5s\"\n"
         ));
     }
     let s = Served::start(config(&r, &toml)).await;
