@@ -86,7 +86,12 @@ pub(crate) async fn run(worker: String, p: Profile, mut conn: ConnectionManager,
         let key = format!("{}{}", p.prefix, rng.range(0, p.jobs));
         let token = format!("{worker}-{n}-{:08x}", rng.next() as u32);
         // The job's trace, as an OpenTelemetry-instrumented worker would log it.
-        let trace = format!(" trace_id={:016x}{:016x} span_id={:016x}", rng.next(), rng.next(), rng.next());
+        let trace = format!(
+            " trace_id={:016x}{:016x} span_id={:016x}",
+            rng.next(),
+            rng.next(),
+            rng.next()
+        );
         match acquire(&mut conn, &key, &token, p.ttl).await {
             Ok(true) => {}
             Ok(false) => {
