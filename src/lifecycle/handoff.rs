@@ -4,7 +4,7 @@
 //! snapshot, then each of the source's writes again, the buffered ones in a burst just
 //! before it takes the slots over; the source drops the keys without any event afterwards.
 //! So on a cluster an event counts only from the primary that serves its key's slot
-//! (`Owners`); one from another primary is *foreign*, and belongs to an `Import`.
+//! (`owners::Owners`); one from another primary is *foreign*, and belongs to an `Import`.
 //!
 //! An import is followed by *markers*: writes of lockwatch's own in one of its slots on the
 //! source, which the import copies in order. A marker's `set` in the target's stream says
@@ -12,15 +12,18 @@
 //! (it gave the slots up) and its own stream has been read to that point, the source's
 //! events of each key after the last marker the target copied are the copies still to
 //! come from the target; the target's events beyond them are its own, and counted.
+//!
+//! A slot counts from its new primary once the layout gives it that primary and a `PING` on
+//! its subscription (and on the old one's) answered — but not while events of that primary
+//! for the slot still wait (to be placed in an import, or in an import not over): those
+//! came first, and its later events wait behind them; the slot counts from it once they
+//! are placed or counted (`Imports::settle`, `Imports::ready`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::migration::Event;
-use crate::access::cluster::{SLOTS, slot};
-use crate::topology::Layout;
+use crate::access::cluster::slot;
 
-/// A slot no primary serves.
-const NONE: u16 = u16::MAX;
 /// A flipped import whose target copied no marker for this long resolves without (its
 /// events taken for copies): the marker was lost.
 pub(super) const MARKER_LATE_MS: i64 = 5_000;
@@ -28,74 +31,6 @@ pub(super) const MARKER_LATE_MS: i64 = 5_000;
 const EXPECT_MS: i64 = 10_000;
 /// An import that sends nothing for this long is given up (a failed migration).
 pub(super) const IMPORT_IDLE_MS: i64 = 600_000;
-
-/// Whose events count for each slot of a cluster.
-#[derive(Debug, Clone)]
-pub(super) struct Owners {
-    /// By slot: the primary (its index in the session) whose events count.
-    map: Vec<u16>,
-    /// Primaries the layout gives slots to, waiting for the `PING` on their subscription.
-    waiting: HashSet<(usize, u16)>,
-}
-
-impl Owners {
-    /// The owners of `layout`'s slots; `None` for a target that is not a cluster.
-    pub(super) fn of(layout: &Layout) -> Option<Owners> {
-        if !layout.is_cluster() {
-            return None;
-        }
-        let map = (0..SLOTS as u16)
-            .map(|s| layout.serving(s).and_then(|i| u16::try_from(i).ok()).unwrap_or(NONE))
-            .collect();
-        Some(Owners {
-            map,
-            waiting: HashSet::new(),
-        })
-    }
-
-    /// The primary whose events of `slot` count.
-    pub(super) fn of_slot(&self, slot: u16) -> Option<usize> {
-        self.map
-            .get(usize::from(slot))
-            .filter(|&&o| o != NONE)
-            .map(|&o| usize::from(o))
-    }
-
-    /// Whether an event of `key` from primary `node` is foreign: another primary serves
-    /// its slot (a slot no one serves has no owner to prefer).
-    pub(super) fn foreign(&self, node: usize, key: &[u8]) -> bool {
-        self.of_slot(slot(key)).is_some_and(|o| o != node)
-    }
-
-    /// Slots `layout` gives to another primary than the one counted now, by primary; each
-    /// waits for a `PING` on that primary's subscription (unless one is awaited already).
-    pub(super) fn moved(&mut self, layout: &Layout) -> Vec<(usize, Vec<u16>)> {
-        let mut out: Vec<(usize, Vec<u16>)> = Vec::new();
-        for (s, &now) in self.map.iter().enumerate() {
-            let s = s as u16;
-            let Some(to) = layout.serving(s) else { continue };
-            if usize::from(now) == to || !self.waiting.insert((to, s)) {
-                continue;
-            }
-            match out.iter_mut().find(|(n, _)| *n == to) {
-                Some((_, slots)) => slots.push(s),
-                None => out.push((to, vec![s])),
-            }
-        }
-        out
-    }
-
-    /// From now on `node`'s events of `slots` count (`settled`), or, not settled, the
-    /// layout's word on them is taken again at its next change.
-    pub(super) fn settle(&mut self, node: usize, slots: impl IntoIterator<Item = u16>, settled: bool) {
-        for s in slots {
-            self.waiting.remove(&(node, s));
-            if settled && let Some(o) = self.map.get_mut(usize::from(s)) {
-                *o = u16::try_from(node).unwrap_or(NONE);
-            }
-        }
-    }
-}
 
 /// How an import is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,6 +115,18 @@ pub(super) struct Imports {
     /// Foreign events in no import yet, per target, waiting for its list of imports.
     unplaced: HashMap<usize, Vec<(Event, i64)>>,
     expect: HashMap<(usize, Vec<u8>), (u32, i64)>,
+    /// Slots the layout gave a primary while its events of them waited: they count from it
+    /// once none waits (`ready`).
+    held: HashMap<usize, HashSet<u16>>,
+}
+
+/// What a target's list of imports did with its unplaced events.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Placing {
+    /// Imports to follow from now on.
+    pub follow: Vec<Follow>,
+    /// Events of slots the target serves by now (none to import them from): they count.
+    pub count: Vec<(Event, i64)>,
 }
 
 impl Imports {
@@ -240,20 +187,25 @@ impl Imports {
 
     /// `target`'s imports, as it lists them (`None`: it could not be asked; each slot is
     /// then followed alone): the imports its unplaced events belong to, each from the
-    /// primary `source_of` its slot. Returns those to follow now.
+    /// primary `source_of` its slot (the slot's counting does not move to the target while
+    /// they wait, see `settle`; one that did anyway has its events counted, in order).
     pub(super) fn place(
         &mut self,
         target: usize,
         listed: Option<Vec<Vec<(u16, u16)>>>,
         source_of: impl Fn(u16) -> Option<usize>,
         now_ms: i64,
-    ) -> Vec<Follow> {
+    ) -> Placing {
         let listed = listed.unwrap_or_default();
-        let mut new = Vec::new();
+        let mut out = Placing::default();
         for (ev, at) in self.unplaced.remove(&target).unwrap_or_default() {
             let s = slot(&ev.key);
             if self.covering(target, s).is_none() {
                 let Some(source) = source_of(s) else { continue };
+                if source == target {
+                    out.count.push((ev, at));
+                    continue;
+                }
                 let import = listed
                     .iter()
                     .rev()
@@ -275,7 +227,15 @@ impl Imports {
                     source_read: false,
                     last_ms: now_ms,
                 });
-                new.push(Follow {
+                tracing::debug!(
+                    import = self.next_id,
+                    target,
+                    source,
+                    ?ranges,
+                    listed = import.is_some(),
+                    "slot migration: events of a primary for slots another serves, followed as an import"
+                );
+                out.follow.push(Follow {
                     id: self.next_id,
                     source,
                     ranges,
@@ -285,7 +245,7 @@ impl Imports {
                 i.pending.push((ev, at));
             }
         }
-        new
+        out
     }
 
     /// Marker `n` of import `id` came in `node`'s stream: on the source, its events count
@@ -378,9 +338,58 @@ impl Imports {
             .collect()
     }
 
+    /// Whether events of `node` for `slot` wait: to be placed, or in an import not over.
+    fn waits(&self, node: usize, s: u16) -> bool {
+        self.unplaced
+            .get(&node)
+            .is_some_and(|q| q.iter().any(|(e, _)| slot(&e.key) == s))
+            || self
+                .list
+                .iter()
+                .any(|i| i.target == node && i.way == Way::Marked && i.covers(s))
+    }
+
+    /// The layout gave `node` `slots` (a `PING` on its subscription answered): those that
+    /// count from it now, returned; those with events of it still waiting are held until
+    /// none waits (`ready`), so that its later events wait behind them.
+    pub(super) fn settle(&mut self, node: usize, slots: &[u16]) -> Vec<u16> {
+        let (held, now): (Vec<u16>, Vec<u16>) = slots.iter().partition(|&&s| self.waits(node, s));
+        if !held.is_empty() {
+            tracing::debug!(
+                node,
+                slots = held.len(),
+                "slot migration: slots given to a primary whose events of them still wait; they count from it once those are placed"
+            );
+            self.held.entry(node).or_default().extend(held);
+        }
+        self.settled(node, &now);
+        now
+    }
+
+    /// Held slots (`settle`) whose primary's events no longer wait: they count from it now.
+    pub(super) fn ready(&mut self) -> Vec<(usize, Vec<u16>)> {
+        if self.held.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (node, mut slots) in std::mem::take(&mut self.held) {
+            let (wait, now): (HashSet<u16>, HashSet<u16>) = slots.drain().partition(|&s| self.waits(node, s));
+            if !wait.is_empty() {
+                self.held.insert(node, wait);
+            }
+            if !now.is_empty() {
+                let mut now: Vec<u16> = now.into_iter().collect();
+                now.sort_unstable();
+                self.settled(node, &now);
+                out.push((node, now));
+            }
+        }
+        out
+    }
+
     /// Imports of `node`'s that the layout gave it (it counts for their slots now): the
     /// key-by-key and unmarked ones are done.
-    pub(super) fn settled(&mut self, node: usize, slots: &[u16]) {
+    fn settled(&mut self, node: usize, slots: &[u16]) {
         self.list
             .retain(|i| !(i.target == node && i.way != Way::Marked && slots.iter().any(|&s| i.covers(s))));
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::access::cluster::SLOTS;
 
 /// An event of key `lw:lock:<n>` (its slot is `slot(key)`) from `node`.
 fn ev(node: usize, n: u32, event: &str) -> Event {
@@ -31,7 +32,9 @@ fn import(imports: &mut Imports) -> u64 {
         imports.foreign(ev(1, 1, "expire"), 0),
         Placed::Unplaced { first: false }
     );
-    let follow = imports.place(1, Some(vec![vec![(0, SLOTS as u16 - 1)]]), |_| Some(0), 0);
+    let follow = imports
+        .place(1, Some(vec![vec![(0, SLOTS as u16 - 1)]]), |_| Some(0), 0)
+        .follow;
     assert_eq!(follow.len(), 1);
     assert_eq!(
         (follow[0].source, follow[0].ranges.clone()),
@@ -104,14 +107,14 @@ fn an_import_over_before_its_first_marker_and_a_key_by_key_one() {
     // A slot the target listed no import of, given up before a marker: key by key.
     assert_eq!(im.foreign(ev(1, 1, "restore"), 2), Placed::Unplaced { first: true });
     assert_eq!(im.foreign(ev(1, 1, "set"), 2), Placed::Unplaced { first: false });
-    let id = im.place(1, Some(vec![]), |_| Some(0), 2)[0].id;
+    let id = im.place(1, Some(vec![]), |_| Some(0), 2).follow[0].id;
     im.flipped(id, 3);
     let r = im.source_read(id, 3).unwrap();
     assert_eq!(names(&r.count), ["lw:lock:1:restore", "lw:lock:1:set"]);
     let id = import(&mut im);
     assert_eq!(names(&im.legacy(id)), ["lw:lock:1:set", "lw:lock:1:expire"]);
     assert!(matches!(im.foreign(ev(1, 1, "restore"), 2), Placed::Count(_)));
-    im.settled(1, &[slot(b"lw:lock:1")]);
+    assert_eq!(im.settle(1, &[slot(b"lw:lock:1")]), [slot(b"lw:lock:1")]);
     assert_eq!(
         im.foreign(ev(1, 1, "set"), 3),
         Placed::Unplaced { first: true },
@@ -138,7 +141,7 @@ fn overdue_imports_end_with_their_events_dropped() {
 fn an_unlisted_import_follows_each_slot_alone_and_an_unmarked_one_drops() {
     let mut im = Imports::default();
     assert_eq!(im.foreign(ev(1, 1, "set"), 0), Placed::Unplaced { first: true });
-    let follow = im.place(1, None, |_| Some(0), 0);
+    let follow = im.place(1, None, |_| Some(0), 0).follow;
     let s = slot(b"lw:lock:1");
     assert_eq!(follow[0].ranges, [(s, s)]);
     im.unmarked(follow[0].id);
@@ -146,17 +149,38 @@ fn an_unlisted_import_follows_each_slot_alone_and_an_unmarked_one_drops() {
 }
 
 #[test]
-fn a_slot_counts_from_its_new_primary_once_settled() {
-    let key = b"lw:lock:1";
-    let s = slot(key);
-    let mut o = Owners {
-        map: vec![0; SLOTS],
-        waiting: HashSet::new(),
-    };
-    assert!(!o.foreign(0, key) && o.foreign(1, key));
-    o.settle(1, [s], false);
-    assert!(o.foreign(1, key), "not settled: nothing changes");
-    o.settle(1, [s], true);
-    assert!(o.foreign(0, key) && !o.foreign(1, key));
-    assert_eq!(o.of_slot(s), Some(1));
+fn a_slot_given_to_a_primary_whose_events_of_it_wait_counts_from_it_once_they_are_placed() {
+    // Primary 1's first events of the slot wait for its list of imports when the layout
+    // gives it the slot (the churn of a key-by-key resharding, on a slow machine).
+    let s = slot(b"lw:lock:1");
+    let mut im = Imports::default();
+    assert_eq!(im.foreign(ev(1, 1, "set"), 0), Placed::Unplaced { first: true });
+    assert!(
+        im.settle(1, &[s, s + 1]).eq(&[s + 1]),
+        "the other slot counts from 1 now"
+    );
+    assert!(im.ready().is_empty());
+    // Placed as an import from the slot's primary so far, not from 1 itself.
+    let follow = im.place(1, None, |_| Some(0), 1).follow;
+    assert_eq!((follow[0].source, follow[0].ranges.clone()), (0, vec![(s, s)]));
+    assert_eq!(im.foreign(ev(1, 1, "del"), 2), Placed::Pending, "behind the set");
+    assert!(im.ready().is_empty(), "the import is not over");
+    // The source answers ASK: key by key, the events count, and so does the slot from 1.
+    assert_eq!(names(&im.legacy(follow[0].id)), ["lw:lock:1:set", "lw:lock:1:del"]);
+    assert_eq!(im.ready(), [(1, vec![s])]);
+    assert_eq!(
+        im.foreign(ev(1, 1, "set"), 3),
+        Placed::Unplaced { first: true },
+        "done with it"
+    );
+}
+
+#[test]
+fn events_of_a_slot_their_primary_serves_by_the_time_they_are_placed_count() {
+    let mut im = Imports::default();
+    assert_eq!(im.foreign(ev(1, 1, "set"), 0), Placed::Unplaced { first: true });
+    assert_eq!(im.foreign(ev(1, 1, "expire"), 0), Placed::Unplaced { first: false });
+    let placing = im.place(1, None, |_| Some(1), 1);
+    assert!(placing.follow.is_empty(), "no import of a primary from itself");
+    assert_eq!(names(&placing.count), ["lw:lock:1:set", "lw:lock:1:expire"]);
 }

@@ -16,15 +16,15 @@ use redis::aio::{ConnectionManager, PubSubSink};
 use tokio::sync::mpsc;
 
 use super::canary::{Canaries, Judged};
-use super::handoff::{Follow, Imports, Owners, Placed, Resolved};
+use super::handoff::{Follow, Imports, Placed, Resolved};
 use super::migration::{Admit, Check, Deferrals, Event, Verified};
+use super::owners::Owners;
 use super::recorder::{Recorder, wall_ms};
 use super::tracker::{Notice, Tracker};
 use super::verify::{self, Verify};
 use super::{BATCH, ReadRequest, SessionError, Watcher};
 use crate::access::canary::{self, Marked};
 use crate::access::cluster::slot;
-use crate::access::reader::Reader;
 
 /// One primary's notifications, tagged with its index; `None` when its stream ended.
 pub(super) type Tagged = BoxStream<'static, Option<(usize, redis::Msg)>>;
@@ -33,6 +33,7 @@ pub(super) type Tagged = BoxStream<'static, Option<(usize, redis::Msg)>>;
 const MARK_EVERY: Duration = Duration::from_millis(50);
 
 /// What the tasks of the slot handoffs tell the subscription.
+#[derive(Debug)]
 pub(super) enum Handoff {
     /// A target's imports as it lists them (`None`: it could not be asked).
     Listed {
@@ -53,10 +54,9 @@ pub(super) enum Handoff {
 
 /// The connections and channels a subscription's checks and handoff tasks use.
 pub(super) struct Links {
-    /// Where a key lives now (a `del`'s check).
-    pub reader: Reader,
-    /// Each primary's own connection (markers, a target's list of imports).
-    pub direct: Vec<ConnectionManager>,
+    /// Each primary's address and own connection (markers, a target's list of imports, a
+    /// `del`'s check).
+    pub direct: Vec<(String, ConnectionManager)>,
     /// Each primary's subscription (its `PING`s).
     pub sinks: Vec<PubSubSink>,
     pub verified: mpsc::Sender<Verified>,
@@ -127,7 +127,9 @@ impl Watcher {
         let mut next = first;
         loop {
             if next.is_none() && (drain || taken < BATCH) {
-                next = match streams.next().now_or_never() {
+                // Out of Tokio's cooperative budget, a channel with messages in it answers
+                // `Pending`: a drain would stop short of what a `PING` answered after.
+                next = match tokio::task::coop::unconstrained(streams.next()).now_or_never() {
                     Some(Some(Some(m))) => Some(m),
                     Some(_) => return Err(SessionError::Closed),
                     None => None,
@@ -143,6 +145,9 @@ impl Watcher {
                 }
             } else if let Some(ev) = obs.parse(node, &m) {
                 n += 1;
+                if ev.event == b"restore" {
+                    flow.counted.deferrals.restored(&ev.key, node, now);
+                }
                 evidence |= passive_evidence(&ev.event);
                 if flow.owners.as_ref().is_some_and(|o| o.foreign(node, &ev.key)) {
                     match flow.imports.foreign(ev, now) {
@@ -168,16 +173,30 @@ impl Watcher {
             verify.received();
         }
         verify.evidence(evidence);
+        let covers = flow.counted.deferrals.seq();
         for check in checks {
-            self.spawn_verify(&links.reader, check, &links.verified);
+            self.spawn_verify(links, check, covers);
         }
         for target in ask {
             self.list_imports(target, links);
         }
-        for r in resolved {
-            self.resolved(r, tracker, flow, links);
+        if !resolved.is_empty() {
+            for r in resolved {
+                self.resolved(r, tracker, flow, links);
+            }
+            self.release_held(flow);
         }
         Ok(())
+    }
+
+    /// Slots held back from their new primary (`Imports::settle`) whose events no longer
+    /// wait: they count from it now.
+    fn release_held(&self, flow: &mut Flow) {
+        for (node, slots) in flow.imports.ready() {
+            if let Some(o) = &mut flow.owners {
+                o.settle(node, slots, true);
+            }
+        }
     }
 
     /// The number of an import's marker, when `m` is the `set` of one of this watcher's
@@ -190,27 +209,34 @@ impl Watcher {
         canary::marker_seq(key, &self.instance)
     }
 
-    /// A `del`'s check answered: the key's events that waited for it applied or dropped.
-    pub(super) fn checked(&self, mut v: Verified, tracker: &mut Tracker, flow: &mut Flow) {
-        let moved = match self.renumbered(v.epoch, v.ns) {
-            Some(ns) => {
-                v.ns = ns;
-                self.migrated(&v)
-            }
-            None => false,
-        };
-        let replay = flow.counted.deferrals.resolve(&v.key, moved);
+    /// A `del`'s check done (its streams read to there): the `del` dropped if a move, the
+    /// key's events that waited behind it applied, up to its next `del`, checked in turn.
+    pub(super) fn checked(&self, mut v: Verified, tracker: &mut Tracker, flow: &mut Flow, links: &Links) {
+        let carried = self.renumbered(v.epoch, v.ns);
+        if let Some(ns) = carried {
+            v.ns = ns;
+        }
+        let decided = flow.counted.deferrals.resolve(&v.key, v.covers);
+        if decided.moved {
+            tracing::debug!(target_name = %self.target.name, key = %String::from_utf8_lossy(&v.key),
+                "slot migration: a del was a move (another primary restored the key), dropped");
+        }
         let mut history = self.state.history();
         let mut obs = Recorder::new(self, &mut history, &mut flow.pending, wall_ms());
-        if !v.fence {
-            obs.settle_aside(v.ns, &v.key, moved);
+        // The table hears of the last `del` of the wait once it is decided.
+        if !v.fence && carried.is_some() && decided.next.is_none() {
+            obs.settle_aside(v.ns, &v.key, decided.moved);
         }
-        for (ev, at) in &replay {
+        for (ev, at) in &decided.apply {
             // The table took them when they came; a fencing counter's `del` waited.
             match ev.fence && ev.event == b"del" {
                 true => obs.apply(tracker, ev, *at, &flow.counted.marks),
                 false => obs.count(tracker, ev, *at, &flow.counted.marks),
             }
+        }
+        drop(history);
+        if let Some(next) = decided.next {
+            self.spawn_verify(links, next, flow.counted.deferrals.seq());
         }
     }
 
@@ -221,9 +247,11 @@ impl Watcher {
             Handoff::Listed { target, imports } => {
                 let owners = flow.owners.clone();
                 let source_of = |s: u16| owners.as_ref().and_then(|o| o.of_slot(s));
-                for follow in flow.imports.place(target, imports, source_of, now) {
+                let placing = flow.imports.place(target, imports, source_of, now);
+                for follow in placing.follow {
                     self.mark_import(follow, flow, links);
                 }
+                self.count_now(placing.count, tracker, flow, links);
             }
             Handoff::Flipped { id } => {
                 if let Some(source) = flow.imports.flipped(id, now)
@@ -255,14 +283,19 @@ impl Watcher {
                 flow.imports.unmarked(id);
             }
             Handoff::Settled { node, slots, ok } => {
+                let now = if ok {
+                    flow.imports.settle(node, &slots)
+                } else {
+                    Vec::new()
+                };
                 if let Some(o) = &mut flow.owners {
-                    o.settle(node, slots.iter().copied(), ok);
-                }
-                if ok {
-                    flow.imports.settled(node, &slots);
+                    // Every slot leaves the waiting; those held count from `node` later.
+                    o.settle(node, slots, false);
+                    o.settle(node, now, true);
                 }
             }
         }
+        self.release_held(flow);
     }
 
     /// Imports that waited too long (`Imports::overdue`).
@@ -272,6 +305,7 @@ impl Watcher {
                 "slot migration: the import's markers did not come; its events until now are not counted");
             self.resolved(r, tracker, flow, links);
         }
+        self.release_held(flow);
     }
 
     /// An import ended: the target's own events count, and its slots count from it on.
@@ -294,8 +328,9 @@ impl Watcher {
             flow.counted.admit(&mut obs, tracker, &mut checks, ev, at);
         }
         drop(history);
+        let covers = flow.counted.deferrals.seq();
         for check in checks {
-            self.spawn_verify(&links.reader, check, &links.verified);
+            self.spawn_verify(links, check, covers);
         }
     }
 
@@ -307,7 +342,7 @@ impl Watcher {
 
     /// Ask `target` which slots it imports.
     fn list_imports(&self, target: usize, links: &Links) {
-        let Some(mut conn) = links.direct.get(target).cloned() else {
+        let Some((_, mut conn)) = links.direct.get(target).cloned() else {
             return;
         };
         let (tx, limit) = (links.handoff.clone(), self.target.sample_budget);
@@ -330,7 +365,8 @@ impl Watcher {
             .iter()
             .flat_map(|&(a, b)| a..=b)
             .find_map(|s| canary::key_for(&self.instance, |k| slot(k) == s));
-        let (Some(key), Some(mut conn), true) = (key, links.direct.get(follow.source).cloned(), flow.markers) else {
+        let (Some(key), Some((_, mut conn)), true) = (key, links.direct.get(follow.source).cloned(), flow.markers)
+        else {
             flow.imports.unmarked(id);
             return;
         };
@@ -357,19 +393,31 @@ impl Watcher {
         });
     }
 
-    /// `PING` primary `node`'s subscription for the slots the layout gives it, then say so:
-    /// every event it published before is then in its stream.
-    pub(super) fn settle(&self, links: &Links, node: usize, slots: Vec<u16>) {
-        let Some(mut sink) = links.sinks.get(node).cloned() else {
+    /// `PING` the subscriptions of primary `node`, for the slots the layout gives it, and of
+    /// the primaries counted for them so far (`from`), then say so: every event they
+    /// published before is then in their streams, and is taken under the owners so far.
+    pub(super) fn settle(&self, links: &Links, node: usize, from: Vec<usize>, slots: Vec<u16>) {
+        let mut nodes = from;
+        nodes.push(node);
+        nodes.sort_unstable();
+        nodes.dedup();
+        let Some(sinks) = nodes
+            .iter()
+            .map(|&n| links.sinks.get(n).cloned())
+            .collect::<Option<Vec<PubSubSink>>>()
+        else {
             return;
         };
         let limit = self.target.sample_budget;
         let tx = links.handoff.clone();
         tokio::spawn(async move {
-            let ok = matches!(
-                tokio::time::timeout(limit, sink.ping::<redis::Value>()).await,
-                Ok(Ok(_))
-            );
+            let pings = sinks.into_iter().map(|mut sink| async move {
+                matches!(
+                    tokio::time::timeout(limit, sink.ping::<redis::Value>()).await,
+                    Ok(Ok(_))
+                )
+            });
+            let ok = futures_util::future::join_all(pings).await.into_iter().all(|ok| ok);
             let _ = tx.send(Handoff::Settled { node, slots, ok }).await;
         });
     }

@@ -16,6 +16,7 @@ pub(crate) mod history;
 mod intake;
 pub(crate) mod metrics;
 mod migration;
+mod owners;
 mod recorder;
 mod renamespace;
 mod session;

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::canary::{Canaries, EVERY as CANARY_EVERY, Judged, Note};
 use super::checks::fold_all;
-use super::handoff::Owners;
 use super::intake::{Flow, Handoff, Links, Tagged};
 use super::migration::Verified;
+use super::owners::Owners;
 use super::recorder::{Recorder, wall_ms};
 use super::renamespace::Renamespace;
 use super::tracker::Tracker;
@@ -136,8 +136,7 @@ impl Watcher {
         let (vtx, mut vrx) = mpsc::channel::<Verified>(READS_IN_FLIGHT * 2);
         let (htx, mut hrx) = mpsc::channel::<Handoff>(primaries.len() * 4 + 4);
         let links = Links {
-            reader: reader.clone(),
-            direct: flag_conns.iter().map(|(_, c)| c.clone()).collect(),
+            direct: flag_conns.clone(),
             sinks: sinks.clone(),
             verified: vtx,
             handoff: htx,
@@ -162,7 +161,11 @@ impl Watcher {
                     self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
                 }
                 Some(verified) = vrx.recv() => {
-                    self.checked(verified, tracker, &mut flow);
+                    // After the check's PINGs, a `restore` published before its `del` is in
+                    // the streams: taken first.
+                    self.intake(None, &mut streams, true, tracker, &mut flow, &links, &mut canaries, &mut verify)?;
+                    self.checked(verified, tracker, &mut flow, &links);
+                    self.follow(&mut shown, &verify);
                     self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
                 }
                 Some(said) = hrx.recv() => {
@@ -249,9 +252,11 @@ impl Watcher {
                         return Err(SessionError::PrimariesChanged);
                     }
                     // Slots that changed hands count from their new primary once a PING on
-                    // its subscription answered.
+                    // its subscription and on the old primary's answered (and none of its
+                    // events of them waits to be placed).
                     for (node, slots) in flow.owners.as_mut().map(|o| o.moved(&now)).unwrap_or_default() {
-                        self.settle(&links, node, slots);
+                        let from = flow.owners.as_ref().map(|o| o.holders(&slots)).unwrap_or_default();
+                        self.settle(&links, node, from, slots);
                     }
                 }
                 msg = streams.next() => {
@@ -262,6 +267,7 @@ impl Watcher {
                 }
                 _ = sweep.tick() => {
                     self.overdue(tracker, &mut flow, &links);
+                    flow.counted.deferrals.sweep(self.now_ms());
                     tracker.sweep(self.now_ms());
                     self.metrics.tracked.set(tracker.len() as i64);
                     if tracker.untracked > 0 && !std::mem::replace(&mut cap_warned, true) {
