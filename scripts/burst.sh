@@ -25,6 +25,10 @@
 # with no events-mode lock table, such as f2bf837, holds 0: said, not failed); and over the
 # burst, acquired − released − expired − evicted = DBSIZE after − DBSIZE before.
 #
+# LOCKWATCH_BURST_PERF=FILE: `perf record -F 499 --call-graph dwarf` of lockwatch over the
+# burst into FILE (the profile of docs/performance.md; use a `--profile bench` binary, which
+# keeps its symbols). LOCKWATCH_BURST_LOAD: the locks loaded and flushed first (1,000,000).
+#
 # Prints one line: lockwatch_cpu_s redis_cpu_s lockwatch_reads_usec burst_cmds_usec transitions
 # notifications burst_s exact(yes|no|n/a) and, on stderr, the details.
 set -euo pipefail
@@ -62,6 +66,11 @@ db0=$(r DBSIZE)
 tr0=$(m lockwatch_lock_transitions_total)
 nr0=$(m lockwatch_notifications_received_total)
 r CONFIG RESETSTAT >/dev/null
+if [ -n "${LOCKWATCH_BURST_PERF:-}" ]; then
+  perf record -F 499 --call-graph dwarf,16384 -p "$lpid" -o "$LOCKWATCH_BURST_PERF" >/dev/null 2>&1 &
+  perfpid=$!
+  sleep 1
+fi
 lc0=$(cpu "$lpid"); rc0=$(cpu "$rpid")
 b0=$(date +%s.%N)
 for cmd in "SET bench:lock:__rand_int__ tok PX 30000" "PEXPIRE bench:lock:__rand_int__ 30000" "DEL bench:lock:__rand_int__"; do
@@ -77,6 +86,7 @@ for _ in $(seq 1200); do
   sleep 0.1
 done
 lc1=$(cpu "$lpid"); rc1=$(cpu "$rpid")
+if [ -n "${perfpid:-}" ]; then kill -INT "$perfpid"; wait "$perfpid" 2>/dev/null || true; fi
 [ $same -ge 10 ] || { echo "$bin: the counters did not settle within 120 s" >&2; exit 1; }
 stats=$(r INFO commandstats | tr -d '\r')
 read -r a1 rl1 rn1 x1 e1 < <(kinds)

@@ -94,6 +94,8 @@ enum SessionError {
     FlagsChanged,
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
+    #[error("pub/sub: {0}")]
+    PubSub(#[from] crate::access::pubsub::PubSubError),
     #[error("{0} timed out")]
     Timeout(&'static str),
     #[error("the server closed the subscription")]

@@ -71,13 +71,9 @@ impl<'a> Recorder<'a> {
 
     /// One pub/sub message from primary `node`: which namespace (by the pattern it came
     /// through), which key, which event.
-    pub(super) fn parse(&self, node: usize, msg: &redis::Msg) -> Option<Event> {
-        let (Ok(Some(pattern)), Ok(channel)) = (msg.get_pattern::<Option<Vec<u8>>>(), msg.get_channel::<Vec<u8>>())
-        else {
-            return None;
-        };
-        let &(_, ns, fence) = self.w.channels.iter().find(|(c, _, _)| *c == pattern)?;
-        let key = channel.get(self.w.prefix_len..)?;
+    pub(super) fn parse(&self, node: usize, msg: &crate::access::pubsub::Message<'_>) -> Option<Event> {
+        let &(_, ns, fence) = self.w.channels.iter().find(|(c, _, _)| c.as_slice() == msg.pattern)?;
+        let key = msg.channel.get(self.w.prefix_len..)?;
         // A canary under a broad lock pattern (`*`): the canary's own subscription has it.
         if key.starts_with(crate::access::canary::PREFIX.as_bytes()) {
             return None;
@@ -88,7 +84,7 @@ impl<'a> Recorder<'a> {
             ns,
             fence,
             key,
-            event: msg.get_payload_bytes().to_vec(),
+            event: msg.payload.to_vec(),
         })
     }
 

@@ -27,6 +27,7 @@ use super::{
 };
 use crate::access::canary;
 use crate::access::notify;
+use crate::access::pubsub::{PubSubError, Sink};
 use crate::access::read::KeyRead;
 use crate::access::reader::Reader;
 use crate::locks::events::Found;
@@ -72,10 +73,7 @@ impl Watcher {
         let mut sinks = Vec::with_capacity(primaries.len());
         let mut canary_refused = None;
         for (i, p) in layout.primaries.iter().enumerate() {
-            let pubsub = tokio::time::timeout(limit, p.link.pubsub())
-                .await
-                .map_err(|_| SessionError::Timeout("connecting for pub/sub"))??;
-            let (mut sink, stream) = pubsub.split();
+            let (mut sink, stream) = p.link.subscriber(limit).await?;
             for (channel, _, _) in &self.channels {
                 psubscribe(&mut sink, channel, limit).await?;
             }
@@ -83,7 +81,7 @@ impl Watcher {
             // canary cannot run, and the flags or passive evidence stand in.
             match tokio::time::timeout(limit, sink.psubscribe(self.canary_channel.as_slice())).await {
                 Err(_) => return Err(SessionError::Timeout("PSUBSCRIBE")),
-                Ok(Err(e)) if notify::is_refusal(&e) => {
+                Ok(Err(e @ PubSubError::Refused(_))) => {
                     let c = String::from_utf8_lossy(&self.canary_channel);
                     canary_refused = Some(format!("PSUBSCRIBE `{c}` was refused (grant `&{c}`): {e}"));
                 }
@@ -276,8 +274,8 @@ impl Watcher {
                     }
                 }
                 _ = ping.tick() => {
-                    for sink in &mut sinks {
-                        tokio::time::timeout(limit, sink.ping::<redis::Value>())
+                    for sink in &sinks {
+                        tokio::time::timeout(limit, sink.ping())
                             .await
                             .map_err(|_| SessionError::Timeout("PING on the pub/sub connection"))??;
                     }
@@ -376,14 +374,10 @@ impl Watcher {
 
 /// Subscribe `sink` to the lock channel pattern `channel`; a refusal (no pub/sub here, or
 /// an ACL without the channel) says so.
-pub(super) async fn psubscribe(
-    sink: &mut redis::aio::PubSubSink,
-    channel: &[u8],
-    limit: Duration,
-) -> Result<(), SessionError> {
+pub(super) async fn psubscribe(sink: &mut Sink, channel: &[u8], limit: Duration) -> Result<(), SessionError> {
     match tokio::time::timeout(limit, sink.psubscribe(channel)).await {
         Err(_) => Err(SessionError::Timeout("PSUBSCRIBE")),
-        Ok(Err(e)) if notify::is_refusal(&e) => Err(SessionError::Refused(format!(
+        Ok(Err(e @ PubSubError::Refused(_))) => Err(SessionError::Refused(format!(
             "PSUBSCRIBE {} refused: {e}",
             String::from_utf8_lossy(channel)
         ))),
