@@ -196,19 +196,24 @@ impl Tracker {
 
     /// The entry of key hash `id`, inserted when new (then `true`), unless the table is full.
     fn slot(&mut self, id: u64, ns: usize) -> Option<(&mut Entry, bool)> {
-        let fresh = !self.keys.contains_key(&id);
-        if fresh && self.keys.len() >= self.max_keys {
+        // One lookup of the key's hash (the table is large, each a likely cache miss);
+        // the cap asks a second only when full.
+        if self.keys.len() >= self.max_keys && !self.keys.contains_key(&id) {
             self.untracked += 1;
             return None;
         }
-        let e = self.keys.get_or_insert_with(id, || Entry {
-            owner: UNKNOWN,
-            since_ms: i64::MIN,
-            written_ms: UNSEEN,
-            generation: 0,
-            ns: ns as u16,
-            ended: true,
-            absorb_expire: false,
+        let mut fresh = false;
+        let e = self.keys.get_or_insert_with(id, || {
+            fresh = true;
+            Entry {
+                owner: UNKNOWN,
+                since_ms: i64::MIN,
+                written_ms: UNSEEN,
+                generation: 0,
+                ns: ns as u16,
+                ended: true,
+                absorb_expire: false,
+            }
         })?;
         Some((e, fresh))
     }
