@@ -204,15 +204,14 @@ impl Imports {
         for (ev, at) in self.unplaced.remove(&target).unwrap_or_default() {
             let s = slot(&ev.key);
             if self.covering(target, s).is_none() {
-                let Some(source) = source_of(s) else {
-                    // No primary serves the slot to import it from: the target's own.
-                    out.count.push((ev, at));
-                    continue;
+                // No other primary serves the slot to import it from: the target's own.
+                let source = match source_of(s) {
+                    Some(source) if source != target => source,
+                    _ => {
+                        out.count.push((ev, at));
+                        continue;
+                    }
                 };
-                if source == target {
-                    out.count.push((ev, at));
-                    continue;
-                }
                 let import = listed
                     .iter()
                     .rev()
