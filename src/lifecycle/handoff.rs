@@ -185,10 +185,12 @@ impl Imports {
         }
     }
 
-    /// `target`'s imports, as it lists them (`None`: it could not be asked; each slot is
-    /// then followed alone): the imports its unplaced events belong to, each from the
-    /// primary `source_of` its slot (the slot's counting does not move to the target while
-    /// they wait, see `settle`; one that did anyway has its events counted, in order).
+    /// `target`'s imports, as it lists them (empty on a server without atomic slot
+    /// migration; `None`: it could not be asked, each slot is then followed alone by
+    /// markers): the imports its unplaced events belong to, each from the primary
+    /// `source_of` its slot (the slot's counting does not move to the target while they
+    /// wait, see `settle`; one that did anyway has its events counted, in order). A slot
+    /// the list does not hold is a key-by-key migration's: its events count now.
     pub(super) fn place(
         &mut self,
         target: usize,
@@ -196,28 +198,38 @@ impl Imports {
         source_of: impl Fn(u16) -> Option<usize>,
         now_ms: i64,
     ) -> Placing {
+        let asked = listed.is_some();
         let listed = listed.unwrap_or_default();
         let mut out = Placing::default();
         for (ev, at) in self.unplaced.remove(&target).unwrap_or_default() {
             let s = slot(&ev.key);
             if self.covering(target, s).is_none() {
-                let Some(source) = source_of(s) else { continue };
-                if source == target {
-                    out.count.push((ev, at));
-                    continue;
-                }
+                // No other primary serves the slot to import it from: the target's own.
+                let source = match source_of(s) {
+                    Some(source) if source != target => source,
+                    _ => {
+                        out.count.push((ev, at));
+                        continue;
+                    }
+                };
                 let import = listed
                     .iter()
                     .rev()
                     .find(|r| r.iter().any(|&(a, b)| (a..=b).contains(&s)));
                 let ranges = import.cloned().unwrap_or_else(|| vec![(s, s)]);
+                // A target that lists every import it runs or ran, without this slot:
+                // a key-by-key migration (`MIGRATE`), whose events are the target's own.
+                let way = match (asked, import) {
+                    (true, None) => Way::Legacy,
+                    _ => Way::Marked,
+                };
                 self.next_id += 1;
                 self.list.push(Import {
                     id: self.next_id,
                     target,
                     source,
                     ranges: ranges.clone(),
-                    way: Way::Marked,
+                    way,
                     listed: import.is_some(),
                     since: BTreeMap::new(),
                     marked: false,
@@ -233,16 +245,23 @@ impl Imports {
                     source,
                     ?ranges,
                     listed = import.is_some(),
+                    key_by_key = way == Way::Legacy,
                     "slot migration: events of a primary for slots another serves, followed as an import"
                 );
-                out.follow.push(Follow {
-                    id: self.next_id,
-                    source,
-                    ranges,
-                });
+                if way == Way::Marked {
+                    out.follow.push(Follow {
+                        id: self.next_id,
+                        source,
+                        ranges,
+                    });
+                }
             }
             if let Some(i) = self.covering(target, s) {
-                i.pending.push((ev, at));
+                match i.way {
+                    Way::Marked => i.pending.push((ev, at)),
+                    Way::Legacy => out.count.push((ev, at)),
+                    Way::Unmarked => {}
+                }
             }
         }
         out

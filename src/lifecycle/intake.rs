@@ -352,6 +352,16 @@ impl Watcher {
         tokio::spawn(async move {
             let imports = match tokio::time::timeout(limit, crate::access::cluster::imports(&mut conn)).await {
                 Ok(Ok(r)) => Some(r),
+                // A server without atomic slot migration (neither command known): it
+                // imports nothing but key by key. Refused (ACL) or unanswered: unknown.
+                Ok(Err(e))
+                    if !(e.is_io_error()
+                        || e.is_timeout()
+                        || e.is_connection_dropped()
+                        || e.code() == Some("NOPERM")) =>
+                {
+                    Some(Vec::new())
+                }
                 _ => None,
             };
             let _ = tx.send(Handoff::Listed { target, imports }).await;
