@@ -29,6 +29,8 @@
 # LOCKWATCH_BURST_PERF=FILE: `perf record -F 499 --call-graph dwarf` of lockwatch over the
 # burst into FILE (the profile of docs/performance.md; use a `--profile bench` binary, which
 # keeps its symbols). LOCKWATCH_BURST_LOAD: the locks loaded and flushed first (1,000,000).
+# LOCKWATCH_BURST_METRICS=FILE: lockwatch's /metrics at the end into FILE, its held locks
+# (/api/v1/locks) into FILE.locks.json and the lock keys in Redis into FILE.keys.
 #
 # Prints one line: lockwatch_cpu_s redis_cpu_s lockwatch_reads_usec burst_cmds_usec transitions
 # notifications burst_s exact(yes|no|n/a) and, on stderr, the details.
@@ -95,6 +97,11 @@ stats=$(r INFO commandstats | tr -d '\r')
 read -r a1 rl1 rn1 x1 e1 < <(kinds)
 db1=$(locks)
 held=$(m 'lockwatch_locks_held{')
+if [ -n "${LOCKWATCH_BURST_METRICS:-}" ]; then
+  curl -sf "http://127.0.0.1:$lport/metrics" > "$LOCKWATCH_BURST_METRICS"
+  curl -sf "http://127.0.0.1:$lport/api/v1/locks?namespace=bench&limit=100000" > "$LOCKWATCH_BURST_METRICS.locks.json" || true
+  r --scan --pattern 'bench:lock:*' | sort > "$LOCKWATCH_BURST_METRICS.keys"
+fi
 tr1=$(m lockwatch_lock_transitions_total)
 nr1=$(m lockwatch_notifications_received_total)
 python3 - "$stats" <<'PY' > "$work/usec"

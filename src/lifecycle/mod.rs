@@ -147,13 +147,15 @@ impl LifecycleState {
     }
 }
 
-/// A read of a lock key's owner and TTL, asked for by the tracker (`generation`) and/or by
-/// the lock table after an event (`seq`).
+/// A read of a lock key's owner (and TTL, `ttl`), asked for by the tracker (`generation`)
+/// and/or by the lock table after an event (`seq`) at `written_ms` (the table's clock).
 pub(crate) struct ReadRequest {
     ns: usize,
     key: Vec<u8>,
     generation: Option<u32>,
     seq: Option<u16>,
+    ttl: bool,
+    written_ms: i64,
 }
 
 /// One pipeline's reads: the namespaces' numbering it was asked in (`Watcher::epoch`), the

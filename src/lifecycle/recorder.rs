@@ -13,6 +13,7 @@ use super::tracker::{Notice, Observer, Tracker};
 use super::{ReadRequest, WatchError, Watcher};
 use crate::access::notify::{self, NotifyError};
 use crate::config::{NamespaceConfig, Notifications, TargetConfig};
+use crate::locks::events::{Need, Write};
 use crate::vocab::{HeadroomAt, HoldEnd, Transition};
 
 /// The start-up check of `notifications = "require"`: refuse to start when the server is
@@ -154,7 +155,16 @@ impl Recorder<'_> {
         let mut table = ns_locks.table();
         match (membership, fence) {
             (Membership::Written, false) => {
-                let seq = table.announce(key, now);
+                let write = match event {
+                    b"set" => Write::Value,
+                    b"expire" | b"pexpire" => Write::Ttl,
+                    _ => Write::Other,
+                };
+                let (seq, ttl) = match table.announce(key, write, now) {
+                    Need::Full(seq) => (seq, true),
+                    Need::Owner(seq) => (seq, false),
+                    Need::Nothing => return,
+                };
                 drop(table);
                 // One read serves every event of the key still waiting for it (the `set` and
                 // `expire` of an acquisition, the tracker's owner read): the newest count wins.
@@ -166,6 +176,8 @@ impl Recorder<'_> {
                     .find(|r| r.ns == ns && r.key == key)
                 {
                     waiting.seq = Some(seq);
+                    waiting.ttl |= ttl;
+                    waiting.written_ms = now;
                     return;
                 }
                 self.reads.push(ReadRequest {
@@ -173,6 +185,8 @@ impl Recorder<'_> {
                     key: key.to_vec(),
                     generation: None,
                     seq: Some(seq),
+                    ttl,
+                    written_ms: now,
                 });
             }
             (Membership::Written, true) => table.announce_fence(key),
@@ -244,6 +258,8 @@ impl Observer for Recorder<'_> {
             key: key.to_vec(),
             generation: Some(generation),
             seq: None,
+            ttl: false,
+            written_ms: self.w.locks.now_ms(),
         });
     }
 

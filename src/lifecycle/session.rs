@@ -30,6 +30,7 @@ use crate::access::notify;
 use crate::access::pubsub::{PubSubError, Sink};
 use crate::access::read::KeyRead;
 use crate::access::reader::Reader;
+use crate::config::ValueKind;
 use crate::locks::events::Found;
 use crate::vocab::Verification;
 
@@ -320,8 +321,7 @@ impl Watcher {
             let epoch = self.epoch;
             *in_flight += 1;
             tokio::spawn(async move {
-                let keys: Vec<Vec<u8>> = batch.iter().map(|r| r.key.clone()).collect();
-                let reads = match tokio::time::timeout(timeout, reader.read_locks(&kind, &keys)).await {
+                let reads = match tokio::time::timeout(timeout, read_batch(&reader, &kind, &batch)).await {
                     Ok(Ok(reads)) => Some(reads),
                     Ok(Err(e)) => {
                         tracing::debug!(error = %e, "owner read failed; those owners stay unknown");
@@ -348,12 +348,14 @@ impl Watcher {
             return false;
         };
         let mut agreed = false;
-        if let Some(reads) = reads {
+        {
             let now = self.locks.now_ms();
             let mut table = ns_locks.table();
-            for (r, read) in requests.iter().zip(reads) {
-                if let Some(seq) = r.seq {
-                    table.event_read(&ns_locks.config, &r.key, seq, Found::from(read), now);
+            for (i, r) in requests.iter().enumerate() {
+                let Some(seq) = r.seq else { continue };
+                match reads.and_then(|x| x.get(i)) {
+                    Some(read) => table.event_read(&ns_locks.config, &r.key, seq, Found::from(read), r.written_ms, now),
+                    None => table.event_read_failed(&r.key, seq),
                 }
             }
         }
@@ -362,7 +364,7 @@ impl Watcher {
         for (i, r) in requests.iter().enumerate() {
             let Some(generation) = r.generation else { continue };
             let owner = match reads.and_then(|x| x.get(i)) {
-                Some(KeyRead::Lock { owner, .. }) => Some(ns_locks.owner_hash(owner)),
+                Some(KeyRead::Lock { owner, .. } | KeyRead::Owner(owner)) => Some(ns_locks.owner_hash(owner)),
                 _ => None,
             };
             agreed |= owner.is_some();
@@ -370,6 +372,23 @@ impl Watcher {
         }
         agreed
     }
+}
+
+/// One pipeline's reads, in `batch`'s order: owner and TTL where a request needs the TTL
+/// (one MULTI/EXEC), the owner alone for the rest (one `MGET`).
+async fn read_batch(reader: &Reader, kind: &ValueKind, batch: &[ReadRequest]) -> redis::RedisResult<Vec<KeyRead>> {
+    let (full, owner): (Vec<&ReadRequest>, Vec<&ReadRequest>) = batch.iter().partition(|r| r.ttl);
+    let keys = |rs: &[&ReadRequest]| rs.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+    let mut full_reads = reader.read_locks(kind, &keys(&full)).await?.into_iter();
+    let mut owner_reads = reader.read_owners(kind, &keys(&owner)).await?.into_iter();
+    batch
+        .iter()
+        .map(|r| match r.ttl {
+            true => full_reads.next(),
+            false => owner_reads.next(),
+        })
+        .map(|read| read.ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "a read short of its keys"))))
+        .collect()
 }
 
 /// Subscribe `sink` to the lock channel pattern `channel`; a refusal (no pub/sub here, or

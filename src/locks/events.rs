@@ -9,7 +9,8 @@
 
 use std::hash::BuildHasher;
 
-use super::table::{Census, LockEntry, NO_EXPIRY, NamespaceTable, expiry};
+pub use super::event_reads::{Need, Write};
+use super::table::{Census, LockEntry, NamespaceTable, expiry};
 use super::ttl;
 use crate::access::read::KeyRead;
 use crate::config::NamespaceConfig;
@@ -32,7 +33,12 @@ pub(crate) struct Suspect {
 /// What a read of a key found: a lock, nothing, or a key that is not a readable lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Found<'a> {
-    Lock { owner: &'a [u8], pttl_ms: i64 },
+    Lock {
+        owner: &'a [u8],
+        pttl_ms: i64,
+    },
+    /// The owner alone was read (its TTL was not).
+    Owner(&'a [u8]),
     Gone,
     Unreadable(Unreadable),
 }
@@ -44,6 +50,7 @@ impl<'a> From<&'a KeyRead> for Found<'a> {
                 owner,
                 pttl_ms: *pttl_ms,
             },
+            KeyRead::Owner(owner) => Found::Owner(owner),
             KeyRead::Gone => Found::Gone,
             KeyRead::Unreadable(reason) => Found::Unreadable(*reason),
         }
@@ -58,29 +65,6 @@ pub struct ToRead {
 }
 
 impl NamespaceTable {
-    /// An event says `key` was written (set, expire, persist, a hash write, rename to it):
-    /// track it, owner and TTL to be read. Returns its event count for that read.
-    pub fn announce(&mut self, key: &[u8], now_ms: i64) -> u16 {
-        self.suspects.remove(key);
-        if let Some(e) = self.locks.get_mut(key) {
-            e.seq = e.seq.wrapping_add(1);
-            return e.seq;
-        }
-        self.odd.remove(key);
-        self.locks.insert(
-            Box::from(key),
-            LockEntry {
-                owner: 0,
-                since_ms: now_ms,
-                expires_ms: NO_EXPIRY,
-                pass: self.pass,
-                seq: 0,
-                unread: true,
-            },
-        );
-        0
-    }
-
     /// An event says `key` is gone (del, expired, evicted, renamed away).
     pub fn forget(&mut self, key: &[u8]) {
         self.suspects.remove(key);
@@ -167,22 +151,6 @@ impl NamespaceTable {
         }
     }
 
-    /// The owner and TTL read after an event (`seq` as `announce` returned it). A read
-    /// answered after a newer event is left to that event's own read; one answered after
-    /// the key was forgotten (its `del` or expiry handled while the read was in flight) is
-    /// dropped, or it would bring back a lock that is gone.
-    pub fn event_read(&mut self, ns: &NamespaceConfig, key: &[u8], seq: u16, found: Found<'_>, now_ms: i64) {
-        if self.locks.get(key).is_none_or(|e| e.seq != seq) {
-            return;
-        }
-        match found {
-            Found::Lock { owner, pttl_ms } => self.apply(ns, key, owner, pttl_ms, now_ms),
-            // Gone before the read: the event saying so follows.
-            Found::Gone => {}
-            Found::Unreadable(reason) => self.set_odd(key, reason),
-        }
-    }
-
     /// Keys to re-read in a pass: every tracked lock not read within the last `fresh_passes`
     /// passes (a read after an event or by a walk is as good as a pass's) and every
     /// unreadable key, each with its event count. For the locks read recently enough, `fresh`
@@ -230,7 +198,7 @@ impl NamespaceTable {
                 Found::Gone | Found::Lock { .. } => {
                     self.odd.remove(key);
                 }
-                Found::Unreadable(_) => {}
+                Found::Unreadable(_) | Found::Owner(_) => {}
             }
             return None;
         };
@@ -247,6 +215,8 @@ impl NamespaceTable {
             Found::Lock { .. } => Repair::Changed,
             Found::Gone => Repair::Gone,
             Found::Unreadable(_) => Repair::Changed,
+            // A pass reads owner and TTL; an owner alone proves nothing either way.
+            Found::Owner(_) => return None,
         };
         if self.confirmed(key, kind, seq, now_ms) {
             self.pending.repairs[kind.index()] += 1;
@@ -258,6 +228,7 @@ impl NamespaceTable {
                     self.forget(key);
                     self.set_odd(key, reason);
                 }
+                Found::Owner(_) => {}
             }
         }
         None
@@ -285,6 +256,7 @@ impl NamespaceTable {
                 self.suspects.remove(key);
             }
             Found::Unreadable(reason) => self.set_odd(key, reason),
+            Found::Owner(_) => {}
         }
     }
 
@@ -362,7 +334,7 @@ impl NamespaceTable {
     }
 
     /// Take a read as the truth: owner (a new one is a handoff), TTL, token.
-    fn apply(&mut self, ns: &NamespaceConfig, key: &[u8], owner: &[u8], pttl_ms: i64, now_ms: i64) {
+    pub(super) fn apply(&mut self, ns: &NamespaceConfig, key: &[u8], owner: &[u8], pttl_ms: i64, now_ms: i64) {
         let hash = self.hasher().hash_one(owner);
         let expires_ms = expiry(now_ms, pttl_ms);
         let pass = self.pass;
@@ -372,6 +344,7 @@ impl NamespaceTable {
                 if e.unread {
                     e.owner = hash;
                     e.unread = false;
+                    e.reading = false;
                 } else if e.owner != hash {
                     self.pending.handoffs += 1;
                     e.owner = hash;
@@ -391,6 +364,7 @@ impl NamespaceTable {
                         pass,
                         seq: 0,
                         unread: false,
+                        reading: false,
                     },
                 );
             }
@@ -402,7 +376,7 @@ impl NamespaceTable {
         }
     }
 
-    fn set_odd(&mut self, key: &[u8], reason: Unreadable) {
+    pub(super) fn set_odd(&mut self, key: &[u8], reason: Unreadable) {
         self.forget_lock_only(key);
         self.odd.insert(Box::from(key), reason);
     }

@@ -2,7 +2,7 @@
 //! SCAN walk stands, and the census of the walk in progress.
 //!
 //! One entry per lock key: a seeded hash of its owner, when that owner was first seen, when
-//! it expires (from the last read), the pass that last read it and the events seen — 32 bytes
+//! it expires (from the last read), the pass that last read it, the events seen and whether a read is out — 32 bytes
 //! beside the key in the map (and the owner token in a side map only when `show_owners` is on). A *cycle* is one complete walk
 //! of the namespace, over one pass or several when the budget cuts it; only a completed
 //! cycle may drop entries of keys it did not see. Knows nothing of Redis.
@@ -31,6 +31,9 @@ pub struct LockEntry {
     pub(super) seq: u16,
     /// Announced by an event, owner and TTL not read yet.
     pub(super) unread: bool,
+    /// A read of owner and TTL is asked for or in flight after an event (a renewal's TTL
+    /// is then that read's, not an estimate).
+    pub(super) reading: bool,
 }
 
 impl LockEntry {
@@ -156,6 +159,10 @@ pub struct NamespaceTable {
     pub(super) aside: KeyMap<LockEntry>,
     /// Repairs confirmed since the table was made (never taken): changes the events missed.
     pub(super) repaired: u64,
+    /// Events mode: the TTL the namespace's locks were last seen set with (a read after a
+    /// write), and how many such reads in a row agreed with the one before; a renewal's
+    /// `expire` is taken to set it again without a read once enough agree.
+    pub(super) span: Option<super::event_reads::Span>,
 }
 
 impl NamespaceTable {
@@ -180,6 +187,7 @@ impl NamespaceTable {
             suspects: KeyMap::default(),
             aside: KeyMap::default(),
             repaired: 0,
+            span: None,
         }
     }
 
@@ -283,6 +291,7 @@ impl NamespaceTable {
                     pass,
                     seq: 0,
                     unread: false,
+                    reading: false,
                 };
                 self.locks.insert(Box::from(key), entry);
                 since_ms

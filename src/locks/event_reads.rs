@@ -1,0 +1,168 @@
+//! What the lock table reads after an event, in events mode: owner and TTL of a key it
+//! does not know yet, the owner alone after a `set` of a lock it knows, nothing after a
+//! renewal's `expire` (the TTL the namespace's locks were last read with is set again) — and
+//! what those reads answer.
+
+use std::hash::BuildHasher;
+
+use super::events::Found;
+use super::table::{LockEntry, NO_EXPIRY, NamespaceTable};
+use crate::config::NamespaceConfig;
+
+/// What an event wrote, as far as the lock table's reads go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// `set`: the value was replaced (the owner may have changed).
+    Value,
+    /// `expire`: a TTL was set (a renewal, or the PX of the `SET` just before).
+    Ttl,
+    /// Anything else that leaves a key in place (a hash write, `persist`, `restore`, …).
+    Other,
+}
+
+/// What the table needs read after an event, with the event count to read it for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Owner and TTL.
+    Full(u16),
+    /// The owner alone (`MGET`): the TTL is known or on its way.
+    Owner(u16),
+    Nothing,
+}
+
+/// How much more a lock may have left than the namespace's TTL before a renewal's TTL is
+/// read rather than taken to be the namespace's; also the least two learnt TTLs may differ
+/// by and still agree (how late the watcher handled each write moves them).
+const SPAN_SLACK_MS: i64 = 1_000;
+/// Learnt TTLs in a row that must agree before renewals are no longer read: a namespace
+/// whose locks are set with different TTLs keeps reading them.
+const SPAN_TRUSTED: u32 = 3;
+
+/// The TTL a namespace's locks were last read with after a write, and how many reads in a
+/// row agreed (within an eighth, or `SPAN_SLACK_MS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    ms: i64,
+    agreed: u32,
+}
+
+impl Span {
+    fn next(before: Option<Span>, ms: i64) -> Span {
+        let agreed = match before {
+            Some(b) if (b.ms - ms).abs() <= SPAN_SLACK_MS.max(b.ms / 8) => b.agreed.saturating_add(1),
+            _ => 0,
+        };
+        Span { ms, agreed }
+    }
+}
+
+impl NamespaceTable {
+    /// An event says `key` was written (`write`: its value, its TTL, or otherwise): track
+    /// it. Returns what must be read next and the event count the read is for.
+    ///
+    /// A new key, or one whose read is still out, needs owner and TTL. A `set` on a lock
+    /// already read needs its owner (the TTL comes with the `expire` a `SET … PX` publishes
+    /// after it; a `KEEPTTL` keeps it). A renewal's `expire` sets the TTL the namespace's
+    /// locks were last read with, unless that is unknown or shorter than what the lock still
+    /// had (a lock of a longer TTL): then it is read. A refresh pass re-reads every lock
+    /// within `reconcile_interval`, so a renewal with another TTL is corrected there.
+    pub fn announce(&mut self, key: &[u8], write: Write, now_ms: i64) -> Need {
+        self.suspects.remove(key);
+        let span = self.span.filter(|s| s.agreed >= SPAN_TRUSTED).map(|s| s.ms);
+        let Some(e) = self.locks.get_mut(key) else {
+            self.odd.remove(key);
+            self.locks.insert(
+                Box::from(key),
+                LockEntry {
+                    owner: 0,
+                    since_ms: now_ms,
+                    expires_ms: NO_EXPIRY,
+                    pass: self.pass,
+                    seq: 0,
+                    unread: true,
+                    reading: true,
+                },
+            );
+            return Need::Full(0);
+        };
+        if !e.unread && !e.reading {
+            match (write, span) {
+                (Write::Value, _) => {
+                    e.seq = e.seq.wrapping_add(1);
+                    return Need::Owner(e.seq);
+                }
+                (Write::Ttl, Some(span)) if e.pttl_at(now_ms) <= span.saturating_add(SPAN_SLACK_MS) => {
+                    e.expires_ms = now_ms.saturating_add(span);
+                    return Need::Nothing;
+                }
+                _ => {}
+            }
+        }
+        e.seq = e.seq.wrapping_add(1);
+        e.reading = true;
+        Need::Full(e.seq)
+    }
+
+    /// The read asked for after an event (`seq` as `announce` returned it), answered at
+    /// `now_ms` for a write at `written_ms`. A read answered after a newer event is left to
+    /// that event's own read; one answered after the key was forgotten (its `del` or expiry
+    /// handled while the read was in flight) is dropped, or it would bring back a lock that
+    /// is gone. A TTL read right after a write teaches the namespace's TTL.
+    pub fn event_read(
+        &mut self,
+        ns: &NamespaceConfig,
+        key: &[u8],
+        seq: u16,
+        found: Found<'_>,
+        written_ms: i64,
+        now_ms: i64,
+    ) {
+        let Some(e) = self.locks.get_mut(key) else {
+            return;
+        };
+        if e.seq != seq {
+            return;
+        }
+        e.reading = false;
+        let unread = e.unread;
+        match found {
+            Found::Lock { owner, pttl_ms } => {
+                if pttl_ms > 0 {
+                    let ms = now_ms.saturating_add(pttl_ms).saturating_sub(written_ms).max(1);
+                    self.span = Some(Span::next(self.span, ms));
+                }
+                self.apply(ns, key, owner, pttl_ms, now_ms);
+            }
+            Found::Owner(owner) if !unread => self.apply_owner(key, owner, now_ms),
+            // Gone before the read: the event saying so follows.
+            Found::Gone | Found::Owner(_) => {}
+            Found::Unreadable(reason) => self.set_odd(key, reason),
+        }
+    }
+
+    /// The read asked for after an event failed: the next event of the key asks again.
+    pub fn event_read_failed(&mut self, key: &[u8], seq: u16) {
+        if let Some(e) = self.locks.get_mut(key)
+            && e.seq == seq
+        {
+            e.reading = false;
+        }
+    }
+
+    /// Take an owner read alone as the truth (a new owner is a handoff); the TTL stays.
+    fn apply_owner(&mut self, key: &[u8], owner: &[u8], now_ms: i64) {
+        let hash = self.hasher().hash_one(owner);
+        if let Some(e) = self.locks.get_mut(key)
+            && e.owner != hash
+        {
+            self.pending.handoffs += 1;
+            e.owner = hash;
+            e.since_ms = now_ms;
+        }
+        if let Some(tokens) = &mut self.tokens
+            && tokens.get(key).is_none_or(|t| **t != *owner)
+        {
+            tokens.insert(Box::from(key), Box::from(owner));
+        }
+    }
+}
