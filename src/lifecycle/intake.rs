@@ -19,6 +19,7 @@ use super::canary::{Canaries, Judged};
 use super::handoff::{Follow, Imports, Placed, Resolved};
 use super::migration::{Admit, Check, Deferrals, Event, Verified};
 use super::owners::Owners;
+use super::read_budget::OwnerReads;
 use super::recorder::{Recorder, wall_ms};
 use super::tracker::{Notice, Tracker};
 use super::verify::{self, Verify};
@@ -77,6 +78,8 @@ pub(super) struct Flow {
     pub counted: Counted,
     /// Owner reads waiting for a pipeline.
     pub pending: Vec<ReadRequest>,
+    /// The budget of owner reads after `set`s of known locks.
+    pub owner_reads: OwnerReads,
     /// A cluster's slots and whose events count for them.
     pub owners: Option<Owners>,
     pub imports: Imports,
@@ -95,6 +98,7 @@ impl Flow {
                 cluster: owners.is_some(),
             },
             pending: Vec::new(),
+            owner_reads: OwnerReads::new(std::time::Instant::now()),
             owners,
             imports: Imports::default(),
             marking: HashMap::new(),

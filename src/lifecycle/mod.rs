@@ -17,6 +17,7 @@ mod intake;
 pub(crate) mod metrics;
 mod migration;
 mod owners;
+mod read_budget;
 mod recorder;
 mod renamespace;
 mod session;

@@ -17,6 +17,7 @@ use super::checks::fold_all;
 use super::intake::{Flow, Handoff, Links, Tagged};
 use super::migration::Verified;
 use super::owners::Owners;
+use super::read_budget::OwnerReads;
 use super::recorder::{Recorder, wall_ms};
 use super::renamespace::Renamespace;
 use super::tracker::Tracker;
@@ -157,7 +158,7 @@ impl Watcher {
                         verify.evidence(verify::SET_AGREED);
                         self.follow(&mut shown, &verify);
                     }
-                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut flow.owner_reads, &mut in_flight, &tx);
                 }
                 Some(verified) = vrx.recv() => {
                     // After the check's PINGs, a `restore` published before its `del` is in
@@ -165,7 +166,7 @@ impl Watcher {
                     self.intake(None, &mut streams, true, tracker, &mut flow, &links, &mut canaries, &mut verify)?;
                     self.checked(verified, tracker, &mut flow, &links);
                     self.follow(&mut shown, &verify);
-                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut flow.owner_reads, &mut in_flight, &tx);
                 }
                 Some(said) = hrx.recv() => {
                     // After a PING answered, every event the primary published before is
@@ -175,7 +176,7 @@ impl Watcher {
                     }
                     self.handoff(said, tracker, &mut flow, &links);
                     self.follow(&mut shown, &verify);
-                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut flow.owner_reads, &mut in_flight, &tx);
                 }
                 _ = flags_check.tick() => {
                     if let Some(flags) = self.recheck_flags(&verify.flags, limit, &mut flag_conns).await {
@@ -262,7 +263,7 @@ impl Watcher {
                     let Some(Some(first)) = msg else { return Err(SessionError::Closed) };
                     self.intake(Some(first), &mut streams, false, tracker, &mut flow, &links, &mut canaries, &mut verify)?;
                     self.follow(&mut shown, &verify);
-                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut flow.owner_reads, &mut in_flight, &tx);
                 }
                 _ = sweep.tick() => {
                     self.overdue(tracker, &mut flow, &links);
@@ -297,22 +298,42 @@ impl Watcher {
         &self,
         reader: &Reader,
         pending: &mut Vec<ReadRequest>,
+        budget: &mut OwnerReads,
         in_flight: &mut usize,
         tx: &mpsc::Sender<ReadResult>,
     ) {
         if pending.len() > MAX_PENDING_READS {
             pending.drain(..pending.len() - MAX_PENDING_READS);
         }
+        let now = std::time::Instant::now();
         while !pending.is_empty() && *in_flight < READS_IN_FLIGHT {
             let ns = pending[0].ns;
-            let mut batch = Vec::new();
+            let (mut batch, mut skipped) = (Vec::new(), Vec::new());
             let mut i = 0;
             while i < pending.len() && batch.len() < 1000 {
                 if pending[i].ns == ns {
-                    batch.push(pending.swap_remove(i));
+                    let r = pending.swap_remove(i);
+                    // Owner and TTL are always read; an owner alone within the budget.
+                    if r.ttl || budget.take(now) {
+                        batch.push(r);
+                    } else {
+                        skipped.push(r);
+                    }
                 } else {
                     i += 1;
                 }
+            }
+            if !skipped.is_empty() {
+                // Answered as unread: each `set` a renewal, as when its read finds nothing.
+                self.metrics.owner_reads_skipped.inc_by(skipped.len() as u64);
+                let (tx, epoch) = (tx.clone(), self.epoch);
+                *in_flight += 1;
+                tokio::spawn(async move {
+                    let _ = tx.send((epoch, ns, skipped, None)).await;
+                });
+            }
+            if batch.is_empty() {
+                continue;
             }
             let kind = self.namespaces[ns].value.clone();
             let reader = reader.clone();

@@ -6,7 +6,7 @@
 use std::hash::BuildHasher;
 
 use super::events::Found;
-use super::table::{LockEntry, NO_EXPIRY, NamespaceTable};
+use super::table::{LockEntry, NO_EXPIRY, NamespaceTable, OWNER_UNSURE, READING};
 use crate::config::NamespaceConfig;
 
 /// What an event wrote, as far as the lock table's reads go.
@@ -80,12 +80,12 @@ impl NamespaceTable {
                     pass: self.pass,
                     seq: 0,
                     unread: true,
-                    reading: true,
+                    flags: READING,
                 },
             );
             return Need::Full(0);
         };
-        if !e.unread && !e.reading {
+        if !e.unread && e.flags & READING == 0 {
             match (write, span) {
                 (Write::Value, _) => {
                     e.seq = e.seq.wrapping_add(1);
@@ -99,7 +99,7 @@ impl NamespaceTable {
             }
         }
         e.seq = e.seq.wrapping_add(1);
-        e.reading = true;
+        e.flags |= READING;
         Need::Full(e.seq)
     }
 
@@ -123,7 +123,7 @@ impl NamespaceTable {
         if e.seq != seq {
             return;
         }
-        e.reading = false;
+        e.flags &= !READING;
         let unread = e.unread;
         match found {
             Found::Lock { owner, pttl_ms } => {
@@ -145,19 +145,24 @@ impl NamespaceTable {
         if let Some(e) = self.locks.get_mut(key)
             && e.seq == seq
         {
-            e.reading = false;
+            e.flags &= !READING;
+            // The owner of a lock known before may have changed unread (a `set`).
+            if !e.unread {
+                e.flags |= OWNER_UNSURE;
+            }
         }
     }
 
     /// Take an owner read alone as the truth (a new owner is a handoff); the TTL stays.
     fn apply_owner(&mut self, key: &[u8], owner: &[u8], now_ms: i64) {
         let hash = self.hasher().hash_one(owner);
-        if let Some(e) = self.locks.get_mut(key)
-            && e.owner != hash
-        {
-            self.pending.handoffs += 1;
-            e.owner = hash;
-            e.since_ms = now_ms;
+        if let Some(e) = self.locks.get_mut(key) {
+            e.flags &= !OWNER_UNSURE;
+            if e.owner != hash {
+                self.pending.handoffs += 1;
+                e.owner = hash;
+                e.since_ms = now_ms;
+            }
         }
         if let Some(tokens) = &mut self.tokens
             && tokens.get(key).is_none_or(|t| **t != *owner)

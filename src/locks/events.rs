@@ -10,7 +10,7 @@
 use std::hash::BuildHasher;
 
 pub use super::event_reads::{Need, Write};
-use super::table::{Census, LockEntry, NamespaceTable, expiry};
+use super::table::{Census, LockEntry, NamespaceTable, OWNER_UNSURE, READING, expiry};
 use super::ttl;
 use crate::access::read::KeyRead;
 use crate::config::NamespaceConfig;
@@ -206,7 +206,10 @@ impl NamespaceTable {
             return None; // an event came after the read was asked for; its read decides
         }
         let kind = match found {
-            Found::Lock { owner, pttl_ms } if e.unread || self.owner_hash(owner) == e.owner => {
+            // A lock whose owner may have changed unread: another owner is a handoff.
+            Found::Lock { owner, pttl_ms }
+                if e.unread || e.flags & OWNER_UNSURE != 0 || self.owner_hash(owner) == e.owner =>
+            {
                 self.suspects.remove(key);
                 self.apply(ns, key, owner, pttl_ms, now_ms);
                 self.pass_seen(key);
@@ -344,13 +347,14 @@ impl NamespaceTable {
                 if e.unread {
                     e.owner = hash;
                     e.unread = false;
-                    e.reading = false;
+                    e.flags &= !READING;
                 } else if e.owner != hash {
                     self.pending.handoffs += 1;
                     e.owner = hash;
                     e.since_ms = now_ms;
                 }
                 e.expires_ms = expires_ms;
+                e.flags &= !OWNER_UNSURE;
                 e.pass = pass;
             }
             None => {
@@ -364,7 +368,7 @@ impl NamespaceTable {
                         pass,
                         seq: 0,
                         unread: false,
-                        reading: false,
+                        flags: 0,
                     },
                 );
             }

@@ -31,10 +31,17 @@ pub struct LockEntry {
     pub(super) seq: u16,
     /// Announced by an event, owner and TTL not read yet.
     pub(super) unread: bool,
-    /// A read of owner and TTL is asked for or in flight after an event (a renewal's TTL
-    /// is then that read's, not an estimate).
-    pub(super) reading: bool,
+    /// `READING`: a read of owner and TTL is asked for or in flight after an event (a
+    /// renewal's TTL is then that read's, not an estimate). `OWNER_UNSURE`: a `set` came
+    /// whose owner was not read (budget spent, or the read failed): the next read that finds
+    /// another owner is a handoff, not a missed event.
+    pub(super) flags: u8,
 }
+
+/// `LockEntry::flags`: a read of owner and TTL is out.
+pub(super) const READING: u8 = 1;
+/// `LockEntry::flags`: the owner may have changed unread.
+pub(super) const OWNER_UNSURE: u8 = 2;
 
 impl LockEntry {
     /// Whether the owner and TTL have been read (an entry announced by an event waits
@@ -291,7 +298,7 @@ impl NamespaceTable {
                     pass,
                     seq: 0,
                     unread: false,
-                    reading: false,
+                    flags: 0,
                 };
                 self.locks.insert(Box::from(key), entry);
                 since_ms

@@ -299,3 +299,30 @@ fn reads_after_events_ask_only_what_is_not_known() {
     t.event_read_failed(b"wf:3", seq);
     assert!(matches!(t.announce(b"wf:3", Write::Ttl, 30_001), Need::Full(_)));
 }
+
+#[test]
+fn a_set_whose_owner_was_not_read_makes_the_next_read_of_another_owner_a_handoff() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    read_held(&mut t, &ns, b"wf:1", b"a");
+    read_held(&mut t, &ns, b"wf:2", b"a");
+    // `set` of each; wf:1's owner read is skipped (the budget spent), wf:2's was not asked.
+    let Need::Owner(seq) = t.announce(b"wf:1", Write::Value, 2_000) else {
+        panic!("an owner read");
+    };
+    t.event_read_failed(b"wf:1", seq);
+    let _ = t.take_counts();
+    // A pass re-reads both and finds another owner: wf:1's is a handoff at once; wf:2's a
+    // discrepancy no event explains (a suspect, a repair once confirmed).
+    let b = Found::Lock {
+        owner: b"b",
+        pttl_ms: 20_000,
+    };
+    let seq1 = t.lock(b"wf:1").map(|e| e.seq).unwrap();
+    let seq2 = t.lock(b"wf:2").map(|e| e.seq).unwrap();
+    t.refresh_read(&ns, b"wf:1", seq1, b, 3_000);
+    let counts = t.take_counts();
+    assert_eq!((counts.handoffs, counts.repairs), (1, [0; 3]), "wf:1's new owner, no repair");
+    t.refresh_read(&ns, b"wf:2", seq2, b, 3_000);
+    t.refresh_read(&ns, b"wf:2", seq2, b, 4_500);
+    assert_eq!(t.take_counts().repairs.iter().sum::<u64>(), 1, "wf:2's, confirmed");
+}
