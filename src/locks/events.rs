@@ -27,6 +27,8 @@ pub(crate) struct Suspect {
     kind: Repair,
     /// The entry's event count when first seen (missing keys: 0).
     seq: u16,
+    /// Counted as a repair once confirmed (a key the inventory found is taken in uncounted).
+    counted: bool,
     since_ms: i64,
 }
 
@@ -221,7 +223,7 @@ impl NamespaceTable {
             // A pass reads owner and TTL; an owner alone proves nothing either way.
             Found::Owner(_) => return None,
         };
-        if self.confirmed(key, kind, seq, now_ms) {
+        if self.confirmed(key, kind, seq, true, now_ms).is_some() {
             self.pending.repairs[kind.index()] += 1;
             self.repaired += 1;
             match found {
@@ -238,16 +240,19 @@ impl NamespaceTable {
     }
 
     /// The reconciling SCAN found `key` and read it. A lock the events never announced is
-    /// a suspect (`counting`), or taken in silently (the first walk after start, which is
-    /// an inventory, not a check).
+    /// a suspect, taken in once a second read confirms it: counted as a repair
+    /// (`counting`), or silently (the first walk after start, which is an inventory, not a
+    /// check).
     pub fn walk_found(&mut self, ns: &NamespaceConfig, key: &[u8], found: Found<'_>, now_ms: i64, counting: bool) {
         if self.locks.contains_key(key) {
             return; // tracked: passes re-read it
         }
         match found {
             Found::Lock { owner, pttl_ms } => {
-                if !counting || self.confirmed(key, Repair::Missing, 0, now_ms) {
-                    if counting {
+                // Even the inventory takes a key in only once a second read finds it: a read
+                // answered after the key's `del` was handled would bring back a lock gone.
+                if let Some(counted) = self.confirmed(key, Repair::Missing, 0, counting, now_ms) {
+                    if counted {
                         self.pending.repairs[Repair::Missing.index()] += 1;
                         self.repaired += 1;
                     }
@@ -310,15 +315,17 @@ impl NamespaceTable {
     }
 
     /// Whether a discrepancy of `kind` on `key` was already seen at least `CONFIRM_MS` ago
-    /// with the same event count; otherwise it is (re)noted as a suspect.
-    fn confirmed(&mut self, key: &[u8], kind: Repair, seq: u16, now_ms: i64) -> bool {
+    /// with the same event count — then whether it counts as a repair (`counted` as it was
+    /// first noted); otherwise it is (re)noted as a suspect, to count as `counted` says.
+    fn confirmed(&mut self, key: &[u8], kind: Repair, seq: u16, counted: bool, now_ms: i64) -> Option<bool> {
         match self.suspects.get(key) {
             Some(s) if s.kind == kind && s.seq == seq => {
                 if now_ms - s.since_ms >= CONFIRM_MS {
+                    let counted = s.counted;
                     self.suspects.remove(key);
-                    return true;
+                    return Some(counted);
                 }
-                false
+                None
             }
             _ => {
                 if self.suspects.len() < MAX_SUSPECTS {
@@ -327,11 +334,12 @@ impl NamespaceTable {
                         Suspect {
                             kind,
                             seq,
+                            counted,
                             since_ms: now_ms,
                         },
                     );
                 }
-                false
+                None
             }
         }
     }

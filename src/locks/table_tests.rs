@@ -326,3 +326,21 @@ fn a_set_whose_owner_was_not_read_makes_the_next_read_of_another_owner_a_handoff
     t.refresh_read(&ns, b"wf:2", seq2, b, 4_500);
     assert_eq!(t.take_counts().repairs.iter().sum::<u64>(), 1, "wf:2's, confirmed");
 }
+
+#[test]
+fn the_inventory_takes_a_lock_in_only_once_a_second_read_finds_it_and_counts_nothing() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    let found = Found::Lock {
+        owner: b"a",
+        pttl_ms: 20_000,
+    };
+    // wf:1 was read by the walk before its `del`, which was handled first: the second read
+    // finds it gone, and it never comes back as a lock.
+    t.walk_found(&ns, b"wf:1", found, 1_000, false);
+    t.walk_found(&ns, b"wf:2", found, 1_000, false);
+    assert_eq!(t.census_at(&ns, 1_000).held, 0);
+    t.walk_found(&ns, b"wf:1", Found::Gone, 2_100, true);
+    t.walk_found(&ns, b"wf:2", found, 2_100, true);
+    assert_eq!(t.census_at(&ns, 2_100).held, 1, "wf:2 alone");
+    assert_eq!(t.take_counts().repairs, [0; 3], "an inventory repairs nothing");
+}
