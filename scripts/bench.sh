@@ -59,7 +59,9 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1" >&2; return 1; }
+wait_port() { # port [polls of 50 ms, 200 by default]
+  for _ in $(seq "${2:-200}"); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done
+  echo "nothing listens on $1" >&2; return 1; }
 
 cargo build --release --locked --bin lockwatch >&2
 new_bin=target/release/lockwatch
@@ -380,7 +382,8 @@ ttl = "3600s"
 TOML
   "${3:-$new_bin}" serve -c "$work/m.toml" --log-level warn &
   local pid=$!
-  wait_port "$lport"
+  # f2bf837 listens only after its first pass over the million keys
+  wait_port "$lport" 2400
   for _ in $(seq 600); do
     [ "$(metric 'lockwatch_locks_held{namespace="job",target="bench"}')" = "$2" ] && break
     sleep 0.5

@@ -64,6 +64,7 @@ pub fn lock_table(n: usize) -> Filled {
             },
             NOW,
             NOW,
+            NOW,
         );
     }
     Box::new(t)

@@ -149,7 +149,7 @@ impl WatcherMetrics {
             )?,
             owner_reads_skipped_total: r.counters(
                 metric::OWNER_READS_SKIPPED_TOTAL,
-                "Rewrites (set) of held locks counted as renewals without reading their owner: beyond 5,000 owner reads a second per target (a changed owner is then found by the next pass's re-read).",
+                "Rewrites (set) of held locks counted as renewals without reading their owner: beyond 5,000 owner reads a second per target (a changed owner is then found by the lock's next re-read, within reconcile_interval).",
                 t,
             )?,
         };

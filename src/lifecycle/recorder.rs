@@ -177,6 +177,7 @@ impl Recorder<'_> {
                 {
                     waiting.seq = Some(seq);
                     waiting.ttl |= ttl;
+                    waiting.skippable |= !ttl;
                     waiting.written_ms = now;
                     return;
                 }
@@ -186,7 +187,9 @@ impl Recorder<'_> {
                     generation: None,
                     seq: Some(seq),
                     ttl,
+                    skippable: !ttl,
                     written_ms: now,
+                    sent_ms: now,
                 });
             }
             (Membership::Written, true) => table.announce_fence(key),
@@ -259,7 +262,9 @@ impl Observer for Recorder<'_> {
             generation: Some(generation),
             seq: None,
             ttl: false,
+            skippable: false,
             written_ms: self.w.locks.now_ms(),
+            sent_ms: 0,
         });
     }
 

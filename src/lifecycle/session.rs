@@ -33,6 +33,7 @@ use crate::access::read::KeyRead;
 use crate::access::reader::Reader;
 use crate::config::ValueKind;
 use crate::locks::events::Found;
+use crate::locks::events::NOT_A_WRITE;
 use crate::vocab::Verification;
 
 impl Watcher {
@@ -313,8 +314,9 @@ impl Watcher {
             while i < pending.len() && batch.len() < 1000 {
                 if pending[i].ns == ns {
                     let r = pending.swap_remove(i);
-                    // Owner and TTL are always read; an owner alone within the budget.
-                    if r.ttl || budget.take(now) {
+                    // Owner and TTL are always read, and so is every owner the table does
+                    // not know; the owner of a known lock's `set` within the budget.
+                    if r.ttl || !r.skippable || budget.take(now) {
                         batch.push(r);
                     } else {
                         skipped.push(r);
@@ -334,6 +336,10 @@ impl Watcher {
             }
             if batch.is_empty() {
                 continue;
+            }
+            let sent = self.locks.now_ms();
+            for r in &mut batch {
+                r.sent_ms = sent;
             }
             let kind = self.namespaces[ns].value.clone();
             let reader = reader.clone();
@@ -374,9 +380,30 @@ impl Watcher {
             let mut table = ns_locks.table();
             for (i, r) in requests.iter().enumerate() {
                 let Some(seq) = r.seq else { continue };
-                match reads.and_then(|x| x.get(i)) {
-                    Some(read) => table.event_read(&ns_locks.config, &r.key, seq, Found::from(read), r.written_ms, now),
+                let ttl_next = match reads.and_then(|x| x.get(i)) {
+                    Some(read) => table.event_read(
+                        &ns_locks.config,
+                        &r.key,
+                        seq,
+                        Found::from(read),
+                        r.written_ms,
+                        r.sent_ms,
+                        now,
+                    ),
                     None => table.event_read_failed(&r.key, seq),
+                };
+                // A `set` no `expire` followed: its TTL is read (a `SET` without `PX`).
+                if let Some(seq) = ttl_next {
+                    pending.push(ReadRequest {
+                        ns,
+                        key: r.key.clone(),
+                        generation: None,
+                        seq: Some(seq),
+                        ttl: true,
+                        skippable: false,
+                        written_ms: NOT_A_WRITE,
+                        sent_ms: now,
+                    });
                 }
             }
         }

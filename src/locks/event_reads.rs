@@ -6,7 +6,7 @@
 use std::hash::BuildHasher;
 
 use super::events::Found;
-use super::table::{LockEntry, NO_EXPIRY, NamespaceTable, OWNER_UNSURE, READING};
+use super::table::{AWAIT_TTL, ESTIMATED, LockEntry, NO_EXPIRY, NamespaceTable, OWNER_UNSURE, READING};
 use crate::config::NamespaceConfig;
 
 /// What an event wrote, as far as the lock table's reads go.
@@ -30,29 +30,42 @@ pub enum Need {
     Nothing,
 }
 
-/// How much more a lock may have left than the namespace's TTL before a renewal's TTL is
-/// read rather than taken to be the namespace's; also the least two learnt TTLs may differ
-/// by and still agree (how late the watcher handled each write moves them).
-const SPAN_SLACK_MS: i64 = 1_000;
+/// `written_ms` of a read that follows no write of the lock (its TTL teaches nothing).
+pub const NOT_A_WRITE: i64 = i64::MIN;
 /// Learnt TTLs in a row that must agree before renewals are no longer read: a namespace
 /// whose locks are set with different TTLs keeps reading them.
 const SPAN_TRUSTED: u32 = 3;
 
-/// The TTL a namespace's locks were last read with after a write, and how many reads in a
-/// row agreed (within an eighth, or `SPAN_SLACK_MS`).
+/// How far two learnt TTLs may differ and still agree, and how much more than the learnt
+/// TTL a lock may have left and still be renewed without a read: an eighth (how late the
+/// watcher handled each write moves them), at least 10 ms.
+fn tolerance(span_ms: i64) -> i64 {
+    (span_ms / 8).max(10)
+}
+
+/// The TTL a namespace's locks were read with after writes: the least of a run of reads
+/// that each agreed with the run's first, and how many agreed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
     ms: i64,
+    first: i64,
     agreed: u32,
 }
 
 impl Span {
     fn next(before: Option<Span>, ms: i64) -> Span {
-        let agreed = match before {
-            Some(b) if (b.ms - ms).abs() <= SPAN_SLACK_MS.max(b.ms / 8) => b.agreed.saturating_add(1),
-            _ => 0,
-        };
-        Span { ms, agreed }
+        match before {
+            Some(b) if (b.first - ms).abs() <= tolerance(b.first) => Span {
+                ms: b.ms.min(ms),
+                first: b.first,
+                agreed: b.agreed.saturating_add(1),
+            },
+            _ => Span {
+                ms,
+                first: ms,
+                agreed: 0,
+            },
+        }
     }
 }
 
@@ -89,9 +102,14 @@ impl NamespaceTable {
             match (write, span) {
                 (Write::Value, _) => {
                     e.seq = e.seq.wrapping_add(1);
+                    e.flags = (e.flags & !ESTIMATED) | AWAIT_TTL;
                     return Need::Owner(e.seq);
                 }
-                (Write::Ttl, Some(span)) if e.pttl_at(now_ms) <= span.saturating_add(SPAN_SLACK_MS) => {
+                (Write::Ttl, Some(span)) if e.pttl_at(now_ms) <= span.saturating_add(tolerance(span)) => {
+                    // A read out before this renewal (a pass's) would answer with the TTL
+                    // before it: the count moves on.
+                    e.seq = e.seq.wrapping_add(1);
+                    e.flags = (e.flags | ESTIMATED) & !AWAIT_TTL;
                     e.expires_ms = now_ms.saturating_add(span);
                     return Need::Nothing;
                 }
@@ -99,15 +117,19 @@ impl NamespaceTable {
             }
         }
         e.seq = e.seq.wrapping_add(1);
-        e.flags |= READING;
+        e.flags = (e.flags | READING) & !(ESTIMATED | AWAIT_TTL);
         Need::Full(e.seq)
     }
 
-    /// The read asked for after an event (`seq` as `announce` returned it), answered at
-    /// `now_ms` for a write at `written_ms`. A read answered after a newer event is left to
-    /// that event's own read; one answered after the key was forgotten (its `del` or expiry
-    /// handled while the read was in flight) is dropped, or it would bring back a lock that
-    /// is gone. A TTL read right after a write teaches the namespace's TTL.
+    /// The read asked for after an event (`seq` as `announce` returned it), sent at
+    /// `sent_ms` and answered at `now_ms`, for a write at `written_ms` (`NOT_A_WRITE`: the
+    /// TTL it reads teaches nothing). A read answered after a newer event is left to that
+    /// event's own read (an owner read stays good across a renewal whose TTL was taken); one
+    /// answered after the key was forgotten (its `del` or expiry handled while the read was
+    /// in flight) is dropped, or it would bring back a lock that is gone. A TTL read right
+    /// after a write teaches the namespace's TTL. Returns the event count of a TTL read to
+    /// ask for now: an owner read answered for a `set` that no `expire` followed.
+    #[allow(clippy::too_many_arguments)]
     pub fn event_read(
         &mut self,
         ns: &NamespaceConfig,
@@ -115,42 +137,70 @@ impl NamespaceTable {
         seq: u16,
         found: Found<'_>,
         written_ms: i64,
+        sent_ms: i64,
         now_ms: i64,
-    ) {
-        let Some(e) = self.locks.get_mut(key) else {
-            return;
-        };
-        if e.seq != seq {
-            return;
+    ) -> Option<u16> {
+        let e = self.locks.get_mut(key)?;
+        let owner_only = matches!(found, Found::Owner(_));
+        let current = e.seq == seq || (owner_only && e.flags & ESTIMATED != 0 && e.seq.wrapping_sub(1) == seq);
+        if !current {
+            if owner_only && !e.unread {
+                e.flags |= OWNER_UNSURE;
+            }
+            return None;
         }
-        e.flags &= !READING;
+        if !owner_only {
+            e.flags &= !READING;
+        }
         let unread = e.unread;
         match found {
             Found::Lock { owner, pttl_ms } => {
-                if pttl_ms > 0 {
-                    let ms = now_ms.saturating_add(pttl_ms).saturating_sub(written_ms).max(1);
+                if pttl_ms > 0 && written_ms != NOT_A_WRITE {
+                    let ms = sent_ms.saturating_add(pttl_ms).saturating_sub(written_ms).max(1);
                     self.span = Some(Span::next(self.span, ms));
                 }
                 self.apply(ns, key, owner, pttl_ms, now_ms);
+                None
             }
-            Found::Owner(owner) if !unread => self.apply_owner(key, owner, now_ms),
+            Found::Owner(owner) if !unread => {
+                self.apply_owner(key, owner, now_ms);
+                self.ttl_unless_expired(key)
+            }
             // Gone before the read: the event saying so follows.
-            Found::Gone | Found::Owner(_) => {}
-            Found::Unreadable(reason) => self.set_odd(key, reason),
+            Found::Gone | Found::Owner(_) => None,
+            Found::Unreadable(reason) => {
+                self.set_odd(key, reason);
+                None
+            }
         }
     }
 
-    /// The read asked for after an event failed: the next event of the key asks again.
-    pub fn event_read_failed(&mut self, key: &[u8], seq: u16) {
-        if let Some(e) = self.locks.get_mut(key)
-            && e.seq == seq
-        {
-            e.flags &= !READING;
-            // The owner of a lock known before may have changed unread (a `set`).
-            if !e.unread {
-                e.flags |= OWNER_UNSURE;
-            }
+    /// The read asked for after an event failed (or was not sent: the budget). The owner of
+    /// a lock known before may have changed unread; a `set` no `expire` followed has its TTL
+    /// read (the event count returned).
+    pub fn event_read_failed(&mut self, key: &[u8], seq: u16) -> Option<u16> {
+        let e = self.locks.get_mut(key)?;
+        if e.seq != seq && !(e.flags & ESTIMATED != 0 && e.seq.wrapping_sub(1) == seq) {
+            return None;
         }
+        e.flags &= !READING;
+        if e.unread {
+            return None;
+        }
+        e.flags |= OWNER_UNSURE;
+        self.ttl_unless_expired(key)
+    }
+
+    /// After the owner read of a `set`: when no `expire` came after it, its TTL is read
+    /// next (the event count returned).
+    fn ttl_unless_expired(&mut self, key: &[u8]) -> Option<u16> {
+        let e = self.locks.get_mut(key)?;
+        if e.flags & AWAIT_TTL == 0 {
+            return None;
+        }
+        e.seq = e.seq.wrapping_add(1);
+        e.flags = (e.flags | READING) & !(AWAIT_TTL | ESTIMATED);
+        Some(e.seq)
     }
 
     /// Take an owner read alone as the truth (a new owner is a handoff); the TTL stays.

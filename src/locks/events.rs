@@ -9,7 +9,7 @@
 
 use std::hash::BuildHasher;
 
-pub use super::event_reads::{Need, Write};
+pub use super::event_reads::{NOT_A_WRITE, Need, Write};
 use super::table::{Census, LockEntry, NamespaceTable, OWNER_UNSURE, READING, expiry};
 use super::ttl;
 use crate::access::read::KeyRead;
@@ -251,7 +251,14 @@ impl NamespaceTable {
             Found::Lock { owner, pttl_ms } => {
                 // Even the inventory takes a key in only once a second read finds it: a read
                 // answered after the key's `del` was handled would bring back a lock gone.
-                if let Some(counted) = self.confirmed(key, Repair::Missing, 0, counting, now_ms) {
+                // An inventory with no room left to confirm takes it in at once, as the next
+                // walk would otherwise count it as missed.
+                let at_once = !counting && self.suspects.len() >= MAX_SUSPECTS && !self.suspects.contains_key(key);
+                let confirmed = match at_once {
+                    true => Some(false),
+                    false => self.confirmed(key, Repair::Missing, 0, counting, now_ms),
+                };
+                if let Some(counted) = confirmed {
                     if counted {
                         self.pending.repairs[Repair::Missing.index()] += 1;
                         self.repaired += 1;

@@ -42,6 +42,12 @@ pub struct LockEntry {
 pub(super) const READING: u8 = 1;
 /// `LockEntry::flags`: the owner may have changed unread.
 pub(super) const OWNER_UNSURE: u8 = 2;
+/// `LockEntry::flags`: the last event was a renewal whose TTL was taken, not read (an owner
+/// read asked one event before still answers for the lock).
+pub(super) const ESTIMATED: u8 = 4;
+/// `LockEntry::flags`: a `set` of the lock came and no `expire` after it yet: unless one
+/// comes before its owner read answers, the TTL is read (a `SET` without `PX` removed it).
+pub(super) const AWAIT_TTL: u8 = 8;
 
 impl LockEntry {
     /// Whether the owner and TTL have been read (an entry announced by an event waits

@@ -3,7 +3,7 @@
 use super::*;
 use crate::config::ValueKind;
 use crate::glob::Glob;
-use crate::locks::events::{Found, Need, Write};
+use crate::locks::events::{Found, NOT_A_WRITE, Need, Write};
 use std::time::Duration;
 
 fn ns() -> NamespaceConfig {
@@ -192,11 +192,11 @@ fn a_read_answered_after_the_key_was_forgotten_does_not_bring_it_back() {
         owner: b"a",
         pttl_ms: 29_000,
     };
-    t.event_read(&ns, b"wf:1", seq, before_del, 100_000, 100_005);
+    t.event_read(&ns, b"wf:1", seq, before_del, 100_000, 100_005, 100_005);
     assert_eq!(t.census_at(&ns, 100_010).held, 0);
     // A read that answers while its key is still there is applied.
     let seq = full(t.announce(b"wf:2", Write::Value, 100_000));
-    t.event_read(&ns, b"wf:2", seq, before_del, 100_000, 100_005);
+    t.event_read(&ns, b"wf:2", seq, before_del, 100_000, 100_005, 100_005);
     assert_eq!(t.census_at(&ns, 100_010).held, 1);
 }
 
@@ -204,7 +204,7 @@ fn a_read_answered_after_the_key_was_forgotten_does_not_bring_it_back() {
 fn read_held(t: &mut NamespaceTable, n: &NamespaceConfig, key: &[u8], owner: &[u8]) {
     let seq = full(t.announce(key, Write::Value, 1_000));
     let found = crate::locks::events::Found::Lock { owner, pttl_ms: 30_000 };
-    t.event_read(n, key, seq, found, 1_000, 1_000);
+    t.event_read(n, key, seq, found, 1_000, 1_000, 1_000);
 }
 
 /// The event count of a read of owner and TTL.
@@ -256,27 +256,51 @@ fn reads_after_events_ask_only_what_is_not_known() {
         owner: b"a",
         pttl_ms: 29_990,
     };
-    t.event_read(&ns, k, 0, found, 1_000, 1_010);
+    t.event_read(&ns, k, 0, found, 1_000, 1_010, 1_010);
     assert_eq!(
         t.announce(k, Write::Ttl, 1_020),
         Need::Full(2),
         "an answer for an older event teaches nothing"
     );
-    t.event_read(&ns, k, 2, found, 1_020, 1_030);
+    t.event_read(&ns, k, 2, found, 1_020, 1_030, 1_030);
     // Renewals are read until reads after writes agree on the namespace's TTL.
     for (seq, at) in [(3, 2_000), (4, 3_000), (5, 4_000)] {
         assert_eq!(t.announce(k, Write::Ttl, at), Need::Full(seq));
-        t.event_read(&ns, k, seq, found, at, at + 10);
+        t.event_read(&ns, k, seq, found, at, at + 10, at + 10);
     }
     // Known now: the namespace's TTL (29,990 left 10 ms after the write) is learnt, and a
     // renewal's `expire` sets it again without a read.
+    // A pass's read out before the renewal answers after it: dropped, not taken over the
+    // renewal's TTL.
+    let pass_seq = t.lock(k).map(|e| e.seq).unwrap();
     assert_eq!(t.announce(k, Write::Ttl, 11_000), Need::Nothing);
     assert_eq!(t.lock(k).map(|e| e.pttl_at(11_000)), Some(30_000));
-    // A `set` on it asks for its owner alone; a new owner is a handoff, the TTL stays.
-    assert_eq!(t.announce(k, Write::Value, 12_000), Need::Owner(6));
-    t.event_read(&ns, k, 6, Found::Owner(b"b"), 12_000, 12_005);
+    let before = Found::Lock {
+        owner: b"a",
+        pttl_ms: 1_000,
+    };
+    t.refresh_read(&ns, k, pass_seq, before, 11_010);
+    assert_eq!(t.lock(k).map(|e| e.pttl_at(11_010)), Some(29_990));
+    // `SET … PX` on it: the `set` asks for its owner alone, the `expire` takes the TTL, and
+    // the owner read answers after it: a new owner is a handoff, the TTL stays.
+    assert_eq!(t.announce(k, Write::Value, 12_000), Need::Owner(7));
+    assert_eq!(t.announce(k, Write::Ttl, 12_000), Need::Nothing);
+    assert_eq!(
+        t.event_read(&ns, k, 7, Found::Owner(b"b"), 12_000, 12_001, 12_005),
+        None
+    );
     assert_eq!(t.take_counts().handoffs, 1);
-    assert_eq!(t.lock(k).map(|e| e.pttl_at(12_005)), Some(28_995));
+    assert_eq!(t.lock(k).map(|e| e.pttl_at(12_005)), Some(29_995));
+    // A `SET` without `PX`: no `expire` before its owner read answers, so its TTL is read.
+    assert_eq!(t.announce(k, Write::Value, 13_000), Need::Owner(9));
+    let ttl_seq = t.event_read(&ns, k, 9, Found::Owner(b"b"), 13_000, 13_001, 13_005);
+    assert_eq!(ttl_seq, Some(10));
+    let no_ttl = Found::Lock {
+        owner: b"b",
+        pttl_ms: -1,
+    };
+    t.event_read(&ns, k, 10, no_ttl, NOT_A_WRITE, 13_006, 13_010);
+    assert_eq!(t.census_at(&ns, 13_010).without_ttl, 1);
     // A lock with more left than the namespace's TTL (set with a longer one): read; its
     // TTL disagrees, so renewals are read again until reads agree anew.
     let long: &[u8] = b"wf:2";
@@ -289,6 +313,7 @@ fn reads_after_events_ask_only_what_is_not_known() {
             owner: b"c",
             pttl_ms: 300_000,
         },
+        20_000,
         20_000,
         20_000,
     );
@@ -321,7 +346,11 @@ fn a_set_whose_owner_was_not_read_makes_the_next_read_of_another_owner_a_handoff
     let seq2 = t.lock(b"wf:2").map(|e| e.seq).unwrap();
     t.refresh_read(&ns, b"wf:1", seq1, b, 3_000);
     let counts = t.take_counts();
-    assert_eq!((counts.handoffs, counts.repairs), (1, [0; 3]), "wf:1's new owner, no repair");
+    assert_eq!(
+        (counts.handoffs, counts.repairs),
+        (1, [0; 3]),
+        "wf:1's new owner, no repair"
+    );
     t.refresh_read(&ns, b"wf:2", seq2, b, 3_000);
     t.refresh_read(&ns, b"wf:2", seq2, b, 4_500);
     assert_eq!(t.take_counts().repairs.iter().sum::<u64>(), 1, "wf:2's, confirmed");

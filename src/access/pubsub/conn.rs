@@ -86,6 +86,7 @@ async fn tcp(host: &str, port: u16) -> Result<tokio::net::TcpStream, PubSubError
 /// Send `cmd` and read its one reply: an error reply is a refusal.
 async fn hello(io: &mut Io, buf: &mut BytesMut, cmd: &[u8], name: &'static str) -> Result<(), PubSubError> {
     io.write_all(cmd).await?;
+    io.flush().await?;
     loop {
         if let Some((f, n)) = frame::parse(buf)? {
             let refused = match f {

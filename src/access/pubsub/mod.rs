@@ -205,13 +205,18 @@ async fn drive(
         if buf.len() > MAX_FRAME {
             break PubSubError::TooLarge;
         }
-        let room = queued.bytes.load(Ordering::Acquire) < MAX_QUEUED;
+        // A request waiting for its reply (a `PING` the session awaits without draining
+        // the queue) keeps the socket read up to twice the bound, or its reply would wait
+        // behind a queue that only the session itself can drain.
+        let limit = if waiting.is_empty() { MAX_QUEUED } else { 2 * MAX_QUEUED };
+        let room = queued.bytes.load(Ordering::Acquire) < limit;
         buf.reserve(READ_SIZE);
         tokio::select! {
             biased;
             asked = requests.recv(), if asking => match asked {
                 Some(r) => {
-                    if let Err(e) = io.write_all(&r.command).await {
+                    // Flushed: a TLS stream may hold written bytes until then.
+                    if let Err(e) = write(&mut io, &r.command).await {
                         let _ = r.done.send(Err(e.into()));
                         break PubSubError::Closed;
                     }
@@ -232,6 +237,12 @@ async fn drive(
     for r in waiting.drain(..) {
         let _ = r.done.send(Err(PubSubError::Closed));
     }
+}
+
+/// Write `bytes` and flush them out.
+async fn write(io: &mut conn::Io, bytes: &[u8]) -> std::io::Result<()> {
+    io.write_all(bytes).await?;
+    io.flush().await
 }
 
 /// The whole frames at the start of `buf`: replies answer their requests (into
