@@ -13,6 +13,9 @@ use hashbrown::hash_table::Entry;
 /// whole, so growing never copies (nor frees) more than one chunk.
 pub const CHUNK: usize = 4096;
 
+/// An index of at most this many buckets is never shrunk.
+const SHRINK_ABOVE: usize = 16 * 1024;
+
 /// The entries, position `i` at `chunks[i / CHUNK][i % CHUNK]`; every chunk but the last full.
 #[derive(Clone)]
 struct Slots<K, V> {
@@ -202,7 +205,23 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
         K: Borrow<Q>,
     {
         let i = self.find(key)?;
-        self.remove_at(i).map(|s| s.1)
+        let removed = self.remove_at(i).map(|s| s.1);
+        self.shrink_when_sparse();
+        removed
+    }
+
+    /// An index grown for many more entries than are left (a million locks taken and
+    /// released) is rebuilt for twice those left: a lookup then probes a table that fits
+    /// the cache, and its memory is returned. Rebuilding costs one pass over what is left,
+    /// at most once per three quarters removed.
+    fn shrink_when_sparse(&mut self) {
+        let len = self.slots.len();
+        if self.index.capacity() > SHRINK_ABOVE.max(len.saturating_mul(8)) {
+            let (slots, hasher) = (&self.slots, &self.hasher);
+            self.index.shrink_to(len.saturating_mul(2), |&i| {
+                slots.get(i as usize).map_or(0, |s| hasher.hash_one(&s.0))
+            });
+        }
     }
 
     /// Remove the entry at position `i`: the last entry moves into its place.
@@ -233,6 +252,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
                 self.remove_at(i);
             }
         }
+        self.shrink_when_sparse();
     }
 
     pub fn clear(&mut self) {
@@ -296,5 +316,27 @@ mod tests {
             assert_eq!(d.remove(&k[..]), h.get(k).copied());
         }
         assert!(d.is_empty() && d.slots.chunks.len() <= 1, "emptied, its chunks freed");
+    }
+
+    #[test]
+    fn an_index_left_sparse_by_removals_shrinks_and_still_finds_every_key() {
+        let mut d = Map::default();
+        let key = |i: u64| -> Box<[u8]> { format!("k{i}").into_bytes().into() };
+        for i in 0..200_000 {
+            d.insert(key(i), i);
+        }
+        let grown = d.index.capacity();
+        for i in 0..195_000 {
+            assert_eq!(d.remove(&key(i)[..]), Some(i));
+        }
+        assert!(
+            d.index.capacity() * 8 <= grown,
+            "{} of {grown} buckets kept",
+            d.index.capacity()
+        );
+        for i in 195_000..200_000 {
+            assert_eq!(d.get(&key(i)[..]), Some(&i));
+        }
+        assert_eq!(d.len(), 5_000);
     }
 }

@@ -289,6 +289,7 @@ pub mod metric {
     pub const LOCK_NEAR_MISSES_TOTAL: &str = "lockwatch_lock_near_misses_total";
     pub const NOTIFICATIONS_CONNECTED: &str = "lockwatch_notifications_connected";
     pub const NOTIFICATIONS_RECEIVED_TOTAL: &str = "lockwatch_notifications_received_total";
+    pub const OWNER_READS_SKIPPED_TOTAL: &str = "lockwatch_owner_reads_skipped_total";
     pub const LIFECYCLE_TRACKED_LOCKS: &str = "lockwatch_lifecycle_tracked_locks";
     pub const NOTIFICATIONS_SUBSCRIBED: &str = "lockwatch_notifications_subscribed";
     pub const NOTIFICATIONS_VERIFICATION: &str = "lockwatch_notifications_verification";

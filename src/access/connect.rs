@@ -118,6 +118,15 @@ impl Link {
         self.client.get_async_pubsub().await
     }
 
+    /// The watcher's subscription connection (`pubsub`): the same address, credentials and
+    /// TLS, read by lockwatch itself; `limit` bounds connecting and the handshake.
+    pub async fn subscriber(
+        &self,
+        limit: Duration,
+    ) -> Result<(super::pubsub::Sink, super::pubsub::Messages), super::pubsub::PubSubError> {
+        super::pubsub::connect(&self.info, &self.tls, limit.min(self.connect_timeout)).await
+    }
+
     /// The client behind the link, for the access layer's own kinds of connection.
     pub(super) fn client(&self) -> &redis::Client {
         &self.client

@@ -22,6 +22,8 @@ pub(crate) enum KeyRead {
         owner: Vec<u8>,
         pttl_ms: i64,
     },
+    /// The owner alone was asked for (`read_owners`): a string lock's value.
+    Owner(Vec<u8>),
     /// Deleted between SCAN and the read: nothing to count.
     Gone,
     Unreadable(Unreadable),
@@ -95,6 +97,36 @@ pub(crate) async fn read_locks(
         return Err(unexpected("pipeline", None));
     }
     Ok(out)
+}
+
+/// The owner of each string lock key, in one `MGET` (no TTL, no transaction: one command
+/// is atomic). A key gone or of another type reads as `Gone`; a value the namespace's
+/// `value` setting cannot read as `Unreadable`. Redisson namespaces read owner and TTL.
+pub(crate) async fn read_owners(
+    conn: &mut impl ConnectionLike,
+    kind: &ValueKind,
+    keys: &[Vec<u8>],
+) -> RedisResult<Vec<KeyRead>> {
+    if keys.is_empty() || *kind == ValueKind::Redisson {
+        return read_locks(conn, kind, keys).await;
+    }
+    let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(keys).query_async(conn).await?;
+    if values.len() != keys.len() {
+        return Err(unexpected("MGET", None));
+    }
+    Ok(values.into_iter().map(|v| owner_of(kind, v)).collect())
+}
+
+/// A string lock's owner from its value as `MGET` or `GET` read it (`None`: gone, or of
+/// another type).
+pub(crate) fn owner_of(kind: &ValueKind, value: Option<Vec<u8>>) -> KeyRead {
+    let Some(bytes) = value else {
+        return KeyRead::Gone;
+    };
+    match owner::from_string(kind, &bytes) {
+        Ok(o) => KeyRead::Owner(o.into_owned()),
+        Err(reason) => KeyRead::Unreadable(reason),
+    }
 }
 
 /// `cmds` in one MULTI/EXEC, sent as a plain pipeline (`MULTI`, the commands, `EXEC`):

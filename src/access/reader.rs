@@ -82,10 +82,40 @@ impl Reader {
         }
     }
 
+    /// The owner of each string lock key (no TTL), in `keys`' order: one `MGET` on a
+    /// primary, a `GET` per key through a cluster.
+    pub async fn read_owners(&self, kind: &ValueKind, keys: &[Vec<u8>]) -> RedisResult<Vec<KeyRead>> {
+        match self {
+            Reader::Direct(conn) => read::read_owners(&mut conn.clone(), kind, keys).await,
+            Reader::Routed(_) if *kind == ValueKind::Redisson => self.read_locks(kind, keys).await,
+            Reader::Routed(_) => {
+                let values = self.read_counters_raw(keys).await?;
+                Ok(values.into_iter().map(|v| read::owner_of(kind, v)).collect())
+            }
+        }
+    }
+
     /// Values of fencing counters, in `keys`' order.
     pub async fn read_counters(&self, keys: &[Vec<u8>]) -> RedisResult<Vec<Counter>> {
         match self {
             Reader::Direct(conn) => read::read_counters(&mut conn.clone(), keys).await,
+            Reader::Routed(_) => Ok(self
+                .read_counters_raw(keys)
+                .await?
+                .into_iter()
+                .map(read::counter)
+                .collect()),
+        }
+    }
+
+    /// Each string key's value through a cluster, `GET` by `GET` (another type: `None`,
+    /// as `MGET` reads it).
+    async fn read_counters_raw(&self, keys: &[Vec<u8>]) -> RedisResult<Vec<Option<Vec<u8>>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self {
+            Reader::Direct(conn) => redis::cmd("MGET").arg(keys).query_async(&mut conn.clone()).await,
             Reader::Routed(conn) => {
                 let one = |key: Vec<u8>| {
                     let mut conn = conn.clone();
@@ -96,9 +126,9 @@ impl Reader {
                             let value: RedisResult<Option<Vec<u8>>> =
                                 redis::cmd("GET").arg(&key).query_async(&mut conn).await;
                             match value {
-                                Ok(v) => return Ok(read::counter(v)),
+                                Ok(v) => return Ok(v),
                                 // Not a string: as `MGET` reads it.
-                                Err(e) if e.code() == Some("WRONGTYPE") => return Ok(Counter::Gone),
+                                Err(e) if e.code() == Some("WRONGTYPE") => return Ok(None),
                                 Err(e) if attempt < ROUTED_ATTEMPTS && passing(&e) => {
                                     tokio::time::sleep(RETRY_AFTER).await;
                                 }

@@ -37,7 +37,7 @@ pub(crate) fn certificates(tls: &TargetTls) -> Option<redis::TlsCertificates> {
 /// rustls needs one crypto provider per process. With only its `ring` feature on, it would
 /// pick ring by itself; installing it here keeps that true should another dependency ever
 /// turn on a second provider (rustls then panics instead of choosing).
-fn install_provider() {
+pub(crate) fn install_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // An error means a provider is already installed: that one is used.

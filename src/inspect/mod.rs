@@ -371,7 +371,8 @@ async fn inspect_namespace(
                         standing: standing(ns, pttl_ms),
                         fence,
                     }),
-                    KeyRead::Gone => {}
+                    // `read_locks` reads owner and TTL: never an owner alone.
+                    KeyRead::Gone | KeyRead::Owner(_) => {}
                     KeyRead::Unreadable(_) => unreadable += 1,
                 }
             }

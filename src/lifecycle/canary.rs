@@ -122,22 +122,20 @@ impl Canaries {
 
     /// A message from primary `node`: `None` when it is not a canary's; else `Some`, with the
     /// round's end when it completed the round.
-    pub(super) fn seen(&mut self, node: usize, msg: &redis::Msg) -> Option<Option<Judged>> {
-        let pattern = msg.get_pattern::<Option<Vec<u8>>>().ok().flatten()?;
-        if pattern != self.pattern {
+    pub(super) fn seen(&mut self, node: usize, msg: &crate::access::pubsub::Message<'_>) -> Option<Option<Judged>> {
+        if msg.pattern != self.pattern.as_slice() {
             return None;
         }
         let Some(p) = self.primaries.get_mut(node) else {
             return Some(None);
         };
-        let channel = msg.get_channel::<Vec<u8>>().ok();
-        if channel.as_deref().and_then(|c| c.get(self.prefix_len..)) != Some(p.key.as_slice()) {
+        if msg.channel.get(self.prefix_len..) != Some(p.key.as_slice()) {
             return Some(None);
         }
         let Some((_, seen)) = p.open.as_mut() else {
             return Some(None);
         };
-        if let Some(bit) = Seen::of(msg.get_payload_bytes()) {
+        if let Some(bit) = Seen::of(msg.payload) {
             *seen |= bit as u8;
         }
         if *seen & ALL != ALL {

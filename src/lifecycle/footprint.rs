@@ -10,7 +10,7 @@ use super::history::History;
 use super::tracker::{Notice, Observer, Tracker};
 use crate::config::{NamespaceConfig, ValueKind};
 use crate::glob::Glob;
-use crate::locks::events::Found;
+use crate::locks::events::{Found, Need, Write};
 use crate::locks::recent::Series;
 use crate::locks::table::NamespaceTable;
 use crate::vocab::{HeadroomAt, HoldEnd, Transition};
@@ -50,7 +50,9 @@ pub fn lock_table(n: usize) -> Filled {
     let Some(ns) = ns() else { return Box::new(t) };
     for i in 0..n {
         let k = key(i);
-        let seq = t.announce(&k, NOW);
+        let Need::Full(seq) = t.announce(&k, Write::Value, NOW) else {
+            continue;
+        };
         let o = owner(i);
         t.event_read(
             &ns,
@@ -60,6 +62,8 @@ pub fn lock_table(n: usize) -> Filled {
                 owner: &o,
                 pttl_ms: 600_000,
             },
+            NOW,
+            NOW,
             NOW,
         );
     }

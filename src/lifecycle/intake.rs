@@ -12,22 +12,24 @@ use std::time::Duration;
 
 use futures_util::stream::{BoxStream, SelectAll};
 use futures_util::{FutureExt, StreamExt};
-use redis::aio::{ConnectionManager, PubSubSink};
+use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
 use super::canary::{Canaries, Judged};
 use super::handoff::{Follow, Imports, Placed, Resolved};
 use super::migration::{Admit, Check, Deferrals, Event, Verified};
 use super::owners::Owners;
+use super::read_budget::OwnerReads;
 use super::recorder::{Recorder, wall_ms};
 use super::tracker::{Notice, Tracker};
 use super::verify::{self, Verify};
 use super::{BATCH, ReadRequest, SessionError, Watcher};
 use crate::access::canary::{self, Marked};
 use crate::access::cluster::slot;
+use crate::access::pubsub::{Chunk, Message, Sink};
 
-/// One primary's notifications, tagged with its index; `None` when its stream ended.
-pub(super) type Tagged = BoxStream<'static, Option<(usize, redis::Msg)>>;
+/// One primary's notifications in chunks, tagged with its index; `None` when its stream ended.
+pub(super) type Tagged = BoxStream<'static, Option<(usize, Chunk)>>;
 
 /// An import's markers are written this often.
 const MARK_EVERY: Duration = Duration::from_millis(50);
@@ -58,7 +60,7 @@ pub(super) struct Links {
     /// `del`'s check).
     pub direct: Vec<(String, ConnectionManager)>,
     /// Each primary's subscription (its `PING`s).
-    pub sinks: Vec<PubSubSink>,
+    pub sinks: Vec<Sink>,
     pub verified: mpsc::Sender<Verified>,
     pub handoff: mpsc::Sender<Handoff>,
 }
@@ -76,6 +78,8 @@ pub(super) struct Flow {
     pub counted: Counted,
     /// Owner reads waiting for a pipeline.
     pub pending: Vec<ReadRequest>,
+    /// The budget of owner reads after `set`s of known locks.
+    pub owner_reads: OwnerReads,
     /// A cluster's slots and whose events count for them.
     pub owners: Option<Owners>,
     pub imports: Imports,
@@ -94,6 +98,7 @@ impl Flow {
                 cluster: owners.is_some(),
             },
             pending: Vec::new(),
+            owner_reads: OwnerReads::new(std::time::Instant::now()),
             owners,
             imports: Imports::default(),
             marking: HashMap::new(),
@@ -108,7 +113,7 @@ impl Watcher {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn intake(
         &self,
-        first: Option<(usize, redis::Msg)>,
+        first: Option<(usize, Chunk)>,
         streams: &mut SelectAll<Tagged>,
         drain: bool,
         tracker: &mut Tracker,
@@ -135,35 +140,37 @@ impl Watcher {
                     None => None,
                 };
             }
-            let Some((node, m)) = next.take() else { break };
-            taken += 1;
-            if let Some(seq) = self.marker(&m) {
-                resolved.extend(flow.imports.marked(node, seq >> 32, seq & u64::from(u32::MAX), now));
-            } else if let Some(judged) = canaries.seen(node, &m) {
-                if let Some(Judged(i, round)) = judged {
-                    verify.round(i, round);
-                }
-            } else if let Some(ev) = obs.parse(node, &m) {
-                n += 1;
-                if ev.event == b"restore" {
-                    flow.counted.deferrals.restored(&ev.key, node, now);
-                }
-                evidence |= passive_evidence(&ev.event);
-                if flow.owners.as_ref().is_some_and(|o| o.foreign(node, &ev.key)) {
-                    match flow.imports.foreign(ev, now) {
-                        Placed::Count(ev) => flow.counted.admit(&mut obs, tracker, &mut checks, ev, now),
-                        Placed::Unplaced { first: true } => ask.push(node),
-                        Placed::Dropped => {
-                            tracing::debug!(target_name = %self.target.name, node, "slot migration: a copy dropped")
-                        }
-                        Placed::Pending | Placed::Unplaced { first: false } => {}
+            let Some((node, chunk)) = next.take() else { break };
+            for m in chunk.messages() {
+                taken += 1;
+                if let Some(seq) = self.marker(&m) {
+                    resolved.extend(flow.imports.marked(node, seq >> 32, seq & u64::from(u32::MAX), now));
+                } else if let Some(judged) = canaries.seen(node, &m) {
+                    if let Some(Judged(i, round)) = judged {
+                        verify.round(i, round);
                     }
-                } else if !flow.imports.copy_due(node, &ev.key, now) {
-                    flow.imports.source_event(node, &ev.key);
-                    flow.counted.admit(&mut obs, tracker, &mut checks, ev, now);
-                } else {
-                    tracing::debug!(target_name = %self.target.name, node, key = %String::from_utf8_lossy(&ev.key),
+                } else if let Some(ev) = obs.parse(node, &m) {
+                    n += 1;
+                    if ev.event == b"restore" {
+                        flow.counted.deferrals.restored(&ev.key, node, now);
+                    }
+                    evidence |= passive_evidence(&ev.event);
+                    if flow.owners.as_ref().is_some_and(|o| o.foreign(node, &ev.key)) {
+                        match flow.imports.foreign(ev, now) {
+                            Placed::Count(ev) => flow.counted.admit(&mut obs, tracker, &mut checks, ev, now),
+                            Placed::Unplaced { first: true } => ask.push(node),
+                            Placed::Dropped => {
+                                tracing::debug!(target_name = %self.target.name, node, "slot migration: a copy dropped")
+                            }
+                            Placed::Pending | Placed::Unplaced { first: false } => {}
+                        }
+                    } else if !flow.imports.copy_due(node, &ev.key, now) {
+                        flow.imports.source_event(node, &ev.key);
+                        flow.counted.admit(&mut obs, tracker, &mut checks, ev, now);
+                    } else {
+                        tracing::debug!(target_name = %self.target.name, node, key = %String::from_utf8_lossy(&ev.key),
                         event = %String::from_utf8_lossy(&ev.event), "slot migration: a copy still due from the new primary, dropped");
+                    }
                 }
             }
         }
@@ -201,11 +208,11 @@ impl Watcher {
 
     /// The number of an import's marker, when `m` is the `set` of one of this watcher's
     /// (read without copying: it is asked of every message).
-    fn marker(&self, m: &redis::Msg) -> Option<u64> {
-        if m.get_payload_bytes() != b"set" {
+    fn marker(&self, m: &Message<'_>) -> Option<u64> {
+        if m.payload != b"set" {
             return None;
         }
-        let key = m.get_channel_name().as_bytes().get(self.prefix_len..)?;
+        let key = m.channel.get(self.prefix_len..)?;
         canary::marker_seq(key, &self.instance)
     }
 
@@ -255,12 +262,12 @@ impl Watcher {
             }
             Handoff::Flipped { id } => {
                 if let Some(source) = flow.imports.flipped(id, now)
-                    && let Some(mut sink) = links.sinks.get(source).cloned()
+                    && let Some(sink) = links.sinks.get(source).cloned()
                 {
                     let (tx, limit) = (links.handoff.clone(), self.target.sample_budget);
                     tokio::spawn(async move {
                         // A failed PING ends the session: the import goes with it.
-                        if let Ok(Ok(_)) = tokio::time::timeout(limit, sink.ping::<redis::Value>()).await {
+                        if let Ok(Ok(())) = tokio::time::timeout(limit, sink.ping()).await {
                             let _ = tx.send(Handoff::SourceRead { id }).await;
                         }
                     });
@@ -414,19 +421,16 @@ impl Watcher {
         let Some(sinks) = nodes
             .iter()
             .map(|&n| links.sinks.get(n).cloned())
-            .collect::<Option<Vec<PubSubSink>>>()
+            .collect::<Option<Vec<Sink>>>()
         else {
             return;
         };
         let limit = self.target.sample_budget;
         let tx = links.handoff.clone();
         tokio::spawn(async move {
-            let pings = sinks.into_iter().map(|mut sink| async move {
-                matches!(
-                    tokio::time::timeout(limit, sink.ping::<redis::Value>()).await,
-                    Ok(Ok(_))
-                )
-            });
+            let pings = sinks
+                .into_iter()
+                .map(|sink| async move { matches!(tokio::time::timeout(limit, sink.ping()).await, Ok(Ok(()))) });
             let ok = futures_util::future::join_all(pings).await.into_iter().all(|ok| ok);
             let _ = tx.send(Handoff::Settled { node, slots, ok }).await;
         });

@@ -48,6 +48,8 @@ pub(crate) struct WatcherMetrics {
     notifications_received_total: IntCounterVec,
     /// Label target: lock keys the watcher holds state for (holds and takeover tombstones).
     lifecycle_tracked_locks: IntGaugeVec,
+    /// Label target: `set`s of known locks counted without reading their owner.
+    owner_reads_skipped_total: IntCounterVec,
 }
 
 /// Handles of one namespace, resolved once.
@@ -73,6 +75,7 @@ pub(crate) struct TargetMetrics {
     pub(crate) method: [IntGauge; Method::ALL.len()],
     pub(crate) received: IntCounter,
     pub(crate) tracked: IntGauge,
+    pub(crate) owner_reads_skipped: IntCounter,
 }
 
 impl WatcherMetrics {
@@ -144,6 +147,11 @@ impl WatcherMetrics {
                 "Lock keys the lifecycle watcher keeps state for: holds in progress and recent expiries.",
                 t,
             )?,
+            owner_reads_skipped_total: r.counters(
+                metric::OWNER_READS_SKIPPED_TOTAL,
+                "Rewrites (set) of held locks counted as renewals without reading their owner: beyond 5,000 owner reads a second per target (a changed owner is then found by the lock's next re-read, within reconcile_interval).",
+                t,
+            )?,
         };
         for target in config.targets.iter().filter(|t| t.notifications != Notifications::Off) {
             // Resolving the handles creates every series at 0.
@@ -187,6 +195,7 @@ impl WatcherMetrics {
             }),
             received: self.notifications_received_total.with_label_values(&[t]),
             tracked: self.lifecycle_tracked_locks.with_label_values(&[t]),
+            owner_reads_skipped: self.owner_reads_skipped_total.with_label_values(&[t]),
         }
     }
 }

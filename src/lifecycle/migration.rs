@@ -257,8 +257,8 @@ impl Watcher {
             let ping_one = |i: usize| {
                 let sink = sinks.get(i).cloned();
                 async move {
-                    if let Some(mut sink) = sink {
-                        let _ = tokio::time::timeout(limit, sink.ping::<redis::Value>()).await;
+                    if let Some(sink) = sink {
+                        let _ = tokio::time::timeout(limit, sink.ping()).await;
                     }
                 }
             };

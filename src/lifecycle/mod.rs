@@ -17,6 +17,7 @@ mod intake;
 pub(crate) mod metrics;
 mod migration;
 mod owners;
+mod read_budget;
 mod recorder;
 mod renamespace;
 mod session;
@@ -94,6 +95,8 @@ enum SessionError {
     FlagsChanged,
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
+    #[error("pub/sub: {0}")]
+    PubSub(#[from] crate::access::pubsub::PubSubError),
     #[error("{0} timed out")]
     Timeout(&'static str),
     #[error("the server closed the subscription")]
@@ -145,13 +148,19 @@ impl LifecycleState {
     }
 }
 
-/// A read of a lock key's owner and TTL, asked for by the tracker (`generation`) and/or by
-/// the lock table after an event (`seq`).
+/// A read of a lock key's owner (and TTL, `ttl`), asked for by the tracker (`generation`)
+/// and/or by the lock table after an event (`seq`) at `written_ms` (the table's clock).
 pub(crate) struct ReadRequest {
     ns: usize,
     key: Vec<u8>,
     generation: Option<u32>,
     seq: Option<u16>,
+    ttl: bool,
+    /// An owner read after a `set` of a lock the table knows: the budget may skip it.
+    skippable: bool,
+    written_ms: i64,
+    /// When the read was sent (the table's clock), set as its pipeline starts.
+    sent_ms: i64,
 }
 
 /// One pipeline's reads: the namespaces' numbering it was asked in (`Watcher::epoch`), the

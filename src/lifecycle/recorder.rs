@@ -13,6 +13,7 @@ use super::tracker::{Notice, Observer, Tracker};
 use super::{ReadRequest, WatchError, Watcher};
 use crate::access::notify::{self, NotifyError};
 use crate::config::{NamespaceConfig, Notifications, TargetConfig};
+use crate::locks::events::{Need, Write};
 use crate::vocab::{HeadroomAt, HoldEnd, Transition};
 
 /// The start-up check of `notifications = "require"`: refuse to start when the server is
@@ -71,13 +72,9 @@ impl<'a> Recorder<'a> {
 
     /// One pub/sub message from primary `node`: which namespace (by the pattern it came
     /// through), which key, which event.
-    pub(super) fn parse(&self, node: usize, msg: &redis::Msg) -> Option<Event> {
-        let (Ok(Some(pattern)), Ok(channel)) = (msg.get_pattern::<Option<Vec<u8>>>(), msg.get_channel::<Vec<u8>>())
-        else {
-            return None;
-        };
-        let &(_, ns, fence) = self.w.channels.iter().find(|(c, _, _)| *c == pattern)?;
-        let key = channel.get(self.w.prefix_len..)?;
+    pub(super) fn parse(&self, node: usize, msg: &crate::access::pubsub::Message<'_>) -> Option<Event> {
+        let &(_, ns, fence) = self.w.channels.iter().find(|(c, _, _)| c.as_slice() == msg.pattern)?;
+        let key = msg.channel.get(self.w.prefix_len..)?;
         // A canary under a broad lock pattern (`*`): the canary's own subscription has it.
         if key.starts_with(crate::access::canary::PREFIX.as_bytes()) {
             return None;
@@ -88,7 +85,7 @@ impl<'a> Recorder<'a> {
             ns,
             fence,
             key,
-            event: msg.get_payload_bytes().to_vec(),
+            event: msg.payload.to_vec(),
         })
     }
 
@@ -158,7 +155,16 @@ impl Recorder<'_> {
         let mut table = ns_locks.table();
         match (membership, fence) {
             (Membership::Written, false) => {
-                let seq = table.announce(key, now);
+                let write = match event {
+                    b"set" => Write::Value,
+                    b"expire" | b"pexpire" => Write::Ttl,
+                    _ => Write::Other,
+                };
+                let (seq, ttl) = match table.announce(key, write, now) {
+                    Need::Full(seq) => (seq, true),
+                    Need::Owner(seq) => (seq, false),
+                    Need::Nothing => return,
+                };
                 drop(table);
                 // One read serves every event of the key still waiting for it (the `set` and
                 // `expire` of an acquisition, the tracker's owner read): the newest count wins.
@@ -170,6 +176,9 @@ impl Recorder<'_> {
                     .find(|r| r.ns == ns && r.key == key)
                 {
                     waiting.seq = Some(seq);
+                    waiting.ttl |= ttl;
+                    waiting.skippable |= !ttl;
+                    waiting.written_ms = now;
                     return;
                 }
                 self.reads.push(ReadRequest {
@@ -177,6 +186,10 @@ impl Recorder<'_> {
                     key: key.to_vec(),
                     generation: None,
                     seq: Some(seq),
+                    ttl,
+                    skippable: !ttl,
+                    written_ms: now,
+                    sent_ms: now,
                 });
             }
             (Membership::Written, true) => table.announce_fence(key),
@@ -248,6 +261,10 @@ impl Observer for Recorder<'_> {
             key: key.to_vec(),
             generation: Some(generation),
             seq: None,
+            ttl: false,
+            skippable: false,
+            written_ms: self.w.locks.now_ms(),
+            sent_ms: 0,
         });
     }
 

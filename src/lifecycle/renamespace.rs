@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::PubSubSink;
 use tokio::sync::mpsc;
 
 use super::tracker::Tracker;
@@ -79,7 +78,7 @@ impl Watcher {
     pub(super) async fn resubscribe(
         &self,
         before: &[Vec<u8>],
-        sinks: &mut [PubSubSink],
+        sinks: &mut [crate::access::pubsub::Sink],
         limit: Duration,
     ) -> Result<(), SessionError> {
         let now: Vec<&Vec<u8>> = self.channels.iter().map(|(c, _, _)| c).collect();

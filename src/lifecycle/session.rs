@@ -17,6 +17,7 @@ use super::checks::fold_all;
 use super::intake::{Flow, Handoff, Links, Tagged};
 use super::migration::Verified;
 use super::owners::Owners;
+use super::read_budget::OwnerReads;
 use super::recorder::{Recorder, wall_ms};
 use super::renamespace::Renamespace;
 use super::tracker::Tracker;
@@ -27,9 +28,12 @@ use super::{
 };
 use crate::access::canary;
 use crate::access::notify;
+use crate::access::pubsub::{PubSubError, Sink};
 use crate::access::read::KeyRead;
 use crate::access::reader::Reader;
+use crate::config::ValueKind;
 use crate::locks::events::Found;
+use crate::locks::events::NOT_A_WRITE;
 use crate::vocab::Verification;
 
 impl Watcher {
@@ -72,10 +76,7 @@ impl Watcher {
         let mut sinks = Vec::with_capacity(primaries.len());
         let mut canary_refused = None;
         for (i, p) in layout.primaries.iter().enumerate() {
-            let pubsub = tokio::time::timeout(limit, p.link.pubsub())
-                .await
-                .map_err(|_| SessionError::Timeout("connecting for pub/sub"))??;
-            let (mut sink, stream) = pubsub.split();
+            let (mut sink, stream) = p.link.subscriber(limit).await?;
             for (channel, _, _) in &self.channels {
                 psubscribe(&mut sink, channel, limit).await?;
             }
@@ -83,7 +84,7 @@ impl Watcher {
             // canary cannot run, and the flags or passive evidence stand in.
             match tokio::time::timeout(limit, sink.psubscribe(self.canary_channel.as_slice())).await {
                 Err(_) => return Err(SessionError::Timeout("PSUBSCRIBE")),
-                Ok(Err(e)) if notify::is_refusal(&e) => {
+                Ok(Err(e @ PubSubError::Refused(_))) => {
                     let c = String::from_utf8_lossy(&self.canary_channel);
                     canary_refused = Some(format!("PSUBSCRIBE `{c}` was refused (grant `&{c}`): {e}"));
                 }
@@ -158,7 +159,7 @@ impl Watcher {
                         verify.evidence(verify::SET_AGREED);
                         self.follow(&mut shown, &verify);
                     }
-                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut flow.owner_reads, &mut in_flight, &tx);
                 }
                 Some(verified) = vrx.recv() => {
                     // After the check's PINGs, a `restore` published before its `del` is in
@@ -166,7 +167,7 @@ impl Watcher {
                     self.intake(None, &mut streams, true, tracker, &mut flow, &links, &mut canaries, &mut verify)?;
                     self.checked(verified, tracker, &mut flow, &links);
                     self.follow(&mut shown, &verify);
-                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut flow.owner_reads, &mut in_flight, &tx);
                 }
                 Some(said) = hrx.recv() => {
                     // After a PING answered, every event the primary published before is
@@ -176,7 +177,7 @@ impl Watcher {
                     }
                     self.handoff(said, tracker, &mut flow, &links);
                     self.follow(&mut shown, &verify);
-                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut flow.owner_reads, &mut in_flight, &tx);
                 }
                 _ = flags_check.tick() => {
                     if let Some(flags) = self.recheck_flags(&verify.flags, limit, &mut flag_conns).await {
@@ -263,7 +264,7 @@ impl Watcher {
                     let Some(Some(first)) = msg else { return Err(SessionError::Closed) };
                     self.intake(Some(first), &mut streams, false, tracker, &mut flow, &links, &mut canaries, &mut verify)?;
                     self.follow(&mut shown, &verify);
-                    self.flush_reads(&reader, &mut flow.pending, &mut in_flight, &tx);
+                    self.flush_reads(&reader, &mut flow.pending, &mut flow.owner_reads, &mut in_flight, &tx);
                 }
                 _ = sweep.tick() => {
                     self.overdue(tracker, &mut flow, &links);
@@ -276,8 +277,8 @@ impl Watcher {
                     }
                 }
                 _ = ping.tick() => {
-                    for sink in &mut sinks {
-                        tokio::time::timeout(limit, sink.ping::<redis::Value>())
+                    for sink in &sinks {
+                        tokio::time::timeout(limit, sink.ping())
                             .await
                             .map_err(|_| SessionError::Timeout("PING on the pub/sub connection"))??;
                     }
@@ -298,22 +299,47 @@ impl Watcher {
         &self,
         reader: &Reader,
         pending: &mut Vec<ReadRequest>,
+        budget: &mut OwnerReads,
         in_flight: &mut usize,
         tx: &mpsc::Sender<ReadResult>,
     ) {
         if pending.len() > MAX_PENDING_READS {
             pending.drain(..pending.len() - MAX_PENDING_READS);
         }
+        let now = std::time::Instant::now();
         while !pending.is_empty() && *in_flight < READS_IN_FLIGHT {
             let ns = pending[0].ns;
-            let mut batch = Vec::new();
+            let (mut batch, mut skipped) = (Vec::new(), Vec::new());
             let mut i = 0;
             while i < pending.len() && batch.len() < 1000 {
                 if pending[i].ns == ns {
-                    batch.push(pending.swap_remove(i));
+                    let r = pending.swap_remove(i);
+                    // Owner and TTL are always read, and so is every owner the table does
+                    // not know; the owner of a known lock's `set` within the budget.
+                    if r.ttl || !r.skippable || budget.take(now) {
+                        batch.push(r);
+                    } else {
+                        skipped.push(r);
+                    }
                 } else {
                     i += 1;
                 }
+            }
+            if !skipped.is_empty() {
+                // Answered as unread: each `set` a renewal, as when its read finds nothing.
+                self.metrics.owner_reads_skipped.inc_by(skipped.len() as u64);
+                let (tx, epoch) = (tx.clone(), self.epoch);
+                *in_flight += 1;
+                tokio::spawn(async move {
+                    let _ = tx.send((epoch, ns, skipped, None)).await;
+                });
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            let sent = self.locks.now_ms();
+            for r in &mut batch {
+                r.sent_ms = sent;
             }
             let kind = self.namespaces[ns].value.clone();
             let reader = reader.clone();
@@ -322,8 +348,7 @@ impl Watcher {
             let epoch = self.epoch;
             *in_flight += 1;
             tokio::spawn(async move {
-                let keys: Vec<Vec<u8>> = batch.iter().map(|r| r.key.clone()).collect();
-                let reads = match tokio::time::timeout(timeout, reader.read_locks(&kind, &keys)).await {
+                let reads = match tokio::time::timeout(timeout, read_batch(&reader, &kind, &batch)).await {
                     Ok(Ok(reads)) => Some(reads),
                     Ok(Err(e)) => {
                         tracing::debug!(error = %e, "owner read failed; those owners stay unknown");
@@ -350,12 +375,35 @@ impl Watcher {
             return false;
         };
         let mut agreed = false;
-        if let Some(reads) = reads {
+        {
             let now = self.locks.now_ms();
             let mut table = ns_locks.table();
-            for (r, read) in requests.iter().zip(reads) {
-                if let Some(seq) = r.seq {
-                    table.event_read(&ns_locks.config, &r.key, seq, Found::from(read), now);
+            for (i, r) in requests.iter().enumerate() {
+                let Some(seq) = r.seq else { continue };
+                let ttl_next = match reads.and_then(|x| x.get(i)) {
+                    Some(read) => table.event_read(
+                        &ns_locks.config,
+                        &r.key,
+                        seq,
+                        Found::from(read),
+                        r.written_ms,
+                        r.sent_ms,
+                        now,
+                    ),
+                    None => table.event_read_failed(&r.key, seq),
+                };
+                // A `set` no `expire` followed: its TTL is read (a `SET` without `PX`).
+                if let Some(seq) = ttl_next {
+                    pending.push(ReadRequest {
+                        ns,
+                        key: r.key.clone(),
+                        generation: None,
+                        seq: Some(seq),
+                        ttl: true,
+                        skippable: false,
+                        written_ms: NOT_A_WRITE,
+                        sent_ms: now,
+                    });
                 }
             }
         }
@@ -364,7 +412,7 @@ impl Watcher {
         for (i, r) in requests.iter().enumerate() {
             let Some(generation) = r.generation else { continue };
             let owner = match reads.and_then(|x| x.get(i)) {
-                Some(KeyRead::Lock { owner, .. }) => Some(ns_locks.owner_hash(owner)),
+                Some(KeyRead::Lock { owner, .. } | KeyRead::Owner(owner)) => Some(ns_locks.owner_hash(owner)),
                 _ => None,
             };
             agreed |= owner.is_some();
@@ -374,16 +422,29 @@ impl Watcher {
     }
 }
 
+/// One pipeline's reads, in `batch`'s order: owner and TTL where a request needs the TTL
+/// (one MULTI/EXEC), the owner alone for the rest (one `MGET`).
+async fn read_batch(reader: &Reader, kind: &ValueKind, batch: &[ReadRequest]) -> redis::RedisResult<Vec<KeyRead>> {
+    let (full, owner): (Vec<&ReadRequest>, Vec<&ReadRequest>) = batch.iter().partition(|r| r.ttl);
+    let keys = |rs: &[&ReadRequest]| rs.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+    let mut full_reads = reader.read_locks(kind, &keys(&full)).await?.into_iter();
+    let mut owner_reads = reader.read_owners(kind, &keys(&owner)).await?.into_iter();
+    batch
+        .iter()
+        .map(|r| match r.ttl {
+            true => full_reads.next(),
+            false => owner_reads.next(),
+        })
+        .map(|read| read.ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "a read short of its keys"))))
+        .collect()
+}
+
 /// Subscribe `sink` to the lock channel pattern `channel`; a refusal (no pub/sub here, or
 /// an ACL without the channel) says so.
-pub(super) async fn psubscribe(
-    sink: &mut redis::aio::PubSubSink,
-    channel: &[u8],
-    limit: Duration,
-) -> Result<(), SessionError> {
+pub(super) async fn psubscribe(sink: &mut Sink, channel: &[u8], limit: Duration) -> Result<(), SessionError> {
     match tokio::time::timeout(limit, sink.psubscribe(channel)).await {
         Err(_) => Err(SessionError::Timeout("PSUBSCRIBE")),
-        Ok(Err(e)) if notify::is_refusal(&e) => Err(SessionError::Refused(format!(
+        Ok(Err(e @ PubSubError::Refused(_))) => Err(SessionError::Refused(format!(
             "PSUBSCRIBE {} refused: {e}",
             String::from_utf8_lossy(channel)
         ))),

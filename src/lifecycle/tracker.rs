@@ -104,12 +104,17 @@ enum Pending {
         since_ms: i64,
         written_ms: i64,
         headroom: Option<Headroom>,
+        /// The `set`s waiting for this read (a later one before it answers joins it).
+        sets: u32,
     },
 }
 
 #[path = "tracker_entry.rs"]
 mod entry;
+#[path = "tracker_reads.rs"]
+mod reads;
 use entry::{Entry, State};
+use reads::settle_unread;
 
 /// Lifecycle state of one target's lock keys.
 pub(crate) struct Tracker {
@@ -196,19 +201,24 @@ impl Tracker {
 
     /// The entry of key hash `id`, inserted when new (then `true`), unless the table is full.
     fn slot(&mut self, id: u64, ns: usize) -> Option<(&mut Entry, bool)> {
-        let fresh = !self.keys.contains_key(&id);
-        if fresh && self.keys.len() >= self.max_keys {
+        // One lookup of the key's hash (the table is large, each a likely cache miss);
+        // the cap asks a second only when full.
+        if self.keys.len() >= self.max_keys && !self.keys.contains_key(&id) {
             self.untracked += 1;
             return None;
         }
-        let e = self.keys.get_or_insert_with(id, || Entry {
-            owner: UNKNOWN,
-            since_ms: i64::MIN,
-            written_ms: UNSEEN,
-            generation: 0,
-            ns: ns as u16,
-            ended: true,
-            absorb_expire: false,
+        let mut fresh = false;
+        let e = self.keys.get_or_insert_with(id, || {
+            fresh = true;
+            Entry {
+                owner: UNKNOWN,
+                since_ms: i64::MIN,
+                written_ms: UNSEEN,
+                generation: 0,
+                ns: ns as u16,
+                ended: true,
+                absorb_expire: false,
+            }
         })?;
         Some((e, fresh))
     }
@@ -259,12 +269,25 @@ impl Tracker {
                 }
                 // The owner read decides between renewal and a new holder.
                 match waiting {
-                    Some(p @ Pending::Reset { .. }) => p,
+                    Some(Pending::Reset {
+                        previous,
+                        since_ms,
+                        written_ms,
+                        headroom,
+                        sets,
+                    }) => Pending::Reset {
+                        previous,
+                        since_ms,
+                        written_ms,
+                        headroom,
+                        sets: sets.saturating_add(1),
+                    },
                     _ => Pending::Reset {
                         previous: owner,
                         since_ms,
                         written_ms,
                         headroom: measure(obs.expiry(ns, key), seen(written_ms), ttl, now_ms),
+                        sets: 1,
                     },
                 }
             }
@@ -382,53 +405,6 @@ impl Tracker {
         e.set(State::Ended { owner, at_ms: now_ms });
     }
 
-    /// The owner read for `generation` of `key` came back (`None`: gone or unreadable).
-    pub(crate) fn owner_read(&mut self, key: &[u8], generation: u32, owner: Option<u64>, obs: &mut impl Observer) {
-        let id = self.key_hasher.hash_one(key);
-        let Some(e) = self.keys.get_mut(&id) else {
-            return;
-        };
-        if e.generation != generation {
-            return; // a later hold began meanwhile; this read is stale
-        }
-        let ns = e.ns as usize;
-        let read = owner.map(known).unwrap_or(UNKNOWN);
-        match e.state() {
-            State::Held { owner: UNKNOWN, .. } => {
-                e.owner = read;
-                let pending = self.pending.remove(&id).unwrap_or(Pending::None);
-                if read != UNKNOWN && !matches!(pending, Pending::Reset { .. }) {
-                    obs.owner_learnt(ns, key, read);
-                }
-                match pending {
-                    Pending::None => {}
-                    Pending::Takeover { previous, ended_ms } => {
-                        if read != UNKNOWN && read != previous {
-                            obs.takeover(ns, key, previous, read, e.since_ms.saturating_sub(ended_ms));
-                        }
-                    }
-                    Pending::Reset {
-                        previous,
-                        since_ms: previous_since,
-                        written_ms,
-                        headroom,
-                    } => {
-                        if read != UNKNOWN && read == previous {
-                            // The hold's `since_ms` is the `set`'s time until now.
-                            let set_ms = std::mem::replace(&mut e.since_ms, previous_since);
-                            obs.transition(ns, key, Transition::Renewed, Some(read));
-                            renewed(obs, ns, headroom, seen(written_ms), set_ms);
-                        } else {
-                            obs.transition(ns, key, Transition::Acquired, opt(read));
-                        }
-                    }
-                }
-            }
-            State::Ended { owner: UNKNOWN, .. } => e.owner = read,
-            _ => {}
-        }
-    }
-
     /// Drop tombstones older than their namespace's `ttl`.
     pub(crate) fn sweep(&mut self, now_ms: i64) {
         let ttl = &self.ttl_ms;
@@ -461,13 +437,6 @@ fn renewed(obs: &mut impl Observer, ns: usize, h: Option<Headroom>, written: Opt
     }
     if let Some(w) = written {
         obs.renewal_interval(ns, now_ms.saturating_sub(w).max(0));
-    }
-}
-
-/// A `set` on a held key whose owner read never came: count it as what Redis did, a `set`.
-fn settle_unread(ns: usize, key: &[u8], pending: Option<Pending>, obs: &mut impl Observer) {
-    if let Some(Pending::Reset { .. }) = pending {
-        obs.transition(ns, key, Transition::Acquired, None);
     }
 }
 

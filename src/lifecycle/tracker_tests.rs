@@ -117,10 +117,54 @@ fn a_set_on_a_held_key_is_a_renewal_only_when_the_owner_is_the_same() {
         o.kinds(),
         [Transition::Acquired, Transition::Renewed, Transition::Acquired]
     );
-    // A set whose read never came is counted as what Redis did when the hold ends.
+    // A set whose read never came before the hold ended: nothing says the holder
+    // changed, so a renewal (acquired − released still follows the keys).
     n(&mut t, &mut o, Notice::Set, 300);
     n(&mut t, &mut o, Notice::Del, 400);
-    assert_eq!(o.kinds()[3..], [Transition::Acquired, Transition::Released]);
+    assert_eq!(o.kinds()[3..], [Transition::Renewed, Transition::Released]);
+    // A set whose read finds the key gone (deleted before the read ran, its `del` not yet
+    // here): a renewal too, and the `del` then releases it once.
+    n(&mut t, &mut o, Notice::Set, 500);
+    o.answer(&mut t, Some(4));
+    n(&mut t, &mut o, Notice::Set, 600);
+    o.answer(&mut t, None);
+    n(&mut t, &mut o, Notice::Del, 700);
+    assert_eq!(
+        o.kinds()[5..],
+        [Transition::Acquired, Transition::Renewed, Transition::Released]
+    );
+    assert_eq!(
+        o.transitions.last().map(|t| t.1),
+        Some(Some(4)),
+        "released under the owner read before"
+    );
+    // Three `set`s before their read answers: three renewals once it does.
+    n(&mut t, &mut o, Notice::Set, 800);
+    o.answer(&mut t, Some(4));
+    for at in [900, 910, 920] {
+        n(&mut t, &mut o, Notice::Set, at);
+    }
+    o.answer(&mut t, Some(4));
+    assert_eq!(
+        o.kinds()[8..],
+        [
+            Transition::Acquired,
+            Transition::Renewed,
+            Transition::Renewed,
+            Transition::Renewed
+        ]
+    );
+    // A `set` on a lock whose acquisition's read has not answered: one read names the
+    // holder of both, a renewal.
+    n(&mut t, &mut o, Notice::Del, 1000);
+    n(&mut t, &mut o, Notice::Set, 1100);
+    n(&mut t, &mut o, Notice::Set, 1150);
+    o.answer(&mut t, Some(5));
+    assert_eq!(
+        o.kinds()[12..],
+        [Transition::Released, Transition::Acquired, Transition::Renewed]
+    );
+    assert_eq!(o.transitions.last().map(|t| t.1), Some(Some(5)));
 }
 
 #[test]

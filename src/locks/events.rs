@@ -9,7 +9,8 @@
 
 use std::hash::BuildHasher;
 
-use super::table::{Census, LockEntry, NO_EXPIRY, NamespaceTable, expiry};
+pub use super::event_reads::{NOT_A_WRITE, Need, Write};
+use super::table::{Census, LockEntry, NamespaceTable, OWNER_UNSURE, READING, expiry};
 use super::ttl;
 use crate::access::read::KeyRead;
 use crate::config::NamespaceConfig;
@@ -26,13 +27,20 @@ pub(crate) struct Suspect {
     kind: Repair,
     /// The entry's event count when first seen (missing keys: 0).
     seq: u16,
+    /// Counted as a repair once confirmed (a key the inventory found is taken in uncounted).
+    counted: bool,
     since_ms: i64,
 }
 
 /// What a read of a key found: a lock, nothing, or a key that is not a readable lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Found<'a> {
-    Lock { owner: &'a [u8], pttl_ms: i64 },
+    Lock {
+        owner: &'a [u8],
+        pttl_ms: i64,
+    },
+    /// The owner alone was read (its TTL was not).
+    Owner(&'a [u8]),
     Gone,
     Unreadable(Unreadable),
 }
@@ -44,6 +52,7 @@ impl<'a> From<&'a KeyRead> for Found<'a> {
                 owner,
                 pttl_ms: *pttl_ms,
             },
+            KeyRead::Owner(owner) => Found::Owner(owner),
             KeyRead::Gone => Found::Gone,
             KeyRead::Unreadable(reason) => Found::Unreadable(*reason),
         }
@@ -58,29 +67,6 @@ pub struct ToRead {
 }
 
 impl NamespaceTable {
-    /// An event says `key` was written (set, expire, persist, a hash write, rename to it):
-    /// track it, owner and TTL to be read. Returns its event count for that read.
-    pub fn announce(&mut self, key: &[u8], now_ms: i64) -> u16 {
-        self.suspects.remove(key);
-        if let Some(e) = self.locks.get_mut(key) {
-            e.seq = e.seq.wrapping_add(1);
-            return e.seq;
-        }
-        self.odd.remove(key);
-        self.locks.insert(
-            Box::from(key),
-            LockEntry {
-                owner: 0,
-                since_ms: now_ms,
-                expires_ms: NO_EXPIRY,
-                pass: self.pass,
-                seq: 0,
-                unread: true,
-            },
-        );
-        0
-    }
-
     /// An event says `key` is gone (del, expired, evicted, renamed away).
     pub fn forget(&mut self, key: &[u8]) {
         self.suspects.remove(key);
@@ -167,22 +153,6 @@ impl NamespaceTable {
         }
     }
 
-    /// The owner and TTL read after an event (`seq` as `announce` returned it). A read
-    /// answered after a newer event is left to that event's own read; one answered after
-    /// the key was forgotten (its `del` or expiry handled while the read was in flight) is
-    /// dropped, or it would bring back a lock that is gone.
-    pub fn event_read(&mut self, ns: &NamespaceConfig, key: &[u8], seq: u16, found: Found<'_>, now_ms: i64) {
-        if self.locks.get(key).is_none_or(|e| e.seq != seq) {
-            return;
-        }
-        match found {
-            Found::Lock { owner, pttl_ms } => self.apply(ns, key, owner, pttl_ms, now_ms),
-            // Gone before the read: the event saying so follows.
-            Found::Gone => {}
-            Found::Unreadable(reason) => self.set_odd(key, reason),
-        }
-    }
-
     /// Keys to re-read in a pass: every tracked lock not read within the last `fresh_passes`
     /// passes (a read after an event or by a walk is as good as a pass's) and every
     /// unreadable key, each with its event count. For the locks read recently enough, `fresh`
@@ -230,7 +200,7 @@ impl NamespaceTable {
                 Found::Gone | Found::Lock { .. } => {
                     self.odd.remove(key);
                 }
-                Found::Unreadable(_) => {}
+                Found::Unreadable(_) | Found::Owner(_) => {}
             }
             return None;
         };
@@ -238,7 +208,10 @@ impl NamespaceTable {
             return None; // an event came after the read was asked for; its read decides
         }
         let kind = match found {
-            Found::Lock { owner, pttl_ms } if e.unread || self.owner_hash(owner) == e.owner => {
+            // A lock whose owner may have changed unread: another owner is a handoff.
+            Found::Lock { owner, pttl_ms }
+                if e.unread || e.flags & OWNER_UNSURE != 0 || self.owner_hash(owner) == e.owner =>
+            {
                 self.suspects.remove(key);
                 self.apply(ns, key, owner, pttl_ms, now_ms);
                 self.pass_seen(key);
@@ -247,8 +220,10 @@ impl NamespaceTable {
             Found::Lock { .. } => Repair::Changed,
             Found::Gone => Repair::Gone,
             Found::Unreadable(_) => Repair::Changed,
+            // A pass reads owner and TTL; an owner alone proves nothing either way.
+            Found::Owner(_) => return None,
         };
-        if self.confirmed(key, kind, seq, now_ms) {
+        if self.confirmed(key, kind, seq, true, now_ms).is_some() {
             self.pending.repairs[kind.index()] += 1;
             self.repaired += 1;
             match found {
@@ -258,22 +233,33 @@ impl NamespaceTable {
                     self.forget(key);
                     self.set_odd(key, reason);
                 }
+                Found::Owner(_) => {}
             }
         }
         None
     }
 
     /// The reconciling SCAN found `key` and read it. A lock the events never announced is
-    /// a suspect (`counting`), or taken in silently (the first walk after start, which is
-    /// an inventory, not a check).
+    /// a suspect, taken in once a second read confirms it: counted as a repair
+    /// (`counting`), or silently (the first walk after start, which is an inventory, not a
+    /// check).
     pub fn walk_found(&mut self, ns: &NamespaceConfig, key: &[u8], found: Found<'_>, now_ms: i64, counting: bool) {
         if self.locks.contains_key(key) {
             return; // tracked: passes re-read it
         }
         match found {
             Found::Lock { owner, pttl_ms } => {
-                if !counting || self.confirmed(key, Repair::Missing, 0, now_ms) {
-                    if counting {
+                // Even the inventory takes a key in only once a second read finds it: a read
+                // answered after the key's `del` was handled would bring back a lock gone.
+                // An inventory with no room left to confirm takes it in at once, as the next
+                // walk would otherwise count it as missed.
+                let at_once = !counting && self.suspects.len() >= MAX_SUSPECTS && !self.suspects.contains_key(key);
+                let confirmed = match at_once {
+                    true => Some(false),
+                    false => self.confirmed(key, Repair::Missing, 0, counting, now_ms),
+                };
+                if let Some(counted) = confirmed {
+                    if counted {
                         self.pending.repairs[Repair::Missing.index()] += 1;
                         self.repaired += 1;
                     }
@@ -285,6 +271,7 @@ impl NamespaceTable {
                 self.suspects.remove(key);
             }
             Found::Unreadable(reason) => self.set_odd(key, reason),
+            Found::Owner(_) => {}
         }
     }
 
@@ -335,15 +322,17 @@ impl NamespaceTable {
     }
 
     /// Whether a discrepancy of `kind` on `key` was already seen at least `CONFIRM_MS` ago
-    /// with the same event count; otherwise it is (re)noted as a suspect.
-    fn confirmed(&mut self, key: &[u8], kind: Repair, seq: u16, now_ms: i64) -> bool {
+    /// with the same event count — then whether it counts as a repair (`counted` as it was
+    /// first noted); otherwise it is (re)noted as a suspect, to count as `counted` says.
+    fn confirmed(&mut self, key: &[u8], kind: Repair, seq: u16, counted: bool, now_ms: i64) -> Option<bool> {
         match self.suspects.get(key) {
             Some(s) if s.kind == kind && s.seq == seq => {
                 if now_ms - s.since_ms >= CONFIRM_MS {
+                    let counted = s.counted;
                     self.suspects.remove(key);
-                    return true;
+                    return Some(counted);
                 }
-                false
+                None
             }
             _ => {
                 if self.suspects.len() < MAX_SUSPECTS {
@@ -352,17 +341,18 @@ impl NamespaceTable {
                         Suspect {
                             kind,
                             seq,
+                            counted,
                             since_ms: now_ms,
                         },
                     );
                 }
-                false
+                None
             }
         }
     }
 
     /// Take a read as the truth: owner (a new one is a handoff), TTL, token.
-    fn apply(&mut self, ns: &NamespaceConfig, key: &[u8], owner: &[u8], pttl_ms: i64, now_ms: i64) {
+    pub(super) fn apply(&mut self, ns: &NamespaceConfig, key: &[u8], owner: &[u8], pttl_ms: i64, now_ms: i64) {
         let hash = self.hasher().hash_one(owner);
         let expires_ms = expiry(now_ms, pttl_ms);
         let pass = self.pass;
@@ -372,12 +362,14 @@ impl NamespaceTable {
                 if e.unread {
                     e.owner = hash;
                     e.unread = false;
+                    e.flags &= !READING;
                 } else if e.owner != hash {
                     self.pending.handoffs += 1;
                     e.owner = hash;
                     e.since_ms = now_ms;
                 }
                 e.expires_ms = expires_ms;
+                e.flags &= !OWNER_UNSURE;
                 e.pass = pass;
             }
             None => {
@@ -391,6 +383,7 @@ impl NamespaceTable {
                         pass,
                         seq: 0,
                         unread: false,
+                        flags: 0,
                     },
                 );
             }
@@ -402,7 +395,7 @@ impl NamespaceTable {
         }
     }
 
-    fn set_odd(&mut self, key: &[u8], reason: Unreadable) {
+    pub(super) fn set_odd(&mut self, key: &[u8], reason: Unreadable) {
         self.forget_lock_only(key);
         self.odd.insert(Box::from(key), reason);
     }

@@ -5,6 +5,7 @@
 //!
 //! Knows nothing of Redis or metrics; TTL arithmetic is in `ttl` (pure).
 
+mod event_reads;
 pub mod events;
 pub mod incidents;
 pub mod recent;

@@ -2,7 +2,7 @@
 //! SCAN walk stands, and the census of the walk in progress.
 //!
 //! One entry per lock key: a seeded hash of its owner, when that owner was first seen, when
-//! it expires (from the last read), the pass that last read it and the events seen — 32 bytes
+//! it expires (from the last read), the pass that last read it, the events seen and whether a read is out — 32 bytes
 //! beside the key in the map (and the owner token in a side map only when `show_owners` is on). A *cycle* is one complete walk
 //! of the namespace, over one pass or several when the budget cuts it; only a completed
 //! cycle may drop entries of keys it did not see. Knows nothing of Redis.
@@ -31,7 +31,23 @@ pub struct LockEntry {
     pub(super) seq: u16,
     /// Announced by an event, owner and TTL not read yet.
     pub(super) unread: bool,
+    /// `READING`: a read of owner and TTL is asked for or in flight after an event (a
+    /// renewal's TTL is then that read's, not an estimate). `OWNER_UNSURE`: a `set` came
+    /// whose owner was not read (budget spent, or the read failed): the next read that finds
+    /// another owner is a handoff, not a missed event.
+    pub(super) flags: u8,
 }
+
+/// `LockEntry::flags`: a read of owner and TTL is out.
+pub(super) const READING: u8 = 1;
+/// `LockEntry::flags`: the owner may have changed unread.
+pub(super) const OWNER_UNSURE: u8 = 2;
+/// `LockEntry::flags`: the last event was a renewal whose TTL was taken, not read (an owner
+/// read asked one event before still answers for the lock).
+pub(super) const ESTIMATED: u8 = 4;
+/// `LockEntry::flags`: a `set` of the lock came and no `expire` after it yet: unless one
+/// comes before its owner read answers, the TTL is read (a `SET` without `PX` removed it).
+pub(super) const AWAIT_TTL: u8 = 8;
 
 impl LockEntry {
     /// Whether the owner and TTL have been read (an entry announced by an event waits
@@ -156,6 +172,10 @@ pub struct NamespaceTable {
     pub(super) aside: KeyMap<LockEntry>,
     /// Repairs confirmed since the table was made (never taken): changes the events missed.
     pub(super) repaired: u64,
+    /// Events mode: the TTL the namespace's locks were last seen set with (a read after a
+    /// write), and how many such reads in a row agreed with the one before; a renewal's
+    /// `expire` is taken to set it again without a read once enough agree.
+    pub(super) span: Option<super::event_reads::Span>,
 }
 
 impl NamespaceTable {
@@ -180,6 +200,7 @@ impl NamespaceTable {
             suspects: KeyMap::default(),
             aside: KeyMap::default(),
             repaired: 0,
+            span: None,
         }
     }
 
@@ -283,6 +304,7 @@ impl NamespaceTable {
                     pass,
                     seq: 0,
                     unread: false,
+                    flags: 0,
                 };
                 self.locks.insert(Box::from(key), entry);
                 since_ms

@@ -3,6 +3,7 @@
 use super::*;
 use crate::config::ValueKind;
 use crate::glob::Glob;
+use crate::locks::events::{Found, NOT_A_WRITE, Need, Write};
 use std::time::Duration;
 
 fn ns() -> NamespaceConfig {
@@ -185,25 +186,33 @@ fn a_read_answered_after_the_key_was_forgotten_does_not_bring_it_back() {
     let (ns, mut t) = (ns(), NamespaceTable::new(false));
     // `set` announced, its read in flight; the `del` is handled before the read answers
     // with what it saw before the delete.
-    let seq = t.announce(b"wf:1", 100_000);
+    let seq = full(t.announce(b"wf:1", Write::Value, 100_000));
     t.forget(b"wf:1");
     let before_del = crate::locks::events::Found::Lock {
         owner: b"a",
         pttl_ms: 29_000,
     };
-    t.event_read(&ns, b"wf:1", seq, before_del, 100_005);
+    t.event_read(&ns, b"wf:1", seq, before_del, 100_000, 100_005, 100_005);
     assert_eq!(t.census_at(&ns, 100_010).held, 0);
     // A read that answers while its key is still there is applied.
-    let seq = t.announce(b"wf:2", 100_000);
-    t.event_read(&ns, b"wf:2", seq, before_del, 100_005);
+    let seq = full(t.announce(b"wf:2", Write::Value, 100_000));
+    t.event_read(&ns, b"wf:2", seq, before_del, 100_000, 100_005, 100_005);
     assert_eq!(t.census_at(&ns, 100_010).held, 1);
 }
 
 /// `key` announced by an event and read held by `owner`.
 fn read_held(t: &mut NamespaceTable, n: &NamespaceConfig, key: &[u8], owner: &[u8]) {
-    let seq = t.announce(key, 1_000);
+    let seq = full(t.announce(key, Write::Value, 1_000));
     let found = crate::locks::events::Found::Lock { owner, pttl_ms: 30_000 };
-    t.event_read(n, key, seq, found, 1_000);
+    t.event_read(n, key, seq, found, 1_000, 1_000, 1_000);
+}
+
+/// The event count of a read of owner and TTL.
+fn full(need: Need) -> u16 {
+    match need {
+        Need::Full(seq) => seq,
+        other => panic!("owner and TTL to read, not {other:?}"),
+    }
 }
 
 #[test]
@@ -234,4 +243,133 @@ fn a_lock_set_aside_leaves_the_census_and_comes_back_as_it_was_when_moved() {
     t.set_aside(b"j");
     t.enter_scan_mode();
     assert!(t.lock(b"j").is_some());
+}
+
+#[test]
+fn reads_after_events_ask_only_what_is_not_known() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    let k: &[u8] = b"wf:1";
+    // An acquisition: `set`, then the `expire` of its PX, share one read of owner and TTL.
+    assert_eq!(t.announce(k, Write::Value, 1_000), Need::Full(0));
+    assert_eq!(t.announce(k, Write::Ttl, 1_000), Need::Full(1), "the read is still out");
+    let found = Found::Lock {
+        owner: b"a",
+        pttl_ms: 29_990,
+    };
+    t.event_read(&ns, k, 0, found, 1_000, 1_010, 1_010);
+    assert_eq!(
+        t.announce(k, Write::Ttl, 1_020),
+        Need::Full(2),
+        "an answer for an older event teaches nothing"
+    );
+    t.event_read(&ns, k, 2, found, 1_020, 1_030, 1_030);
+    // Renewals are read until reads after writes agree on the namespace's TTL.
+    for (seq, at) in [(3, 2_000), (4, 3_000), (5, 4_000)] {
+        assert_eq!(t.announce(k, Write::Ttl, at), Need::Full(seq));
+        t.event_read(&ns, k, seq, found, at, at + 10, at + 10);
+    }
+    // Known now: the namespace's TTL (29,990 left 10 ms after the write) is learnt, and a
+    // renewal's `expire` sets it again without a read.
+    // A pass's read out before the renewal answers after it: dropped, not taken over the
+    // renewal's TTL.
+    let pass_seq = t.lock(k).map(|e| e.seq).unwrap();
+    assert_eq!(t.announce(k, Write::Ttl, 11_000), Need::Nothing);
+    assert_eq!(t.lock(k).map(|e| e.pttl_at(11_000)), Some(30_000));
+    let before = Found::Lock {
+        owner: b"a",
+        pttl_ms: 1_000,
+    };
+    t.refresh_read(&ns, k, pass_seq, before, 11_010);
+    assert_eq!(t.lock(k).map(|e| e.pttl_at(11_010)), Some(29_990));
+    // `SET … PX` on it: the `set` asks for its owner alone, the `expire` takes the TTL, and
+    // the owner read answers after it: a new owner is a handoff, the TTL stays.
+    assert_eq!(t.announce(k, Write::Value, 12_000), Need::Owner(7));
+    assert_eq!(t.announce(k, Write::Ttl, 12_000), Need::Nothing);
+    assert_eq!(
+        t.event_read(&ns, k, 7, Found::Owner(b"b"), 12_000, 12_001, 12_005),
+        None
+    );
+    assert_eq!(t.take_counts().handoffs, 1);
+    assert_eq!(t.lock(k).map(|e| e.pttl_at(12_005)), Some(29_995));
+    // A `SET` without `PX`: no `expire` before its owner read answers, so its TTL is read.
+    assert_eq!(t.announce(k, Write::Value, 13_000), Need::Owner(9));
+    let ttl_seq = t.event_read(&ns, k, 9, Found::Owner(b"b"), 13_000, 13_001, 13_005);
+    assert_eq!(ttl_seq, Some(10));
+    let no_ttl = Found::Lock {
+        owner: b"b",
+        pttl_ms: -1,
+    };
+    t.event_read(&ns, k, 10, no_ttl, NOT_A_WRITE, 13_006, 13_010);
+    assert_eq!(t.census_at(&ns, 13_010).without_ttl, 1);
+    // A lock with more left than the namespace's TTL (set with a longer one): read; its
+    // TTL disagrees, so renewals are read again until reads agree anew.
+    let long: &[u8] = b"wf:2";
+    let seq = full(t.announce(long, Write::Value, 20_000));
+    t.event_read(
+        &ns,
+        long,
+        seq,
+        Found::Lock {
+            owner: b"c",
+            pttl_ms: 300_000,
+        },
+        20_000,
+        20_000,
+        20_000,
+    );
+    assert!(matches!(t.announce(long, Write::Ttl, 21_000), Need::Full(_)));
+    assert!(matches!(t.announce(k, Write::Ttl, 22_000), Need::Full(_)));
+    // A failed read is asked again by the next event.
+    let seq = full(t.announce(b"wf:3", Write::Value, 30_000));
+    t.event_read_failed(b"wf:3", seq);
+    assert!(matches!(t.announce(b"wf:3", Write::Ttl, 30_001), Need::Full(_)));
+}
+
+#[test]
+fn a_set_whose_owner_was_not_read_makes_the_next_read_of_another_owner_a_handoff() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    read_held(&mut t, &ns, b"wf:1", b"a");
+    read_held(&mut t, &ns, b"wf:2", b"a");
+    // `set` of each; wf:1's owner read is skipped (the budget spent), wf:2's was not asked.
+    let Need::Owner(seq) = t.announce(b"wf:1", Write::Value, 2_000) else {
+        panic!("an owner read");
+    };
+    t.event_read_failed(b"wf:1", seq);
+    let _ = t.take_counts();
+    // A pass re-reads both and finds another owner: wf:1's is a handoff at once; wf:2's a
+    // discrepancy no event explains (a suspect, a repair once confirmed).
+    let b = Found::Lock {
+        owner: b"b",
+        pttl_ms: 20_000,
+    };
+    let seq1 = t.lock(b"wf:1").map(|e| e.seq).unwrap();
+    let seq2 = t.lock(b"wf:2").map(|e| e.seq).unwrap();
+    t.refresh_read(&ns, b"wf:1", seq1, b, 3_000);
+    let counts = t.take_counts();
+    assert_eq!(
+        (counts.handoffs, counts.repairs),
+        (1, [0; 3]),
+        "wf:1's new owner, no repair"
+    );
+    t.refresh_read(&ns, b"wf:2", seq2, b, 3_000);
+    t.refresh_read(&ns, b"wf:2", seq2, b, 4_500);
+    assert_eq!(t.take_counts().repairs.iter().sum::<u64>(), 1, "wf:2's, confirmed");
+}
+
+#[test]
+fn the_inventory_takes_a_lock_in_only_once_a_second_read_finds_it_and_counts_nothing() {
+    let (ns, mut t) = (ns(), NamespaceTable::new(false));
+    let found = Found::Lock {
+        owner: b"a",
+        pttl_ms: 20_000,
+    };
+    // wf:1 was read by the walk before its `del`, which was handled first: the second read
+    // finds it gone, and it never comes back as a lock.
+    t.walk_found(&ns, b"wf:1", found, 1_000, false);
+    t.walk_found(&ns, b"wf:2", found, 1_000, false);
+    assert_eq!(t.census_at(&ns, 1_000).held, 0);
+    t.walk_found(&ns, b"wf:1", Found::Gone, 2_100, true);
+    t.walk_found(&ns, b"wf:2", found, 2_100, true);
+    assert_eq!(t.census_at(&ns, 2_100).held, 1, "wf:2 alone");
+    assert_eq!(t.take_counts().repairs, [0; 3], "an inventory repairs nothing");
 }

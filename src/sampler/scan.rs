@@ -116,7 +116,8 @@ impl Sampler {
                         hist.observe(s);
                     }
                 }
-                KeyRead::Gone => {}
+                // `read_locks` reads owner and TTL: never an owner alone.
+                KeyRead::Gone | KeyRead::Owner(_) => {}
                 KeyRead::Unreadable(reason) => {
                     table.observe_unreadable(reason);
                     log_unreadable(&self.target.name, &ns.name, key, reason);
