@@ -89,7 +89,7 @@ impl Reader {
             Reader::Direct(conn) => read::read_owners(&mut conn.clone(), kind, keys).await,
             Reader::Routed(_) if *kind == ValueKind::Redisson => self.read_locks(kind, keys).await,
             Reader::Routed(_) => {
-                let values = self.read_counters_raw(keys).await?;
+                let values = self.read_values(keys).await?;
                 Ok(values.into_iter().map(|v| read::owner_of(kind, v)).collect())
             }
         }
@@ -99,18 +99,13 @@ impl Reader {
     pub async fn read_counters(&self, keys: &[Vec<u8>]) -> RedisResult<Vec<Counter>> {
         match self {
             Reader::Direct(conn) => read::read_counters(&mut conn.clone(), keys).await,
-            Reader::Routed(_) => Ok(self
-                .read_counters_raw(keys)
-                .await?
-                .into_iter()
-                .map(read::counter)
-                .collect()),
+            Reader::Routed(_) => Ok(self.read_values(keys).await?.into_iter().map(read::counter).collect()),
         }
     }
 
     /// Each string key's value through a cluster, `GET` by `GET` (another type: `None`,
     /// as `MGET` reads it).
-    async fn read_counters_raw(&self, keys: &[Vec<u8>]) -> RedisResult<Vec<Option<Vec<u8>>>> {
+    async fn read_values(&self, keys: &[Vec<u8>]) -> RedisResult<Vec<Option<Vec<u8>>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }

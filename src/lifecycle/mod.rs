@@ -156,11 +156,17 @@ pub(crate) struct ReadRequest {
     generation: Option<u32>,
     seq: Option<u16>,
     ttl: bool,
-    /// An owner read after a `set` of a lock the table knows: the budget may skip it.
-    skippable: bool,
     written_ms: i64,
     /// When the read was sent (the table's clock), set as its pipeline starts.
     sent_ms: i64,
+}
+
+impl ReadRequest {
+    /// An owner read after a `set` of a lock the table knows (asked by the table, without
+    /// the TTL): the one kind the budget may skip.
+    fn skippable(&self) -> bool {
+        self.seq.is_some() && !self.ttl
+    }
 }
 
 /// One pipeline's reads: the namespaces' numbering it was asked in (`Watcher::epoch`), the

@@ -177,7 +177,6 @@ impl Recorder<'_> {
                 {
                     waiting.seq = Some(seq);
                     waiting.ttl |= ttl;
-                    waiting.skippable |= !ttl;
                     waiting.written_ms = now;
                     return;
                 }
@@ -187,7 +186,6 @@ impl Recorder<'_> {
                     generation: None,
                     seq: Some(seq),
                     ttl,
-                    skippable: !ttl,
                     written_ms: now,
                     sent_ms: now,
                 });
@@ -262,7 +260,6 @@ impl Observer for Recorder<'_> {
             generation: Some(generation),
             seq: None,
             ttl: false,
-            skippable: false,
             written_ms: self.w.locks.now_ms(),
             sent_ms: 0,
         });

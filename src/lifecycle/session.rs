@@ -32,8 +32,7 @@ use crate::access::pubsub::{PubSubError, Sink};
 use crate::access::read::KeyRead;
 use crate::access::reader::Reader;
 use crate::config::ValueKind;
-use crate::locks::events::Found;
-use crate::locks::events::NOT_A_WRITE;
+use crate::locks::events::{Found, NOT_A_WRITE};
 use crate::vocab::Verification;
 
 impl Watcher {
@@ -316,7 +315,7 @@ impl Watcher {
                     let r = pending.swap_remove(i);
                     // Owner and TTL are always read, and so is every owner the table does
                     // not know; the owner of a known lock's `set` within the budget.
-                    if r.ttl || !r.skippable || budget.take(now) {
+                    if !r.skippable() || budget.take(now) {
                         batch.push(r);
                     } else {
                         skipped.push(r);
@@ -400,7 +399,6 @@ impl Watcher {
                         generation: None,
                         seq: Some(seq),
                         ttl: true,
-                        skippable: false,
                         written_ms: NOT_A_WRITE,
                         sent_ms: now,
                     });

@@ -142,7 +142,9 @@ impl NamespaceTable {
     ) -> Option<u16> {
         let e = self.locks.get_mut(key)?;
         let owner_only = matches!(found, Found::Owner(_));
-        let current = e.seq == seq || (owner_only && e.flags & ESTIMATED != 0 && e.seq.wrapping_sub(1) == seq);
+        // A full read is never out across a renewal whose TTL was taken (one is taken only
+        // with no read out); an owner read is.
+        let current = if owner_only { e.answered_by(seq) } else { e.seq == seq };
         if !current {
             if owner_only && !e.unread {
                 e.flags |= OWNER_UNSURE;
@@ -180,7 +182,7 @@ impl NamespaceTable {
     /// read (the event count returned).
     pub fn event_read_failed(&mut self, key: &[u8], seq: u16) -> Option<u16> {
         let e = self.locks.get_mut(key)?;
-        if e.seq != seq && !(e.flags & ESTIMATED != 0 && e.seq.wrapping_sub(1) == seq) {
+        if !e.answered_by(seq) {
             return None;
         }
         e.flags &= !READING;

@@ -56,6 +56,13 @@ impl LockEntry {
         !self.unread
     }
 
+    /// Whether a read asked for at event count `seq` still answers for the lock: asked at
+    /// this count, or one before when the event since was a renewal whose TTL was taken (it
+    /// leaves the owner as it was).
+    pub(super) fn answered_by(&self, seq: u16) -> bool {
+        self.seq == seq || (self.flags & ESTIMATED != 0 && self.seq.wrapping_sub(1) == seq)
+    }
+
     /// Milliseconds left at `now_ms` (-1: no expiry; 0 once past due), from the last read.
     pub fn pttl_at(&self, now_ms: i64) -> i64 {
         if self.expires_ms == NO_EXPIRY {
