@@ -9,6 +9,10 @@ use std::hash::{BuildHasher, Hash};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
+#[path = "dense_key.rs"]
+mod key;
+pub use key::Key;
+
 /// Entries per chunk; the first chunk grows up to it as a vector does, the others are made
 /// whole, so growing never copies (nor frees) more than one chunk.
 pub const CHUNK: usize = 4096;

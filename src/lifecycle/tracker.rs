@@ -3,7 +3,7 @@
 //! clock of its own, no metrics — the watcher feeds it notices, owner reads and (asked) the
 //! key's last known expiry, and turns what it reports into metrics.
 //!
-//! Per tracked key it keeps one [`Entry`] (32 bytes beside an 8-byte key hash, in a dense
+//! Per tracked key it keeps one [`Entry`] (24 bytes beside an 8-byte key hash, in a dense
 //! map): the hold in progress (with when it was last written), or, for one `ttl` after an expiry or eviction,
 //! a tombstone with the last owner, so a re-acquisition by another owner is recognised as a
 //! takeover. Released locks leave nothing behind.
@@ -113,7 +113,7 @@ enum Pending {
 mod entry;
 #[path = "tracker_reads.rs"]
 mod reads;
-use entry::{Entry, State};
+use entry::{Clock, Entry, State};
 use reads::settle_unread;
 
 /// Lifecycle state of one target's lock keys.
@@ -131,6 +131,8 @@ pub(crate) struct Tracker {
     hash_locks: Vec<bool>,
     max_keys: usize,
     generation: u32,
+    /// Where the entries' times count from.
+    clock: Clock,
     /// Notices on keys that were not tracked because `max_keys` was reached.
     pub(crate) untracked: u64,
 }
@@ -146,6 +148,7 @@ impl Tracker {
             hash_locks: namespaces.iter().map(|n| n.1).collect(),
             max_keys,
             generation: 0,
+            clock: Clock::default(),
             untracked: 0,
         }
     }
@@ -210,15 +213,7 @@ impl Tracker {
         let mut fresh = false;
         let e = self.keys.get_or_insert_with(id, || {
             fresh = true;
-            Entry {
-                owner: UNKNOWN,
-                since_ms: i64::MIN,
-                written_ms: UNSEEN,
-                generation: 0,
-                ns: ns as u16,
-                ended: true,
-                absorb_expire: false,
-            }
+            Entry::fresh(ns)
         })?;
         Some((e, fresh))
     }
@@ -234,6 +229,7 @@ impl Tracker {
         fallback_owner: impl FnOnce() -> Option<u64>,
         obs: &mut impl Observer,
     ) {
+        self.follow_clock(now_ms);
         match notice {
             Notice::Set => self.on_write(ns, key, now_ms, true, obs),
             Notice::HashWrite => self.on_write(ns, key, now_ms, false, obs),
@@ -251,11 +247,12 @@ impl Tracker {
         let generation = self.next_generation();
         let id = self.key_hasher.hash_one(key);
         let waiting = self.pending.get(&id).copied();
+        let c = self.clock;
         let Some((e, fresh)) = self.slot(id, ns) else {
             obs.transition(ns, key, Transition::Acquired, None);
             return;
         };
-        let pending = match e.state() {
+        let pending = match e.state(c) {
             State::Held {
                 owner,
                 since_ms,
@@ -300,7 +297,7 @@ impl Tracker {
             _ => Pending::None,
         };
         e.generation = generation;
-        e.set(held(now_ms, now_ms, true));
+        e.set(held(now_ms, now_ms, true), c);
         self.set_pending(id, pending);
         if !matches!(pending, Pending::Reset { .. }) {
             obs.transition(ns, key, Transition::Acquired, None);
@@ -312,11 +309,12 @@ impl Tracker {
         let ttl = self.ttl_ms.get(ns).copied().unwrap_or(0);
         let generation = self.next_generation();
         let id = self.key_hasher.hash_one(key);
+        let c = self.clock;
         let Some((e, fresh)) = self.slot(id, ns) else {
             obs.transition(ns, key, Transition::Renewed, None);
             return;
         };
-        match e.state() {
+        match e.state(c) {
             State::Held {
                 absorb_expire: true, ..
             } if !fresh => {
@@ -328,12 +326,12 @@ impl Tracker {
                 let written = seen(written_ms);
                 let h = measure(obs.expiry(ns, key), written, ttl, now_ms);
                 renewed(obs, ns, h, written, now_ms);
-                e.written_ms = now_ms;
+                e.set_written_ms(now_ms, c);
             }
             _ => {
                 // A renewal of a lock whose acquisition was not seen: learn its owner.
                 e.generation = generation;
-                e.set(held(UNSEEN, now_ms, false));
+                e.set(held(UNSEEN, now_ms, false), c);
                 self.pending.remove(&id);
                 obs.transition(ns, key, Transition::Renewed, None);
                 let h = measure(obs.expiry(ns, key), None, ttl, now_ms);
@@ -351,7 +349,7 @@ impl Tracker {
             return;
         };
         let pending = self.pending.remove(&id);
-        match e.state() {
+        match e.state(self.clock) {
             State::Held {
                 owner,
                 since_ms,
@@ -383,11 +381,12 @@ impl Tracker {
     ) {
         let id = self.key_hasher.hash_one(key);
         let pending = self.pending.remove(&id);
+        let c = self.clock;
         let Some((e, fresh)) = self.slot(id, ns) else {
             obs.transition(ns, key, kind, None);
             return;
         };
-        let owner = match e.state() {
+        let owner = match e.state(c) {
             State::Held { owner, since_ms, .. } if !fresh => {
                 settle_unread(ns, key, pending, obs);
                 obs.transition(ns, key, kind, opt(owner));
@@ -402,16 +401,30 @@ impl Tracker {
                 owner
             }
         };
-        e.set(State::Ended { owner, at_ms: now_ms });
+        e.set(State::Ended { owner, at_ms: now_ms }, c);
     }
 
     /// Drop tombstones older than their namespace's `ttl`.
     pub(crate) fn sweep(&mut self, now_ms: i64) {
-        let ttl = &self.ttl_ms;
-        self.keys.retain(|_, e| match e.state() {
+        self.follow_clock(now_ms);
+        let (ttl, c) = (&self.ttl_ms, self.clock);
+        self.keys.retain(|_, e| match e.state(c) {
             State::Ended { at_ms, .. } => now_ms.saturating_sub(at_ms) <= ttl.get(e.ns as usize).copied().unwrap_or(0),
             State::Held { .. } => true,
         });
+    }
+
+    /// Move the entries' epoch on when `now_ms` nears the end of their window (every 12
+    /// days or so: one pass over the entries).
+    fn follow_clock(&mut self, now_ms: i64) {
+        let by = self.clock.due(now_ms);
+        if by > 0 {
+            self.clock.advance(by);
+            self.keys.retain(|_, e| {
+                e.rebase(by);
+                true
+            });
+        }
     }
 }
 

@@ -11,6 +11,7 @@ impl Tracker {
     /// The owner read for `generation` of `key` came back (`None`: gone or unreadable).
     pub(crate) fn owner_read(&mut self, key: &[u8], generation: u32, owner: Option<u64>, obs: &mut impl Observer) {
         let id = self.key_hasher.hash_one(key);
+        let c = self.clock;
         let Some(e) = self.keys.get_mut(&id) else {
             return;
         };
@@ -19,7 +20,7 @@ impl Tracker {
         }
         let ns = e.ns as usize;
         let read = owner.map(known).unwrap_or(UNKNOWN);
-        match e.state() {
+        match e.state(c) {
             State::Held { owner: UNKNOWN, .. } => {
                 e.owner = read;
                 let pending = self.pending.remove(&id).unwrap_or(Pending::None);
@@ -30,7 +31,7 @@ impl Tracker {
                     Pending::None => {}
                     Pending::Takeover { previous, ended_ms } => {
                         if read != UNKNOWN && read != previous {
-                            obs.takeover(ns, key, previous, read, e.since_ms.saturating_sub(ended_ms));
+                            obs.takeover(ns, key, previous, read, e.since_ms(c).saturating_sub(ended_ms));
                         }
                     }
                     Pending::Reset {
@@ -48,7 +49,8 @@ impl Tracker {
                         // yet (`previous` unknown): this read names the holder of both.
                         if read == UNKNOWN || previous == UNKNOWN || read == previous {
                             // The hold's `since_ms` is the `set`'s time until now.
-                            let set_ms = std::mem::replace(&mut e.since_ms, previous_since);
+                            let set_ms = e.since_ms(c);
+                            e.set_since_ms(previous_since, c);
                             if read == UNKNOWN {
                                 e.owner = previous;
                             } else if previous == UNKNOWN {

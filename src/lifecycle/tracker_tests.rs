@@ -299,7 +299,7 @@ fn holds_not_seen_from_the_start_measure_only_what_a_read_says() {
 
 #[test]
 fn entries_stay_small() {
-    assert_eq!(std::mem::size_of::<Entry>(), 32, "README: what one tracked lock costs");
+    assert_eq!(std::mem::size_of::<Entry>(), 24, "README: what one tracked lock costs");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! renewal's `expire` (the TTL the namespace's locks were last read with is set again) — and
 //! what those reads answer.
 
+use crate::dense::Key;
 use std::hash::BuildHasher;
 
 use super::events::Found;
@@ -85,7 +86,7 @@ impl NamespaceTable {
         let Some(e) = self.locks.get_mut(key) else {
             self.odd.remove(key);
             self.locks.insert(
-                Box::from(key),
+                Key::new(key),
                 LockEntry {
                     owner: 0,
                     since_ms: now_ms,
@@ -219,7 +220,7 @@ impl NamespaceTable {
         if let Some(tokens) = &mut self.tokens
             && tokens.get(key).is_none_or(|t| **t != *owner)
         {
-            tokens.insert(Box::from(key), Box::from(owner));
+            tokens.insert(Key::new(key), Box::from(owner));
         }
     }
 }

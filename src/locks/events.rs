@@ -7,6 +7,7 @@
 //! between, confirms it; only then is it repaired and counted. So a notification still in
 //! flight when a read answers is never counted as missed.
 
+use crate::dense::Key;
 use std::hash::BuildHasher;
 
 pub use super::event_reads::{NOT_A_WRITE, Need, Write};
@@ -83,7 +84,7 @@ impl NamespaceTable {
     pub fn set_aside(&mut self, key: &[u8]) {
         self.suspects.remove(key);
         if let Some(e) = self.locks.remove(key) {
-            self.aside.insert(Box::from(key), e);
+            self.aside.insert(Key::new(key), e);
         }
     }
 
@@ -95,7 +96,7 @@ impl NamespaceTable {
         };
         if !self.locks.contains_key(key) {
             if moved {
-                self.locks.insert(Box::from(key), e);
+                self.locks.insert(Key::new(key), e);
             } else if let Some(tokens) = &mut self.tokens {
                 tokens.remove(key);
             }
@@ -109,7 +110,7 @@ impl NamespaceTable {
 
     /// Back to scan mode: the locks set aside return (the next cycle drops those gone).
     pub(super) fn put_aside_back(&mut self) {
-        let aside: Vec<(Box<[u8]>, LockEntry)> = self.aside.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
+        let aside: Vec<(Key, LockEntry)> = self.aside.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
         self.aside.clear();
         for (k, e) in aside {
             if !self.locks.contains_key(&k) {
@@ -122,7 +123,7 @@ impl NamespaceTable {
     pub fn announce_fence(&mut self, key: &[u8]) {
         if !self.fences.contains_key(key) {
             self.fences
-                .insert(Box::from(key), super::table::FenceEntry { value: 0, pass: 0 });
+                .insert(Key::new(key), super::table::FenceEntry { value: 0, pass: 0 });
         }
     }
 
@@ -146,7 +147,7 @@ impl NamespaceTable {
             }
             (None, Some(v)) => {
                 self.fences
-                    .insert(Box::from(key), super::table::FenceEntry { value: v, pass });
+                    .insert(Key::new(key), super::table::FenceEntry { value: v, pass });
             }
             (Some(_), None) => self.forget_fence(key),
             (None, None) => {}
@@ -168,18 +169,18 @@ impl NamespaceTable {
                 }
             } else {
                 stale.push(ToRead {
-                    key: k.clone(),
+                    key: Box::from(k),
                     seq: e.seq,
                 });
             }
         }
-        stale.extend(self.odd.keys().map(|k| ToRead { key: k.clone(), seq: 0 }));
+        stale.extend(self.odd.keys().map(|k| ToRead { key: Box::from(k), seq: 0 }));
         stale
     }
 
     /// Fencing counters to re-read in a pass.
     pub fn fences_to_refresh(&self) -> Vec<Box<[u8]>> {
-        self.fences.keys().cloned().collect()
+        self.fences.keys().map(Box::from).collect()
     }
 
     /// A pass re-read a tracked key. Agreement refreshes the TTL; a disagreement that no
@@ -285,7 +286,7 @@ impl NamespaceTable {
         self.suspects
             .iter()
             .filter(|(_, s)| s.kind == Repair::Missing && now_ms - s.since_ms >= CONFIRM_MS)
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| Box::from(k))
             .collect()
     }
 
@@ -337,7 +338,7 @@ impl NamespaceTable {
             _ => {
                 if self.suspects.len() < MAX_SUSPECTS {
                     self.suspects.insert(
-                        Box::from(key),
+                        Key::new(key),
                         Suspect {
                             kind,
                             seq,
@@ -375,7 +376,7 @@ impl NamespaceTable {
             None => {
                 let since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
                 self.locks.insert(
-                    Box::from(key),
+                    Key::new(key),
                     LockEntry {
                         owner: hash,
                         since_ms,
@@ -391,13 +392,13 @@ impl NamespaceTable {
         if let Some(tokens) = &mut self.tokens
             && tokens.get(key).is_none_or(|t| **t != *owner)
         {
-            tokens.insert(Box::from(key), Box::from(owner));
+            tokens.insert(Key::new(key), Box::from(owner));
         }
     }
 
     pub(super) fn set_odd(&mut self, key: &[u8], reason: Unreadable) {
         self.forget_lock_only(key);
-        self.odd.insert(Box::from(key), reason);
+        self.odd.insert(Key::new(key), reason);
     }
 
     fn forget_lock_only(&mut self, key: &[u8]) {

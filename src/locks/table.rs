@@ -7,6 +7,7 @@
 //! of the namespace, over one pass or several when the budget cuts it; only a completed
 //! cycle may drop entries of keys it did not see. Knows nothing of Redis.
 
+use crate::dense::Key;
 use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
@@ -85,7 +86,7 @@ pub(super) fn expiry(now_ms: i64, pttl_ms: i64) -> i64 {
 }
 
 /// Lock keys to what is known of them, hashed with a per-process seed.
-pub(super) type KeyMap<V> = crate::dense::DenseMap<Box<[u8]>, V, RandomState>;
+pub(super) type KeyMap<V> = crate::dense::DenseMap<crate::dense::Key, V, RandomState>;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FenceEntry {
@@ -313,14 +314,14 @@ impl NamespaceTable {
                     unread: false,
                     flags: 0,
                 };
-                self.locks.insert(Box::from(key), entry);
+                self.locks.insert(Key::new(key), entry);
                 since_ms
             }
         };
         if let Some(tokens) = &mut self.tokens
             && tokens.get(key).is_none_or(|t| **t != *owner)
         {
-            tokens.insert(Box::from(key), Box::from(owner));
+            tokens.insert(Key::new(key), Box::from(owner));
         }
         let t = &mut self.census;
         t.held += 1;
@@ -361,7 +362,7 @@ impl NamespaceTable {
                 f.pass = pass;
             }
             None => {
-                self.fences.insert(Box::from(key), FenceEntry { value, pass });
+                self.fences.insert(Key::new(key), FenceEntry { value, pass });
             }
         }
         self.census.fence_max = Some(self.census.fence_max.map_or(value, |m| m.max(value)));
@@ -376,13 +377,13 @@ impl NamespaceTable {
             .locks
             .iter()
             .filter(|(_, e)| !seen(e.pass))
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| Box::from(k))
             .collect();
         let fences = self
             .fences
             .iter()
             .filter(|(_, f)| !seen(f.pass))
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| Box::from(k))
             .collect();
         (locks, fences)
     }
