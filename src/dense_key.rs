@@ -87,7 +87,11 @@ impl From<&[u8]> for Key {
 
 impl From<Box<[u8]>> for Key {
     fn from(b: Box<[u8]>) -> Key {
-        if b.len() > INLINE { Key(Repr::Long(b)) } else { Key::new(&b) }
+        if b.len() > INLINE {
+            Key(Repr::Long(b))
+        } else {
+            Key::new(&b)
+        }
     }
 }
 
@@ -110,6 +114,12 @@ impl PartialEq for Key {
 }
 
 impl Eq for Key {}
+
+impl<const N: usize> PartialEq<&[u8; N]> for Key {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        self.as_bytes() == &other[..]
+    }
+}
 
 impl Hash for Key {
     /// As `[u8]` hashes, so a lookup by `&[u8]` finds it.

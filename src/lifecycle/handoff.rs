@@ -433,7 +433,7 @@ impl Imports {
         }
         let mut count = Vec::new();
         for (ev, at) in i.pending.into_iter().filter(|_| i.marked || !i.listed) {
-            match due.get_mut(&ev.key) {
+            match due.get_mut(ev.key.as_bytes()) {
                 Some(n) if *n > 0 => *n -= 1,
                 _ => count.push((ev, at)),
             }

@@ -7,8 +7,8 @@ fn ev(node: usize, n: u32, event: &str) -> Event {
         node,
         ns: 0,
         fence: false,
-        key: format!("lw:lock:{n}").into_bytes(),
-        event: event.as_bytes().to_vec(),
+        key: format!("lw:lock:{n}").into_bytes().into(),
+        event: crate::dense::Key::new(event.as_bytes()),
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! One ring of the target's last `cap` records (oldest go first, whichever key they belong
 //! to), each linked to its key's previous one; a key shows its last [`PER_KEY`]. Keys are
-//! held as seeded 64-bit hashes: a record is 40 bytes, plus 16 per key with records.
+//! held as seeded 64-bit hashes: a record is 32 bytes, plus 16 per key with records (up to
+//! an eighth more keys than records: those whose records left the ring go in bulk).
 
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
@@ -34,10 +35,9 @@ impl Record {
     }
 }
 
-/// A record in the ring: its key's hash and the sequence number of the key's record before.
+/// A record in the ring and the sequence number of its key's record before.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
-    key: u64,
     prev: u64,
     rec: Record,
 }
@@ -46,7 +46,8 @@ pub(crate) struct History {
     /// Oldest first; `ring[i]` has sequence number `first + i` (numbers start at 1).
     ring: VecDeque<Slot>,
     first: u64,
-    /// Key hash → sequence number of its latest record still in the ring.
+    /// Key hash → sequence number of its latest record (still in the ring, or for at most
+    /// an eighth of `cap` keys, gone from it).
     latest: DenseMap<u64, u64, FixedState>,
     hasher: RandomState,
     cap: usize,
@@ -90,6 +91,11 @@ impl History {
         out
     }
 
+    /// Look `key` up and forget the answer: it is in the cache for what comes next.
+    pub(crate) fn warm(&self, key: &[u8]) -> bool {
+        self.latest.contains_key(&self.hasher.hash_one(key))
+    }
+
     /// Add a record for `key`; the oldest goes when the ring is full.
     pub(crate) fn push(&mut self, key: &[u8], at_ms: i64, kind: Transition, owner: Option<u64>) {
         let h = self.hasher.hash_one(key);
@@ -101,13 +107,22 @@ impl History {
             owner: owner.map(super::tracker::known).unwrap_or(0),
             takeover: false,
         };
-        self.ring.push_back(Slot { key: h, prev, rec });
-        while self.ring.len() > self.cap {
-            let Some(old) = self.ring.pop_front() else { break };
-            if self.latest.get(&old.key) == Some(&self.first) {
-                self.latest.remove(&old.key);
-            }
+        if self.ring.len() == self.ring.capacity() && self.ring.len() < self.cap {
+            // Doubling, but to `cap` exactly at the last step (not the next power of two).
+            let more = self.ring.len().max(16).min(self.cap - self.ring.len());
+            self.ring.reserve_exact(more);
+        }
+        self.ring.push_back(Slot { prev, rec });
+        // The oldest record goes without a lookup of its key: a key's latest number left
+        // pointing before `first` reads as no records (numbers are never reused), and such
+        // keys are dropped together once they are an eighth of the ring.
+        if self.ring.len() > self.cap {
+            self.ring.pop_front();
             self.first += 1;
+        }
+        if self.latest.len() > self.cap + self.cap / 8 {
+            let first = self.first;
+            self.latest.retain(|_, &mut seq| seq >= first);
         }
     }
 
@@ -176,6 +191,29 @@ mod tests {
     }
 
     #[test]
+    fn keys_whose_records_left_the_ring_are_dropped_in_bulk_and_show_nothing() {
+        let mut h = History::new(16);
+        for i in 0..16 {
+            h.push(format!("k{i}").as_bytes(), i, Transition::Acquired, None);
+        }
+        assert_eq!(h.ring.capacity(), 16, "grown to the cap exactly");
+        // Two more keys: k0 and k1 leave the ring, their latest numbers stay for now.
+        h.push(b"x", 16, Transition::Acquired, None);
+        h.push(b"y", 17, Transition::Acquired, None);
+        assert_eq!(h.latest.len(), 18);
+        assert!(h.of(b"k0").is_empty());
+        // A key whose old records left the ring starts a chain of its own.
+        h.push(b"k0", 18, Transition::Released, None);
+        assert_eq!(h.of(b"k0").len(), 1);
+        h.fill_owner(b"k1", 5);
+        assert!(h.of(b"k1").is_empty());
+        // Past an eighth of the ring in stale keys, they go.
+        h.push(b"z", 19, Transition::Acquired, None);
+        assert_eq!(h.latest.len(), 16, "only keys with records in the ring");
+        assert_eq!(h.len(), 16);
+    }
+
+    #[test]
     fn a_takeover_marks_the_latest_acquisition() {
         let mut h = History::new(10);
         h.push(b"k", 1, Transition::Acquired, Some(1));
@@ -192,6 +230,6 @@ mod tests {
     #[test]
     fn records_stay_small() {
         assert_eq!(std::mem::size_of::<Record>(), 24);
-        assert_eq!(std::mem::size_of::<Slot>(), 40);
+        assert_eq!(std::mem::size_of::<Slot>(), 32);
     }
 }

@@ -23,7 +23,7 @@ use super::read_budget::OwnerReads;
 use super::recorder::{Recorder, wall_ms};
 use super::tracker::{Notice, Tracker};
 use super::verify::{self, Verify};
-use super::{BATCH, ReadRequest, SessionError, Watcher};
+use super::{BATCH, ReadRequest, SessionError, WARM, Watcher};
 use crate::access::canary::{self, Marked};
 use crate::access::cluster::slot;
 use crate::access::pubsub::{Chunk, Message, Sink};
@@ -141,35 +141,39 @@ impl Watcher {
                 };
             }
             let Some((node, chunk)) = next.take() else { break };
-            for m in chunk.messages() {
-                taken += 1;
-                if let Some(seq) = self.marker(&m) {
-                    resolved.extend(flow.imports.marked(node, seq >> 32, seq & u64::from(u32::MAX), now));
-                } else if let Some(judged) = canaries.seen(node, &m) {
-                    if let Some(Judged(i, round)) = judged {
-                        verify.round(i, round);
-                    }
-                } else if let Some(ev) = obs.parse(node, &m) {
-                    n += 1;
-                    if ev.event == b"restore" {
-                        flow.counted.deferrals.restored(&ev.key, node, now);
-                    }
-                    evidence |= passive_evidence(&ev.event);
-                    if flow.owners.as_ref().is_some_and(|o| o.foreign(node, &ev.key)) {
-                        match flow.imports.foreign(ev, now) {
-                            Placed::Count(ev) => flow.counted.admit(&mut obs, tracker, &mut checks, ev, now),
-                            Placed::Unplaced { first: true } => ask.push(node),
-                            Placed::Dropped => {
-                                tracing::debug!(target_name = %self.target.name, node, "slot migration: a copy dropped")
-                            }
-                            Placed::Pending | Placed::Unplaced { first: false } => {}
+            let messages: Vec<Message<'_>> = chunk.messages().collect();
+            for window in messages.chunks(WARM) {
+                obs.warm(window, tracker);
+                for m in window {
+                    taken += 1;
+                    if let Some(seq) = self.marker(m) {
+                        resolved.extend(flow.imports.marked(node, seq >> 32, seq & u64::from(u32::MAX), now));
+                    } else if let Some(judged) = canaries.seen(node, m) {
+                        if let Some(Judged(i, round)) = judged {
+                            verify.round(i, round);
                         }
-                    } else if !flow.imports.copy_due(node, &ev.key, now) {
-                        flow.imports.source_event(node, &ev.key);
-                        flow.counted.admit(&mut obs, tracker, &mut checks, ev, now);
-                    } else {
-                        tracing::debug!(target_name = %self.target.name, node, key = %String::from_utf8_lossy(&ev.key),
+                    } else if let Some(ev) = obs.parse(node, m) {
+                        n += 1;
+                        if ev.event == b"restore" {
+                            flow.counted.deferrals.restored(&ev.key, node, now);
+                        }
+                        evidence |= passive_evidence(&ev.event);
+                        if flow.owners.as_ref().is_some_and(|o| o.foreign(node, &ev.key)) {
+                            match flow.imports.foreign(ev, now) {
+                                Placed::Count(ev) => flow.counted.admit(&mut obs, tracker, &mut checks, ev, now),
+                                Placed::Unplaced { first: true } => ask.push(node),
+                                Placed::Dropped => {
+                                    tracing::debug!(target_name = %self.target.name, node, "slot migration: a copy dropped")
+                                }
+                                Placed::Pending | Placed::Unplaced { first: false } => {}
+                            }
+                        } else if !flow.imports.copy_due(node, &ev.key, now) {
+                            flow.imports.source_event(node, &ev.key);
+                            flow.counted.admit(&mut obs, tracker, &mut checks, ev, now);
+                        } else {
+                            tracing::debug!(target_name = %self.target.name, node, key = %String::from_utf8_lossy(&ev.key),
                         event = %String::from_utf8_lossy(&ev.event), "slot migration: a copy still due from the new primary, dropped");
+                        }
                     }
                 }
             }
@@ -442,7 +446,7 @@ impl Counted {
     /// told the lock table at once (a lock's `del` sets it aside) and counted once decided.
     fn admit(&mut self, obs: &mut Recorder<'_>, tracker: &mut Tracker, checks: &mut Vec<Check>, ev: Event, now: i64) {
         if self.deferrals.waits(&ev, self.cluster) {
-            match (ev.event.as_slice(), ev.fence) {
+            match (ev.event.as_bytes(), ev.fence) {
                 (b"del", false) => obs.aside(ev.ns, &ev.key),
                 (b"del", true) => {}
                 _ => obs.table(&ev),

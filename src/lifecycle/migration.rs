@@ -21,6 +21,7 @@ use futures_util::future::join_all;
 
 use super::Watcher;
 use super::intake::Links;
+use crate::dense::Key;
 
 /// Keys waiting for a check at most; beyond, a `del` counts as it comes.
 const MAX_WAITING: usize = 10_000;
@@ -35,8 +36,9 @@ pub(super) struct Event {
     pub node: usize,
     pub ns: usize,
     pub fence: bool,
-    pub key: Vec<u8>,
-    pub event: Vec<u8>,
+    /// Key and event name, inline when short (most are: no allocation per event).
+    pub key: Key,
+    pub event: Key,
 }
 
 /// What to do with an event now.
@@ -97,7 +99,8 @@ impl Deferrals {
     /// Whether `ev` will wait rather than apply now: its key waits already, or it is a
     /// `del` to check (`cluster`).
     pub(super) fn waits(&self, ev: &Event, cluster: bool) -> bool {
-        self.waiting.contains_key(&ev.key) || (cluster && ev.event == b"del" && self.waiting.len() < MAX_WAITING)
+        self.waiting.contains_key(ev.key.as_bytes())
+            || (cluster && ev.event == b"del" && self.waiting.len() < MAX_WAITING)
     }
 
     /// The number of the last event admitted: what a check asked now covers.
@@ -108,7 +111,7 @@ impl Deferrals {
     /// Decide about `ev` arriving at `now_ms` (`cluster`: `del`s are checked).
     pub(super) fn admit(&mut self, ev: Event, now_ms: i64, cluster: bool) -> Admit {
         self.seq += 1;
-        if let Some(q) = self.waiting.get_mut(&ev.key) {
+        if let Some(q) = self.waiting.get_mut(ev.key.as_bytes()) {
             q.push_back((ev, now_ms, self.seq));
             return Admit::Queued;
         }
@@ -117,7 +120,7 @@ impl Deferrals {
         }
         let check = check_of(&ev);
         self.waiting
-            .insert(ev.key.clone(), VecDeque::from([(ev, now_ms, self.seq)]));
+            .insert(ev.key.to_vec(), VecDeque::from([(ev, now_ms, self.seq)]));
         Admit::Verify(check)
     }
 
@@ -218,7 +221,7 @@ fn check_of(ev: &Event) -> Check {
         node: ev.node,
         ns: ev.ns,
         fence: ev.fence,
-        key: ev.key.clone(),
+        key: ev.key.to_vec(),
     }
 }
 
@@ -289,8 +292,8 @@ mod tests {
             node,
             ns: 0,
             fence: false,
-            key: b"k".to_vec(),
-            event: event.as_bytes().to_vec(),
+            key: Key::new(b"k"),
+            event: Key::new(event.as_bytes()),
         }
     }
 
@@ -381,7 +384,7 @@ mod tests {
         let mut d = Deferrals::default();
         assert!(matches!(d.admit(ev(0, "del"), 1, true), Admit::Verify(_)));
         let mut other = ev(0, "del");
-        other.key = b"j".to_vec();
+        other.key = Key::new(b"j");
         other.ns = 1;
         assert!(matches!(d.admit(other, 2, true), Admit::Verify(_)));
         d.renamespace(&[None, Some(0)]);

@@ -52,6 +52,8 @@ pub(crate) const MAX_TRACKED: usize = 1_000_000;
 pub(crate) const HISTORY_CAP: usize = 100_000;
 /// Notices handled in one go before the watcher looks at anything else.
 const BATCH: usize = 512;
+/// Messages whose entries are looked up together before they are applied (`Recorder::warm`).
+const WARM: usize = 32;
 /// Owner-read pipelines in flight at once.
 const READS_IN_FLIGHT: usize = 8;
 /// Owner reads waiting for a pipeline; beyond this, owners stay unknown.
@@ -152,7 +154,7 @@ impl LifecycleState {
 /// and/or by the lock table after an event (`seq`) at `written_ms` (the table's clock).
 pub(crate) struct ReadRequest {
     ns: usize,
-    key: Vec<u8>,
+    key: crate::dense::Key,
     generation: Option<u32>,
     seq: Option<u16>,
     ttl: bool,

@@ -306,6 +306,10 @@ impl Watcher {
             pending.drain(..pending.len() - MAX_PENDING_READS);
         }
         let now = std::time::Instant::now();
+        // A burst's queue gives its memory back once it has drained.
+        if pending.is_empty() && pending.capacity() > 4096 {
+            *pending = Vec::new();
+        }
         while !pending.is_empty() && *in_flight < READS_IN_FLIGHT {
             let ns = pending[0].ns;
             let (mut batch, mut skipped) = (Vec::new(), Vec::new());
@@ -377,6 +381,10 @@ impl Watcher {
         {
             let now = self.locks.now_ms();
             let mut table = ns_locks.table();
+            // Looked up together first, so their cache misses overlap (`Recorder::warm`).
+            for r in requests.iter().filter(|r| r.seq.is_some()) {
+                std::hint::black_box(table.lock(&r.key).is_some());
+            }
             for (i, r) in requests.iter().enumerate() {
                 let Some(seq) = r.seq else { continue };
                 let ttl_next = match reads.and_then(|x| x.get(i)) {
@@ -406,6 +414,9 @@ impl Watcher {
             }
         }
         let mut history = self.state.history();
+        for r in requests.iter().filter(|r| r.generation.is_some()) {
+            std::hint::black_box(tracker.warm(&r.key) | history.warm(&r.key));
+        }
         let mut obs = Recorder::new(self, &mut history, pending, wall_ms());
         for (i, r) in requests.iter().enumerate() {
             let Some(generation) = r.generation else { continue };
@@ -424,7 +435,7 @@ impl Watcher {
 /// (one MULTI/EXEC), the owner alone for the rest (one `MGET`).
 async fn read_batch(reader: &Reader, kind: &ValueKind, batch: &[ReadRequest]) -> redis::RedisResult<Vec<KeyRead>> {
     let (full, owner): (Vec<&ReadRequest>, Vec<&ReadRequest>) = batch.iter().partition(|r| r.ttl);
-    let keys = |rs: &[&ReadRequest]| rs.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+    let keys = |rs: &[&ReadRequest]| rs.iter().map(|r| r.key.to_vec()).collect::<Vec<_>>();
     let mut full_reads = reader.read_locks(kind, &keys(&full)).await?.into_iter();
     let mut owner_reads = reader.read_owners(kind, &keys(&owner)).await?.into_iter();
     batch

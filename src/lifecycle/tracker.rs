@@ -157,6 +157,11 @@ impl Tracker {
         self.keys.len()
     }
 
+    /// Look `key` up and forget the answer: its entry is in the cache for what comes next.
+    pub(crate) fn warm(&self, key: &[u8]) -> bool {
+        self.keys.contains_key(&self.key_hasher.hash_one(key))
+    }
+
     /// After a gap in the notification stream: forget everything. Holds may have ended and
     /// others begun unseen; a tombstone may have been taken over unseen. Owners are learnt
     /// again from the next `set`, from reads, and from the sampler (`fallback_owner`).

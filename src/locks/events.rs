@@ -174,7 +174,10 @@ impl NamespaceTable {
                 });
             }
         }
-        stale.extend(self.odd.keys().map(|k| ToRead { key: Box::from(k), seq: 0 }));
+        stale.extend(self.odd.keys().map(|k| ToRead {
+            key: Box::from(k),
+            seq: 0,
+        }));
         stale
     }
 

@@ -56,35 +56,37 @@ pub struct Message<'a> {
     pub payload: &'a [u8],
 }
 
-/// Whole frames as read from the socket, holding at least one message.
-pub struct Chunk(Bytes);
+/// Whole frames as read from the socket, holding at least one message, and where each
+/// message's parts lie in them (found as the task parsed them: not parsed again).
+pub struct Chunk {
+    bytes: Bytes,
+    spans: Vec<Spans>,
+}
+
+/// A message's pattern, channel and payload: (offset, length) in its chunk.
+type Spans = [(u32, u32); 3];
 
 impl Chunk {
     /// Its messages, in order (replies among them are the task's, skipped here).
     pub fn messages(&self) -> impl Iterator<Item = Message<'_>> {
-        let mut rest: &[u8] = &self.0;
-        std::iter::from_fn(move || {
-            loop {
-                // The task parsed these bytes already: they are whole frames.
-                let Ok(Some((f, n))) = frame::parse(rest) else {
-                    return None;
-                };
-                rest = &rest[n..];
-                if let Frame::PMessage {
-                    pattern,
-                    channel,
-                    payload,
-                } = f
-                {
-                    return Some(Message {
-                        pattern,
-                        channel,
-                        payload,
-                    });
-                }
-            }
+        let part = |(at, n): (u32, u32)| self.bytes.get(at as usize..(at + n) as usize).unwrap_or_default();
+        self.spans.iter().map(move |&[p, c, m]| Message {
+            pattern: part(p),
+            channel: part(c),
+            payload: part(m),
         })
     }
+
+    /// The bytes it holds (what the task's bound on queued bytes counts).
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// Where `part` lies in `base`, which holds it.
+fn span(base: &[u8], part: &[u8]) -> (u32, u32) {
+    let at = (part.as_ptr() as usize).saturating_sub(base.as_ptr() as usize);
+    (at as u32, part.len() as u32)
 }
 
 /// What a request waits for.
@@ -152,8 +154,8 @@ impl futures_util::Stream for Messages {
     fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Chunk>> {
         let polled = self.chunks.poll_recv(cx);
         if let Poll::Ready(Some(c)) = &polled {
-            let before = self.queued.bytes.fetch_sub(c.0.len(), Ordering::AcqRel);
-            if before >= MAX_QUEUED && before - c.0.len() < MAX_QUEUED {
+            let before = self.queued.bytes.fetch_sub(c.len(), Ordering::AcqRel);
+            if before >= MAX_QUEUED && before - c.len() < MAX_QUEUED {
                 self.queued.room.notify_one();
             }
         }
@@ -190,7 +192,7 @@ async fn drive(
             Err(e) => (None, Some(e)),
         };
         if let Some(chunk) = chunk {
-            queued.bytes.fetch_add(chunk.0.len(), Ordering::AcqRel);
+            queued.bytes.fetch_add(chunk.len(), Ordering::AcqRel);
             if out.send(chunk).is_err() {
                 break PubSubError::Closed;
             }
@@ -253,12 +255,16 @@ fn take(
     answered: &mut Vec<Answered>,
 ) -> Result<Option<Chunk>, PubSubError> {
     let mut at = 0;
-    let mut messages = false;
+    let mut spans = Vec::new();
     while let Some((f, n)) = frame::parse(&buf[at..])? {
         at += n;
         let answer = match f {
-            Frame::PMessage { .. } => {
-                messages = true;
+            Frame::PMessage {
+                pattern,
+                channel,
+                payload,
+            } => {
+                spans.push([span(buf, pattern), span(buf, channel), span(buf, payload)]);
                 continue;
             }
             Frame::Subscription { kind, .. } => {
@@ -278,7 +284,7 @@ fn take(
         return Ok(None);
     }
     let bytes = buf.split_to(at).freeze();
-    Ok(messages.then_some(Chunk(bytes)))
+    Ok((!spans.is_empty()).then_some(Chunk { bytes, spans }))
 }
 
 /// An error reply as the `redis` crate shows one: `CODE: text`.
@@ -308,7 +314,12 @@ mod tests {
     #[test]
     fn a_chunk_yields_its_messages_and_skips_replies() {
         let bytes = b"*4\r\n$8\r\npmessage\r\n$1\r\np\r\n$1\r\nc\r\n$3\r\nset\r\n+PONG\r\n>4\r\n$8\r\npmessage\r\n$1\r\np\r\n$1\r\nd\r\n$3\r\ndel\r\n";
-        let chunk = Chunk(Bytes::from_static(bytes));
+        let mut buf = BytesMut::from(&bytes[..]);
+        let chunk = take(&mut buf, &mut VecDeque::new(), &mut Vec::new())
+            .ok()
+            .flatten()
+            .expect("a chunk");
+        assert!(buf.is_empty());
         let got: Vec<(&[u8], &[u8])> = chunk.messages().map(|m| (m.channel, m.payload)).collect();
         assert_eq!(got, vec![(&b"c"[..], &b"set"[..]), (&b"d"[..], &b"del"[..])]);
     }
