@@ -9,7 +9,6 @@ use std::hash::{BuildHasher, Hash};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
-#[path = "dense_key.rs"]
 mod key;
 pub use key::Key;
 
