@@ -323,3 +323,38 @@ fn a_reload_keeps_the_unchanged_namespaces_keys_renumbered_and_forgets_the_other
     t.notice(0, b"a", Notice::Del, 530, || None, &mut o);
     assert_eq!(o.holds.len(), 1, "a was forgotten: its release has no hold to end");
 }
+
+#[test]
+fn holds_and_renewals_are_timed_across_the_entries_epoch_moving_on() {
+    const DAY: i64 = 86_400_000;
+    let mut t = tracker();
+    let mut o = Rec::default();
+    // A hold of a day, renewed, released: to the millisecond.
+    n(&mut t, &mut o, Notice::Set, 500);
+    o.answer(&mut t, Some(7));
+    n(&mut t, &mut o, Notice::Expire, 501);
+    n(&mut t, &mut o, Notice::Expire, DAY);
+    n(&mut t, &mut o, Notice::Del, DAY + 250);
+    assert_eq!(o.holds, vec![(HoldEnd::Released, DAY - 250)]);
+    assert_eq!(o.intervals, vec![DAY - 500]);
+    // Far past the first window (49 days): held from day 60, renewed a minute later,
+    // released ten minutes after that, every figure still exact.
+    let start = 60 * DAY;
+    n(&mut t, &mut o, Notice::Set, start);
+    o.answer(&mut t, Some(8));
+    n(&mut t, &mut o, Notice::Expire, start + 1);
+    t.sweep(start + 30_000);
+    n(&mut t, &mut o, Notice::Expire, start + 60_000);
+    n(&mut t, &mut o, Notice::Del, start + 660_000);
+    assert_eq!(o.holds.last(), Some(&(HoldEnd::Released, 660_000)));
+    assert_eq!(o.intervals.last(), Some(&60_000));
+    // A hold that outlives the window behind the epoch is shown shorter, never under 24 days.
+    n(&mut t, &mut o, Notice::Set, start + DAY);
+    o.answer(&mut t, Some(9));
+    n(&mut t, &mut o, Notice::Expire, start + DAY + 1);
+    let end = start + 100 * DAY;
+    t.sweep(end - 1);
+    n(&mut t, &mut o, Notice::Del, end);
+    let held = o.holds.last().map(|h| h.1).unwrap_or(0);
+    assert!((1 << 31..=99 * DAY).contains(&held), "held {held} ms");
+}
