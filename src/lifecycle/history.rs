@@ -107,19 +107,19 @@ impl History {
             owner: owner.map(super::tracker::known).unwrap_or(0),
             takeover: false,
         };
-        if self.ring.len() == self.ring.capacity() && self.ring.len() < self.cap {
+        // The oldest record goes first, when the ring is full (so it never grows past `cap`),
+        // and without a lookup of its key: a key's latest number left pointing before
+        // `first` reads as no records (numbers are never reused, and `seq` above stays the
+        // new record's), and such keys are dropped together once they are an eighth of the ring.
+        if self.ring.len() >= self.cap {
+            self.ring.pop_front();
+            self.first += 1;
+        } else if self.ring.len() == self.ring.capacity() {
             // Doubling, but to `cap` exactly at the last step (not the next power of two).
             let more = self.ring.len().max(16).min(self.cap - self.ring.len());
             self.ring.reserve_exact(more);
         }
         self.ring.push_back(Slot { prev, rec });
-        // The oldest record goes without a lookup of its key: a key's latest number left
-        // pointing before `first` reads as no records (numbers are never reused), and such
-        // keys are dropped together once they are an eighth of the ring.
-        if self.ring.len() > self.cap {
-            self.ring.pop_front();
-            self.first += 1;
-        }
         if self.latest.len() > self.cap + self.cap / 8 {
             let first = self.first;
             self.latest.retain(|_, &mut seq| seq >= first);
@@ -197,6 +197,7 @@ mod tests {
             h.push(format!("k{i}").as_bytes(), i, Transition::Acquired, None);
         }
         assert_eq!(h.ring.capacity(), 16, "grown to the cap exactly");
+
         // Two more keys: k0 and k1 leave the ring, their latest numbers stay for now.
         h.push(b"x", 16, Transition::Acquired, None);
         h.push(b"y", 17, Transition::Acquired, None);
@@ -211,6 +212,19 @@ mod tests {
         h.push(b"z", 19, Transition::Acquired, None);
         assert_eq!(h.latest.len(), 16, "only keys with records in the ring");
         assert_eq!(h.len(), 16);
+    }
+
+    #[test]
+    fn the_ring_grows_to_its_cap_and_never_past_it() {
+        let mut h = History::new(100);
+        for i in 0..250 {
+            h.push(b"k", i, Transition::Renewed, None);
+            assert!(h.ring.capacity() <= 100, "capacity {} after {i}", h.ring.capacity());
+        }
+        assert_eq!(h.ring.capacity(), 100);
+        let k = h.of(b"k");
+        assert_eq!(k.len(), PER_KEY);
+        assert_eq!(k.last().map(|r| r.at_ms), Some(249));
     }
 
     #[test]
