@@ -48,7 +48,7 @@ use tracker::Tracker;
 
 /// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 32-byte entry each).
 pub(crate) const MAX_TRACKED: usize = 1_000_000;
-/// History records kept, all keys together (40 bytes each in the ring, 16 per key with records).
+/// History records kept, all keys together (32 bytes each in the ring, 16 per key with records).
 pub(crate) const HISTORY_CAP: usize = 100_000;
 /// Notices handled in one go before the watcher looks at anything else.
 const BATCH: usize = 512;

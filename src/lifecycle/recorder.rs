@@ -112,6 +112,8 @@ impl<'a> Recorder<'a> {
                 continue;
             }
             if table.as_ref().is_none_or(|(n, _)| *n != ns) {
+                // One table locked at a time: the last one's guard goes first.
+                drop(table.take());
                 table = self.w.locks.namespaces.get(ns).map(|n| (ns, n.table()));
             }
             if let Some((_, t)) = &table {

@@ -306,10 +306,6 @@ impl Watcher {
             pending.drain(..pending.len() - MAX_PENDING_READS);
         }
         let now = std::time::Instant::now();
-        // A burst's queue gives its memory back once it has drained.
-        if pending.is_empty() && pending.capacity() > 4096 {
-            *pending = Vec::new();
-        }
         while !pending.is_empty() && *in_flight < READS_IN_FLIGHT {
             let ns = pending[0].ns;
             let (mut batch, mut skipped) = (Vec::new(), Vec::new());
@@ -361,6 +357,10 @@ impl Watcher {
                 };
                 let _ = tx.send((epoch, ns, batch, reads)).await;
             });
+        }
+        // A burst's queue gives its memory back once it has drained.
+        if pending.is_empty() && pending.capacity() > 4096 {
+            *pending = Vec::new();
         }
     }
 

@@ -420,7 +420,7 @@ impl Tracker {
     }
 
     /// Move the entries' epoch on when `now_ms` nears the end of their window (every 12
-    /// days or so: one pass over the entries).
+    /// days or so, or at once after a longer silence: one pass over the entries).
     fn follow_clock(&mut self, now_ms: i64) {
         let by = self.clock.due(now_ms);
         if by > 0 {

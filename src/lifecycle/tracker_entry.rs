@@ -20,8 +20,8 @@ pub(super) enum State {
 
 /// Where the entries' 32-bit times count from. The window it gives (2^32 ms, 49 days) moves
 /// on ([`Clock::due`], [`Entry::rebase`]) before the watcher's clock leaves it, keeping 24
-/// days behind: a time older than that reads as 24 days ago (a hold that long is shown as
-/// lasting at least that, far past the hold histogram's buckets).
+/// days behind: a time older than that reads as the epoch, 24 to 37 days ago (a hold that
+/// long is shown as lasting at least 24 days, far past the hold histogram's buckets).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Clock {
     epoch_ms: i64,
@@ -50,17 +50,15 @@ impl Clock {
         }
     }
 
-    /// At `now_ms`, the milliseconds the epoch must move on by (0: none yet).
-    pub(super) fn due(self, now_ms: i64) -> u32 {
+    /// At `now_ms`, the milliseconds the epoch must move on by (0: none yet), in one step
+    /// however long since the last call (a watcher unsubscribed for months).
+    pub(super) fn due(self, now_ms: i64) -> i64 {
         let ahead = now_ms.saturating_sub(self.epoch_ms);
-        if ahead < AHEAD_MS {
-            return 0;
-        }
-        u32::try_from(ahead - BEHIND_MS).unwrap_or(u32::MAX - 1)
+        if ahead < AHEAD_MS { 0 } else { ahead - BEHIND_MS }
     }
 
-    pub(super) fn advance(&mut self, by: u32) {
-        self.epoch_ms = self.epoch_ms.saturating_add(i64::from(by));
+    pub(super) fn advance(&mut self, by: i64) {
+        self.epoch_ms = self.epoch_ms.saturating_add(by);
     }
 }
 
@@ -140,11 +138,11 @@ impl Entry {
         self.written = c.rel(ms);
     }
 
-    /// The epoch moved on `by` ms: the times count from it.
-    pub(super) fn rebase(&mut self, by: u32) {
+    /// The epoch moved on `by` ms: the times count from it (one older than it reads as it).
+    pub(super) fn rebase(&mut self, by: i64) {
         for t in [&mut self.since, &mut self.written] {
             if *t != UNSEEN_REL {
-                *t = t.saturating_sub(by);
+                *t = u32::try_from(i64::from(*t).saturating_sub(by).max(0)).unwrap_or(0);
             }
         }
     }
@@ -179,5 +177,15 @@ mod tests {
         assert_eq!(c.due(now), 0);
         e.set(held(now, now + 10), c);
         assert_eq!(e.state(c), held(now, now + 10));
+        // After 200 days of silence (a watcher unsubscribed that long), one step brings
+        // the epoch to 24 days behind; the old times read as it.
+        let later = now + 200 * 86_400_000;
+        let by = c.due(later);
+        c.advance(by);
+        e.rebase(by);
+        assert_eq!(c.due(later), 0);
+        assert_eq!(e.state(c), held(later - BEHIND_MS, later - BEHIND_MS));
+        e.set(held(later, later + 1), c);
+        assert_eq!(e.state(c), held(later, later + 1));
     }
 }

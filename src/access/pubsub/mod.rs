@@ -67,7 +67,7 @@ pub struct Chunk {
 type Spans = [(u32, u32); 3];
 
 impl Chunk {
-    /// Its messages, in order (replies among them are the task's, skipped here).
+    /// Its messages, in order (the replies among its frames were the task's).
     pub fn messages(&self) -> impl Iterator<Item = Message<'_>> {
         let part = |(at, n): (u32, u32)| self.bytes.get(at as usize..(at + n) as usize).unwrap_or_default();
         self.spans.iter().map(move |&[p, c, m]| Message {
@@ -77,9 +77,9 @@ impl Chunk {
         })
     }
 
-    /// The bytes it holds (what the task's bound on queued bytes counts).
+    /// The memory it holds, frames and spans (what the task's bound on queued bytes counts).
     fn len(&self) -> usize {
-        self.bytes.len()
+        self.bytes.len() + self.spans.len() * std::mem::size_of::<Spans>()
     }
 }
 
