@@ -73,18 +73,6 @@ impl Borrow<[u8]> for Key {
     }
 }
 
-impl AsRef<[u8]> for Key {
-    fn as_ref(&self) -> &[u8] {
-        self.0.bytes()
-    }
-}
-
-impl From<&[u8]> for Key {
-    fn from(b: &[u8]) -> Key {
-        Key::new(b)
-    }
-}
-
 impl From<Box<[u8]>> for Key {
     fn from(b: Box<[u8]>) -> Key {
         if b.len() > INLINE {

@@ -76,8 +76,7 @@ impl<'a> Recorder<'a> {
     /// One pub/sub message from primary `node`: which namespace (by the pattern it came
     /// through), which key, which event.
     pub(super) fn parse(&self, node: usize, msg: &crate::access::pubsub::Message<'_>) -> Option<Event> {
-        let &(_, ns, fence) = self.w.channels.iter().find(|(c, _, _)| c.as_slice() == msg.pattern)?;
-        let key = msg.channel.get(self.w.prefix_len..)?;
+        let (ns, fence, key) = self.locate(msg)?;
         // A canary under a broad lock pattern (`*`): the canary's own subscription has it.
         if key.starts_with(crate::access::canary::PREFIX.as_bytes()) {
             return None;
@@ -92,6 +91,13 @@ impl<'a> Recorder<'a> {
         })
     }
 
+    /// A message's namespace (by the pattern it came through), whether it is a fence's, and
+    /// its key.
+    fn locate<'m>(&self, msg: &crate::access::pubsub::Message<'m>) -> Option<(usize, bool, &'m [u8])> {
+        let &(_, ns, fence) = self.w.channels.iter().find(|(c, _, _)| c.as_slice() == msg.pattern)?;
+        Some((ns, fence, msg.channel.get(self.w.prefix_len..)?))
+    }
+
     /// Before `window`'s messages are applied, what they will touch (the key's tracker entry,
     /// history and, in events mode, lock table entry) is looked up once for all of them: the
     /// lookups' cache misses then overlap, where applying them one by one waits for each in
@@ -101,10 +107,7 @@ impl<'a> Recorder<'a> {
         let events = self.w.locks.subscription().is_some();
         let mut table: Option<(usize, std::sync::MutexGuard<'_, crate::locks::table::NamespaceTable>)> = None;
         for m in window {
-            let Some(&(_, ns, fence)) = self.w.channels.iter().find(|(c, _, _)| c.as_slice() == m.pattern) else {
-                continue;
-            };
-            let Some(key) = m.channel.get(self.w.prefix_len..) else {
+            let Some((ns, fence, key)) = self.locate(m) else {
                 continue;
             };
             std::hint::black_box(tracker.warm(key) | self.history.warm(key));
