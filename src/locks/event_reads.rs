@@ -7,7 +7,7 @@ use crate::dense::Key;
 use std::hash::BuildHasher;
 
 use super::events::Found;
-use super::table::{AWAIT_TTL, ESTIMATED, LockEntry, NO_EXPIRY, NamespaceTable, OWNER_UNSURE, READING};
+use super::table::{AWAIT_TTL, ESTIMATED, LockEntry, NO_EXPIRY, NamespaceTable, OWNER_UNSURE, READING, UNREAD};
 use crate::config::NamespaceConfig;
 
 /// What an event wrote, as far as the lock table's reads go.
@@ -87,39 +87,29 @@ impl NamespaceTable {
             self.odd.remove(key);
             self.locks.insert(
                 Key::new(key),
-                LockEntry {
-                    owner: 0,
-                    since_ms: now_ms,
-                    expires_ms: NO_EXPIRY,
-                    pass: self.pass,
-                    seq: 0,
-                    unread: true,
-                    flags: READING,
-                },
+                LockEntry::new(0, now_ms, NO_EXPIRY, self.pass, UNREAD | READING),
             );
             return Need::Full(0);
         };
-        if !e.unread && e.flags & READING == 0 {
+        if !e.unread() && e.flags() & READING == 0 {
             match (write, span) {
                 (Write::Value, _) => {
-                    e.seq = e.seq.wrapping_add(1);
-                    e.flags = (e.flags & !ESTIMATED) | AWAIT_TTL;
-                    return Need::Owner(e.seq);
+                    e.set_flags((e.flags() & !ESTIMATED) | AWAIT_TTL);
+                    return Need::Owner(e.bump_seq());
                 }
                 (Write::Ttl, Some(span)) if e.pttl_at(now_ms) <= span.saturating_add(tolerance(span)) => {
                     // A read out before this renewal (a pass's) would answer with the TTL
                     // before it: the count moves on.
-                    e.seq = e.seq.wrapping_add(1);
-                    e.flags = (e.flags | ESTIMATED) & !AWAIT_TTL;
-                    e.expires_ms = now_ms.saturating_add(span);
+                    e.bump_seq();
+                    e.set_flags((e.flags() | ESTIMATED) & !AWAIT_TTL);
+                    e.set_expires_ms(now_ms.saturating_add(span));
                     return Need::Nothing;
                 }
                 _ => {}
             }
         }
-        e.seq = e.seq.wrapping_add(1);
-        e.flags = (e.flags | READING) & !(ESTIMATED | AWAIT_TTL);
-        Need::Full(e.seq)
+        e.set_flags((e.flags() | READING) & !(ESTIMATED | AWAIT_TTL));
+        Need::Full(e.bump_seq())
     }
 
     /// The read asked for after an event (`seq` as `announce` returned it), sent at
@@ -145,17 +135,17 @@ impl NamespaceTable {
         let owner_only = matches!(found, Found::Owner(_));
         // A full read is never out across a renewal whose TTL was taken (one is taken only
         // with no read out); an owner read is.
-        let current = if owner_only { e.answered_by(seq) } else { e.seq == seq };
+        let current = if owner_only { e.answered_by(seq) } else { e.seq() == seq };
         if !current {
-            if owner_only && !e.unread {
-                e.flags |= OWNER_UNSURE;
+            if owner_only && !e.unread() {
+                e.set_flags(e.flags() | OWNER_UNSURE);
             }
             return None;
         }
         if !owner_only {
-            e.flags &= !READING;
+            e.set_flags(e.flags() & !READING);
         }
-        let unread = e.unread;
+        let unread = e.unread();
         match found {
             Found::Lock { owner, pttl_ms } => {
                 if pttl_ms > 0 && written_ms != NOT_A_WRITE {
@@ -186,11 +176,11 @@ impl NamespaceTable {
         if !e.answered_by(seq) {
             return None;
         }
-        e.flags &= !READING;
-        if e.unread {
+        e.set_flags(e.flags() & !READING);
+        if e.unread() {
             return None;
         }
-        e.flags |= OWNER_UNSURE;
+        e.set_flags(e.flags() | OWNER_UNSURE);
         self.ttl_unless_expired(key)
     }
 
@@ -198,23 +188,22 @@ impl NamespaceTable {
     /// next (the event count returned).
     fn ttl_unless_expired(&mut self, key: &[u8]) -> Option<u16> {
         let e = self.locks.get_mut(key)?;
-        if e.flags & AWAIT_TTL == 0 {
+        if e.flags() & AWAIT_TTL == 0 {
             return None;
         }
-        e.seq = e.seq.wrapping_add(1);
-        e.flags = (e.flags | READING) & !(AWAIT_TTL | ESTIMATED);
-        Some(e.seq)
+        e.set_flags((e.flags() | READING) & !(AWAIT_TTL | ESTIMATED));
+        Some(e.bump_seq())
     }
 
     /// Take an owner read alone as the truth (a new owner is a handoff); the TTL stays.
     fn apply_owner(&mut self, key: &[u8], owner: &[u8], now_ms: i64) {
         let hash = self.hasher().hash_one(owner);
         if let Some(e) = self.locks.get_mut(key) {
-            e.flags &= !OWNER_UNSURE;
+            e.set_flags(e.flags() & !OWNER_UNSURE);
             if e.owner != hash {
                 self.pending.handoffs += 1;
                 e.owner = hash;
-                e.since_ms = now_ms;
+                e.set_since_ms(now_ms);
             }
         }
         if let Some(tokens) = &mut self.tokens

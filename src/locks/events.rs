@@ -11,7 +11,7 @@ use crate::dense::Key;
 use std::hash::BuildHasher;
 
 pub use super::event_reads::{NOT_A_WRITE, Need, Write};
-use super::table::{Census, LockEntry, NamespaceTable, OWNER_UNSURE, READING, expiry};
+use super::table::{Census, LockEntry, NamespaceTable, OWNER_UNSURE, READING, UNREAD, expiry};
 use super::ttl;
 use crate::access::read::KeyRead;
 use crate::config::NamespaceConfig;
@@ -162,7 +162,7 @@ impl NamespaceTable {
         let pass = self.pass;
         let mut stale = Vec::new();
         for (k, e) in self.locks.iter() {
-            if !e.unread && pass.wrapping_sub(e.pass) < fresh_passes && !self.suspects.contains_key(k) {
+            if !e.unread() && pass.wrapping_sub(e.pass_at(pass)) < fresh_passes && !self.suspects.contains_key(k) {
                 let pttl = e.pttl_at(now_ms);
                 if pttl >= 0 {
                     fresh(pttl as f64 / 1000.0);
@@ -170,7 +170,7 @@ impl NamespaceTable {
             } else {
                 stale.push(ToRead {
                     key: Box::from(k),
-                    seq: e.seq,
+                    seq: e.seq(),
                 });
             }
         }
@@ -208,13 +208,13 @@ impl NamespaceTable {
             }
             return None;
         };
-        if e.seq != seq {
+        if e.seq() != seq {
             return None; // an event came after the read was asked for; its read decides
         }
         let kind = match found {
             // A lock whose owner may have changed unread: another owner is a handoff.
             Found::Lock { owner, pttl_ms }
-                if e.unread || e.flags & OWNER_UNSURE != 0 || self.owner_hash(owner) == e.owner =>
+                if e.unread() || e.flags() & OWNER_UNSURE != 0 || self.owner_hash(owner) == e.owner =>
             {
                 self.suspects.remove(key);
                 self.apply(ns, key, owner, pttl_ms, now_ms);
@@ -299,7 +299,7 @@ impl NamespaceTable {
         let below = ns.overdue_below();
         for e in self.locks.values() {
             c.held += 1;
-            if e.unread {
+            if e.unread() {
                 continue;
             }
             let pttl = e.pttl_at(now_ms);
@@ -309,7 +309,7 @@ impl NamespaceTable {
             if ttl::renewal_overdue(pttl, below) {
                 c.overdue += 1;
             }
-            let age_ms = u64::try_from(now_ms.saturating_sub(e.since_ms)).unwrap_or(0);
+            let age_ms = u64::try_from(now_ms.saturating_sub(e.since_ms())).unwrap_or(0);
             if ttl::held_too_long(age_ms, ns.max_hold) {
                 c.too_long += 1;
             }
@@ -363,33 +363,23 @@ impl NamespaceTable {
         self.odd.remove(key);
         match self.locks.get_mut(key) {
             Some(e) => {
-                if e.unread {
+                if e.unread() {
                     e.owner = hash;
-                    e.unread = false;
-                    e.flags &= !READING;
+                    e.set_flags(e.flags() & !UNREAD);
+                    e.set_flags(e.flags() & !READING);
                 } else if e.owner != hash {
                     self.pending.handoffs += 1;
                     e.owner = hash;
-                    e.since_ms = now_ms;
+                    e.set_since_ms(now_ms);
                 }
-                e.expires_ms = expires_ms;
-                e.flags &= !OWNER_UNSURE;
-                e.pass = pass;
+                e.set_expires_ms(expires_ms);
+                e.set_flags(e.flags() & !OWNER_UNSURE);
+                e.set_pass(pass);
             }
             None => {
                 let since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
-                self.locks.insert(
-                    Key::new(key),
-                    LockEntry {
-                        owner: hash,
-                        since_ms,
-                        expires_ms,
-                        pass,
-                        seq: 0,
-                        unread: false,
-                        flags: 0,
-                    },
-                );
+                self.locks
+                    .insert(Key::new(key), LockEntry::new(hash, since_ms, expires_ms, pass, 0));
             }
         }
         if let Some(tokens) = &mut self.tokens
@@ -416,7 +406,7 @@ impl NamespaceTable {
     fn pass_seen(&mut self, key: &[u8]) {
         let pass = self.pass;
         if let Some(e) = self.locks.get_mut(key) {
-            e.pass = pass;
+            e.set_pass(pass);
         }
     }
 }

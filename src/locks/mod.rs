@@ -5,6 +5,7 @@
 //!
 //! Knows nothing of Redis or metrics; TTL arithmetic is in `ttl` (pure).
 
+mod entry;
 mod event_reads;
 pub mod events;
 pub mod incidents;

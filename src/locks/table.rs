@@ -1,9 +1,8 @@
 //! Per-namespace lock state between sample passes: the lock and fence tables, where the
 //! SCAN walk stands, and the census of the walk in progress.
 //!
-//! One entry per lock key: a seeded hash of its owner, when that owner was first seen, when
-//! it expires (from the last read), the pass that last read it, the events seen and whether a read is out — 32 bytes
-//! beside the key in the map (and the owner token in a side map only when `show_owners` is on). A *cycle* is one complete walk
+//! One [`LockEntry`] per lock key (24 bytes beside the key in the map, and the owner token in
+//! a side map only when `show_owners` is on). A *cycle* is one complete walk
 //! of the namespace, over one pass or several when the budget cuts it; only a completed
 //! cycle may drop entries of keys it did not see. Knows nothing of Redis.
 
@@ -16,65 +15,8 @@ use super::ttl;
 use crate::config::NamespaceConfig;
 use crate::vocab::Unreadable;
 
-/// What is remembered of one lock.
-#[derive(Debug, Clone)]
-pub struct LockEntry {
-    /// Seeded (per-process random) hash of the owner token: comparable, not reversible offline.
-    pub owner: u64,
-    /// Since when (ms on the sampler clock) the current owner holds it, at the latest.
-    pub since_ms: i64,
-    /// When (sampler clock, ms) the lock expires, from the last PTTL read; `NO_EXPIRY`
-    /// for a key without one.
-    pub(super) expires_ms: i64,
-    /// Pass number that last read the key.
-    pub(super) pass: u32,
-    /// Events seen for the key (wrapping): a read answered after an event may be stale.
-    pub(super) seq: u16,
-    /// Announced by an event, owner and TTL not read yet.
-    pub(super) unread: bool,
-    /// `READING`: a read of owner and TTL is asked for or in flight after an event (a
-    /// renewal's TTL is then that read's, not an estimate). `OWNER_UNSURE`: a `set` came
-    /// whose owner was not read (budget spent, or the read failed): the next read that finds
-    /// another owner is a handoff, not a missed event.
-    pub(super) flags: u8,
-}
-
-/// `LockEntry::flags`: a read of owner and TTL is out.
-pub(super) const READING: u8 = 1;
-/// `LockEntry::flags`: the owner may have changed unread.
-pub(super) const OWNER_UNSURE: u8 = 2;
-/// `LockEntry::flags`: the last event was a renewal whose TTL was taken, not read (an owner
-/// read asked one event before still answers for the lock).
-pub(super) const ESTIMATED: u8 = 4;
-/// `LockEntry::flags`: a `set` of the lock came and no `expire` after it yet: unless one
-/// comes before its owner read answers, the TTL is read (a `SET` without `PX` removed it).
-pub(super) const AWAIT_TTL: u8 = 8;
-
-impl LockEntry {
-    /// Whether the owner and TTL have been read (an entry announced by an event waits
-    /// for its read).
-    pub fn known(&self) -> bool {
-        !self.unread
-    }
-
-    /// Whether a read asked for at event count `seq` still answers for the lock: asked at
-    /// this count, or one before when the event since was a renewal whose TTL was taken (it
-    /// leaves the owner as it was).
-    pub(super) fn answered_by(&self, seq: u16) -> bool {
-        self.seq == seq || (self.flags & ESTIMATED != 0 && self.seq.wrapping_sub(1) == seq)
-    }
-
-    /// Milliseconds left at `now_ms` (-1: no expiry; 0 once past due), from the last read.
-    pub fn pttl_at(&self, now_ms: i64) -> i64 {
-        if self.expires_ms == NO_EXPIRY {
-            return -1;
-        }
-        (self.expires_ms - now_ms).max(0)
-    }
-}
-
-/// `LockEntry::expires_ms` of a key without expiry.
-pub(super) const NO_EXPIRY: i64 = i64::MAX;
+pub use super::entry::LockEntry;
+pub(super) use super::entry::{AWAIT_TTL, ESTIMATED, NO_EXPIRY, OWNER_UNSURE, READING, UNREAD};
 
 /// When a key read at `now_ms` with `pttl_ms` left expires (`NO_EXPIRY` for -1).
 pub(super) fn expiry(now_ms: i64, pttl_ms: i64) -> i64 {
@@ -246,8 +188,8 @@ impl NamespaceTable {
 
     /// The owner hash of `key` if a pass begun after pass `mark` saw it.
     pub fn owner_seen_after(&self, key: &[u8], mark: u32) -> Option<u64> {
-        let e = self.locks.get(key).filter(|e| !e.unread)?;
-        (self.pass.wrapping_sub(e.pass) < self.pass.wrapping_sub(mark)).then_some(e.owner)
+        let e = self.locks.get(key).filter(|e| !e.unread())?;
+        (self.pass.wrapping_sub(e.pass_at(self.pass)) < self.pass.wrapping_sub(mark)).then_some(e.owner)
     }
 
     pub(super) fn hasher(&self) -> &RandomState {
@@ -287,33 +229,25 @@ impl NamespaceTable {
         let expires_ms = expiry(now_ms, pttl_ms);
         let cycle_start = self.cycle_start;
         let since_ms = match self.locks.get_mut(key) {
-            Some(e) if in_cycle(e.pass, cycle_start, pass) => {
+            Some(e) if in_cycle(e.pass_at(pass), cycle_start, pass) => {
                 // SCAN may return a key twice in one cycle; count it once.
-                e.expires_ms = expires_ms;
+                e.set_expires_ms(expires_ms);
                 return Observed { ttl_remaining_s: None };
             }
             Some(e) => {
                 if e.owner != owner_hash {
                     self.pending.handoffs += 1;
                     e.owner = owner_hash;
-                    e.since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
+                    e.set_since_ms(ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl));
                 }
-                e.expires_ms = expires_ms;
-                e.unread = false;
-                e.pass = pass;
-                e.since_ms
+                e.set_expires_ms(expires_ms);
+                e.set_flags(e.flags() & !UNREAD);
+                e.set_pass(pass);
+                e.since_ms()
             }
             None => {
                 let since_ms = ttl::acquired_no_later_than(now_ms, pttl_ms, ns.ttl);
-                let entry = LockEntry {
-                    owner: owner_hash,
-                    since_ms,
-                    expires_ms,
-                    pass,
-                    seq: 0,
-                    unread: false,
-                    flags: 0,
-                };
+                let entry = LockEntry::new(owner_hash, since_ms, expires_ms, pass, 0);
                 self.locks.insert(Key::new(key), entry);
                 since_ms
             }
@@ -376,7 +310,7 @@ impl NamespaceTable {
         let locks = self
             .locks
             .iter()
-            .filter(|(_, e)| !seen(e.pass))
+            .filter(|(_, e)| !seen(e.pass_at(pass)))
             .map(|(k, _)| Box::from(k))
             .collect();
         let fences = self
@@ -393,7 +327,7 @@ impl NamespaceTable {
     pub fn complete(&mut self) -> Census {
         let (pass, cycle_start) = (self.pass, self.cycle_start);
         let seen = |p: u32| in_cycle(p, cycle_start, pass);
-        self.locks.retain(|_, e| seen(e.pass));
+        self.locks.retain(|_, e| seen(e.pass_at(pass)));
         if let Some(tokens) = &mut self.tokens {
             tokens.retain(|k, _| self.locks.contains_key(k));
         }

@@ -77,8 +77,8 @@ fn tokens_are_kept_only_when_shown_and_dropped_with_the_lock() {
 
 #[test]
 fn entry_stays_small() {
-    // owner, since, expiry (8 each), pass (4), event count (2), unread (1).
-    assert_eq!(std::mem::size_of::<LockEntry>(), 32);
+    // owner (8); since and expiry (40 bits each), pass (24), event count (16), flags (8).
+    assert_eq!(std::mem::size_of::<LockEntry>(), 24);
 }
 
 #[test]
@@ -220,7 +220,7 @@ fn a_lock_set_aside_leaves_the_census_and_comes_back_as_it_was_when_moved() {
     let n = ns();
     let mut t = NamespaceTable::new(true);
     read_held(&mut t, &n, b"k", b"A");
-    let since = t.lock(b"k").map(|e| e.since_ms);
+    let since = t.lock(b"k").map(|e| e.since_ms());
     t.set_aside(b"k");
     assert_eq!(
         t.census_at(&n, 2_000).held,
@@ -230,7 +230,7 @@ fn a_lock_set_aside_leaves_the_census_and_comes_back_as_it_was_when_moved() {
     assert!(t.aside(b"k").is_some() && t.lock(b"k").is_none());
     t.settle_aside(b"k", true);
     assert_eq!(t.census_at(&n, 2_000).held, 1, "a move: back");
-    assert_eq!(t.lock(b"k").map(|e| e.since_ms), since, "its age kept");
+    assert_eq!(t.lock(b"k").map(|e| e.since_ms()), since, "its age kept");
     assert_eq!(t.token(b"k"), Some(&b"A"[..]));
     t.set_aside(b"k");
     t.settle_aside(b"k", false);
@@ -272,7 +272,7 @@ fn reads_after_events_ask_only_what_is_not_known() {
     // renewal's `expire` sets it again without a read.
     // A pass's read out before the renewal answers after it: dropped, not taken over the
     // renewal's TTL.
-    let pass_seq = t.lock(k).map(|e| e.seq).unwrap();
+    let pass_seq = t.lock(k).map(|e| e.seq()).unwrap();
     assert_eq!(t.announce(k, Write::Ttl, 11_000), Need::Nothing);
     assert_eq!(t.lock(k).map(|e| e.pttl_at(11_000)), Some(30_000));
     let before = Found::Lock {
@@ -342,8 +342,8 @@ fn a_set_whose_owner_was_not_read_makes_the_next_read_of_another_owner_a_handoff
         owner: b"b",
         pttl_ms: 20_000,
     };
-    let seq1 = t.lock(b"wf:1").map(|e| e.seq).unwrap();
-    let seq2 = t.lock(b"wf:2").map(|e| e.seq).unwrap();
+    let seq1 = t.lock(b"wf:1").map(|e| e.seq()).unwrap();
+    let seq2 = t.lock(b"wf:2").map(|e| e.seq()).unwrap();
     t.refresh_read(&ns, b"wf:1", seq1, b, 3_000);
     let counts = t.take_counts();
     assert_eq!(

@@ -98,7 +98,7 @@ fn view_of(
         },
         owner_hash: format!("{:016x}", e.owner),
         pttl_ms,
-        age_s: now_ms.saturating_sub(e.since_ms).max(0) as f64 / 1000.0,
+        age_s: now_ms.saturating_sub(e.since_ms()).max(0) as f64 / 1000.0,
         fence,
         overdue: ttl::renewal_overdue(pttl_ms, ns.overdue_below()),
     }
