@@ -85,6 +85,10 @@ impl<K, V> Slots<K, V> {
     fn iter(&self) -> impl Iterator<Item = &(K, V)> {
         self.chunks.iter().flatten()
     }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut (K, V)> {
+        self.chunks.iter_mut().flatten()
+    }
 }
 
 /// Keys to values, in dense chunks indexed by a table of `u32` positions.
@@ -273,6 +277,10 @@ impl<K: Hash + Eq, V, S: BuildHasher> DenseMap<K, V, S> {
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.slots.iter().map(|(_, v)| v)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.slots.iter_mut().map(|(_, v)| v)
     }
 }
 

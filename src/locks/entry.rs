@@ -1,13 +1,16 @@
 //! What the lock table remembers of one lock, packed in 24 bytes beside its key (the size
 //! that decides the table's memory): the owner hash, then two words holding its times (40-bit
-//! signed milliseconds on the sampler clock, ±17 years around its start), the pass that last
-//! read it (24 bits), its event count and its flags.
+//! signed milliseconds on the sampler clock, ±17 years around its start: clamped beyond), the
+//! pass that last read it (24 bits, kept within [`PASS_WINDOW`] of the current one by
+//! [`LockEntry::pin`]), its event count and its flags.
 
 use std::fmt;
 
-/// `LockEntry::flags`: a read of owner and TTL is out.
+/// `LockEntry::flags`: a read of owner and TTL is asked for or in flight after an event (a
+/// renewal's TTL is then that read's, not an estimate).
 pub(super) const READING: u8 = 1;
-/// `LockEntry::flags`: the owner may have changed unread.
+/// `LockEntry::flags`: a `set` came whose owner was not read (budget spent, or the read
+/// failed): the next read that finds another owner is a handoff, not a missed event.
 pub(super) const OWNER_UNSURE: u8 = 2;
 /// `LockEntry::flags`: the last event was a renewal whose TTL was taken, not read (an owner
 /// read asked one event before still answers for the lock).
@@ -25,8 +28,12 @@ pub(super) const NO_EXPIRY: i64 = i64::MAX;
 const TIME_MAX: i64 = (1 << 39) - 1;
 const TIME_MIN: i64 = -(1 << 39);
 /// The stored pass number's bits: a pass is told from the current one as long as fewer
-/// than 2^24 passes lie between them (every lock is re-read or dropped far sooner).
+/// than 2^24 passes lie between them.
 const PASS_MASK: u32 = (1 << 24) - 1;
+/// How far back a stored pass is kept exact: the table pins older ones here every
+/// `PASS_WINDOW` passes ([`LockEntry::pin`]), so none is ever 2^24 behind; an entry not read
+/// for longer (a walk failing for days) reads as read `PASS_WINDOW` passes ago.
+pub(super) const PASS_WINDOW: u32 = 1 << 22;
 const LOW: u32 = 24;
 
 /// What is remembered of one lock.
@@ -101,6 +108,13 @@ impl LockEntry {
         self.read = (self.read & !u64::from(PASS_MASK)) | u64::from(pass & PASS_MASK);
     }
 
+    /// At pass `now`: a pass read more than `PASS_WINDOW` ago is put at `PASS_WINDOW` ago.
+    pub(super) fn pin(&mut self, now: u32) {
+        if now.wrapping_sub(self.pass_at(now)) > PASS_WINDOW {
+            self.set_pass(now.wrapping_sub(PASS_WINDOW));
+        }
+    }
+
     /// Events seen for the key (wrapping): a read answered after an event may be stale.
     pub(super) fn seq(&self) -> u16 {
         (self.held >> 8) as u16
@@ -156,7 +170,7 @@ impl fmt::Debug for LockEntry {
             .field("owner", &self.owner)
             .field("since_ms", &self.since_ms())
             .field("expires_ms", &self.expires_ms())
-            .field("pass", &((self.read as u32) & PASS_MASK))
+            .field("pass_low_bits", &((self.read as u32) & PASS_MASK))
             .field("seq", &self.seq())
             .field("flags", &self.flags())
             .finish()
@@ -214,5 +228,11 @@ mod tests {
         assert_eq!(e.pass_at(40_000_000), 40_000_000);
         assert_eq!(e.pass_at(40_000_010), 40_000_000);
         assert_eq!(e.pass_at(40_000_000 + PASS_MASK), 40_000_000);
+        // Pinned at most PASS_WINDOW back, it never reaches the 2^24 that would alias it.
+        e.pin(40_000_000 + PASS_WINDOW);
+        assert_eq!(e.pass_at(40_000_000 + PASS_WINDOW), 40_000_000);
+        e.pin(40_000_000 + 3 * PASS_WINDOW);
+        assert_eq!(e.pass_at(40_000_000 + 3 * PASS_WINDOW), 40_000_000 + 2 * PASS_WINDOW);
+        assert_eq!(e.pass_at(40_000_000 + 4 * PASS_WINDOW), 40_000_000 + 2 * PASS_WINDOW);
     }
 }

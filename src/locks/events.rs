@@ -11,7 +11,7 @@ use crate::dense::Key;
 use std::hash::BuildHasher;
 
 pub use super::event_reads::{NOT_A_WRITE, Need, Write};
-use super::table::{Census, LockEntry, NamespaceTable, OWNER_UNSURE, READING, UNREAD, expiry};
+use super::table::{Census, LockEntry, NamespaceTable, OWNER_UNSURE, PASS_WINDOW, READING, UNREAD, expiry};
 use super::ttl;
 use crate::access::read::KeyRead;
 use crate::config::NamespaceConfig;
@@ -160,6 +160,8 @@ impl NamespaceTable {
     /// gets their remaining TTL now in seconds (for the histogram the pass observes).
     pub fn to_refresh(&self, fresh_passes: u32, now_ms: i64, mut fresh: impl FnMut(f64)) -> Vec<ToRead> {
         let pass = self.pass;
+        // Older passes all read as `PASS_WINDOW` ago.
+        let fresh_passes = fresh_passes.min(PASS_WINDOW);
         let mut stale = Vec::new();
         for (k, e) in self.locks.iter() {
             if !e.unread() && pass.wrapping_sub(e.pass_at(pass)) < fresh_passes && !self.suspects.contains_key(k) {
@@ -365,8 +367,7 @@ impl NamespaceTable {
             Some(e) => {
                 if e.unread() {
                     e.owner = hash;
-                    e.set_flags(e.flags() & !UNREAD);
-                    e.set_flags(e.flags() & !READING);
+                    e.set_flags(e.flags() & !(UNREAD | READING));
                 } else if e.owner != hash {
                     self.pending.handoffs += 1;
                     e.owner = hash;

@@ -16,7 +16,7 @@ use crate::config::NamespaceConfig;
 use crate::vocab::Unreadable;
 
 pub use super::entry::LockEntry;
-pub(super) use super::entry::{AWAIT_TTL, ESTIMATED, NO_EXPIRY, OWNER_UNSURE, READING, UNREAD};
+pub(super) use super::entry::{AWAIT_TTL, ESTIMATED, NO_EXPIRY, OWNER_UNSURE, PASS_WINDOW, READING, UNREAD};
 
 /// When a key read at `now_ms` with `pttl_ms` left expires (`NO_EXPIRY` for -1).
 pub(super) fn expiry(now_ms: i64, pttl_ms: i64) -> i64 {
@@ -162,7 +162,7 @@ impl NamespaceTable {
 
     /// Start a pass; a walk at its start begins a new cycle. Returns where to walk from.
     pub fn begin(&mut self) -> WalkPosition {
-        self.pass = self.pass.wrapping_add(1);
+        self.next_pass();
         if self.position == WalkPosition::START {
             self.cycle_start = self.pass;
             self.census = Census::default();
@@ -196,9 +196,16 @@ impl NamespaceTable {
         &self.hasher
     }
 
-    /// Events mode: a pass begins; its number marks the keys it reads.
+    /// Events mode: a pass begins; its number marks the keys it reads. (Every
+    /// `PASS_WINDOW` passes, entries not read for longer are pinned there.)
     pub fn next_pass(&mut self) {
         self.pass = self.pass.wrapping_add(1);
+        if self.pass.is_multiple_of(PASS_WINDOW) {
+            let pass = self.pass;
+            for e in self.locks.values_mut().chain(self.aside.values_mut()) {
+                e.pin(pass);
+            }
+        }
     }
 
     /// Back to scan mode: what only events mode keeps is dropped, and the next pass

@@ -373,3 +373,20 @@ fn the_inventory_takes_a_lock_in_only_once_a_second_read_finds_it_and_counts_not
     assert_eq!(t.census_at(&ns, 2_100).held, 1, "wf:2 alone");
     assert_eq!(t.take_counts().repairs, [0; 3], "an inventory repairs nothing");
 }
+
+#[test]
+fn a_lock_not_read_for_longer_than_the_pass_window_is_re_read_whatever_the_freshness() {
+    let n = ns();
+    let mut t = NamespaceTable::new(false);
+    t.next_pass();
+    read_held(&mut t, &n, b"wf:1", b"a");
+    let stale = |t: &NamespaceTable| t.to_refresh(u32::MAX, 2_000, |_| {}).len();
+    assert_eq!(stale(&t), 0, "read this pass");
+    // 2^24 passes on (say a second each, 194 days) its stored 24 bits would alias this pass;
+    // pinned at the window, it reads as old, and is re-read even with no limit set.
+    for _ in 0..(1u32 << 24) {
+        t.next_pass();
+    }
+    assert_eq!(stale(&t), 1);
+    assert_eq!(t.owner_seen_after(b"wf:1", t.pass_number().wrapping_sub(10)), None);
+}
