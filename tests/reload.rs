@@ -229,8 +229,10 @@ async fn a_reload_keeps_what_did_not_change_and_restarts_or_drops_what_did() {
     // What comes after counts on, exactly once.
     cycles(&a, 4);
     append(&log, &(5..8).map(|i| event(i) + &ordinary(i)).collect::<String>());
-    let m = wait_for(run.addr, "7 acquisitions, 8 events", |m| {
-        acquired(m, "a") == 7.0 && not_owned(m, "workflow") == 8.0
+    // The lines' counters are added just after the events' (a scrape may fall between).
+    let m = wait_for(run.addr, "7 acquisitions, 8 events, 16 lines", |m| {
+        let (matched, ignored, _) = lines_of(m, "app");
+        acquired(m, "a") == 7.0 && not_owned(m, "workflow") == 8.0 && matched + ignored >= 16.0
     })
     .await;
     assert_eq!(
