@@ -197,7 +197,6 @@ mod tests {
             h.push(format!("k{i}").as_bytes(), i, Transition::Acquired, None);
         }
         assert_eq!(h.ring.capacity(), 16, "grown to the cap exactly");
-
         // Two more keys: k0 and k1 leave the ring, their latest numbers stay for now.
         h.push(b"x", 16, Transition::Acquired, None);
         h.push(b"y", 17, Transition::Acquired, None);

@@ -46,7 +46,7 @@ pub(crate) use recorder::preflight;
 pub(crate) use renamespace::{Renamespace, Renamespacer};
 use tracker::Tracker;
 
-/// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 32-byte entry each).
+/// Lock keys the tracker keeps state for, at most (an 8-byte key hash and a 24-byte entry each).
 pub(crate) const MAX_TRACKED: usize = 1_000_000;
 /// History records kept, all keys together (32 bytes each in the ring, 16 per key with records).
 pub(crate) const HISTORY_CAP: usize = 100_000;

@@ -34,7 +34,11 @@ const PASS_MASK: u32 = (1 << 24) - 1;
 /// `PASS_WINDOW` passes ([`LockEntry::pin`]), so none is ever 2^24 behind; an entry not read
 /// for longer (a walk failing for days) reads as read `PASS_WINDOW` passes ago.
 pub(super) const PASS_WINDOW: u32 = 1 << 22;
+/// The time's shift in its word, and the bits below it (event count and flags, or the pass).
 const LOW: u32 = 24;
+const BELOW_TIME: u64 = (1 << LOW) - 1;
+/// The event count's bits in `held`.
+const SEQ_BITS: u64 = 0xFFFF << 8;
 
 /// What is remembered of one lock.
 #[derive(Clone)]
@@ -77,7 +81,7 @@ impl LockEntry {
     }
 
     pub(super) fn set_since_ms(&mut self, since_ms: i64) {
-        self.held = time(since_ms) | (self.held & 0xFF_FFFF);
+        self.held = time(since_ms) | (self.held & BELOW_TIME);
     }
 
     /// When (sampler clock, ms) the lock expires, from the last PTTL read; `NO_EXPIRY` for
@@ -95,7 +99,7 @@ impl LockEntry {
         } else {
             expires_ms.min(TIME_MAX - 1)
         };
-        self.read = time(t) | (self.read & u64::from(PASS_MASK));
+        self.read = time(t) | (self.read & BELOW_TIME);
     }
 
     /// The pass that last read the key, given the pass `now` (no later than `now`).
@@ -123,7 +127,7 @@ impl LockEntry {
     /// Count one more event; returns the new count.
     pub(super) fn bump_seq(&mut self) -> u16 {
         let seq = self.seq().wrapping_add(1);
-        self.held = (self.held & !0xFF_FF00) | (u64::from(seq) << 8);
+        self.held = (self.held & !SEQ_BITS) | (u64::from(seq) << 8);
         seq
     }
 
