@@ -2,7 +2,8 @@
 //! that decides the table's memory): the owner hash, then two words holding its times (40-bit
 //! signed milliseconds on the sampler clock, ±17 years around its start: clamped beyond), the
 //! pass that last read it (24 bits, kept within [`PASS_WINDOW`] of the current one by
-//! [`LockEntry::pin`]), its event count and its flags.
+//! [`LockEntry::pin`]), its event count, its flags and which of its namespace's learnt TTLs
+//! its own last read after a write found (its TTL class, 3 bits).
 
 use std::fmt;
 
@@ -20,6 +21,10 @@ pub(super) const ESTIMATED: u8 = 4;
 pub(super) const AWAIT_TTL: u8 = 8;
 /// `LockEntry::flags`: announced by an event, owner and TTL not read yet.
 pub(super) const UNREAD: u8 = 16;
+/// The flag byte's bits that are flags; the three above them hold the lock's TTL class.
+const FLAG_BITS: u8 = 0b1_1111;
+/// Where the TTL class sits in the flag byte.
+const CLASS_SHIFT: u32 = 5;
 
 /// `LockEntry::expires_ms` of a key without expiry.
 pub(super) const NO_EXPIRY: i64 = i64::MAX;
@@ -46,7 +51,7 @@ pub struct LockEntry {
     /// Seeded (per-process random) hash of the owner token: comparable, not reversible offline.
     pub owner: u64,
     /// Since when the current owner holds it, at the latest (40 bits) | event count (16) |
-    /// flags (8).
+    /// TTL class (3) | flags (5).
     held: u64,
     /// When it expires, from the last PTTL read (40 bits; `TIME_MAX`: no expiry) | the pass
     /// that last read it (24).
@@ -133,11 +138,23 @@ impl LockEntry {
 
     /// `READING`, `OWNER_UNSURE`, `ESTIMATED`, `AWAIT_TTL`, `UNREAD`.
     pub(super) fn flags(&self) -> u8 {
-        self.held as u8
+        self.held as u8 & FLAG_BITS
     }
 
+    /// Sets the flags; the TTL class stays.
     pub(super) fn set_flags(&mut self, flags: u8) {
-        self.held = (self.held & !0xFF) | u64::from(flags);
+        self.held = (self.held & !u64::from(FLAG_BITS)) | u64::from(flags & FLAG_BITS);
+    }
+
+    /// Which of the namespace's learnt TTLs this lock's own last read after a write found
+    /// (1 to 7; 0: none known): what a renewal of it is taken to set again.
+    pub(super) fn ttl_class(&self) -> u8 {
+        (self.held as u8) >> CLASS_SHIFT
+    }
+
+    pub(super) fn set_ttl_class(&mut self, class: u8) {
+        let byte = (self.held as u8 & FLAG_BITS) | ((class & 0b111) << CLASS_SHIFT);
+        self.held = (self.held & !0xFF) | u64::from(byte);
     }
 
     /// Whether the owner and TTL are still to be read (an entry announced by an event).
@@ -177,6 +194,7 @@ impl fmt::Debug for LockEntry {
             .field("pass_low_bits", &((self.read as u32) & PASS_MASK))
             .field("seq", &self.seq())
             .field("flags", &self.flags())
+            .field("ttl_class", &self.ttl_class())
             .finish()
     }
 }
@@ -207,6 +225,18 @@ mod tests {
         assert_eq!(e.expires_ms(), NO_EXPIRY);
         assert_eq!(e.pttl_at(0), -1);
         assert_eq!((e.seq(), e.flags()), ((70_000u32 % 65_536) as u16, AWAIT_TTL));
+        e.set_ttl_class(7);
+        e.set_flags(READING | UNREAD);
+        assert_eq!(
+            (e.ttl_class(), e.flags()),
+            (7, READING | UNREAD),
+            "flags leave the class"
+        );
+        e.set_ttl_class(3);
+        assert_eq!(
+            (e.ttl_class(), e.flags(), e.seq()),
+            (3, READING | UNREAD, (70_000u32 % 65_536) as u16)
+        );
         assert_eq!(e.pass_at(u32::MAX), u32::MAX);
         // Pass numbers wrap: read at u32::MAX, two passes later it is still that pass.
         assert_eq!(e.pass_at(1), u32::MAX);

@@ -33,9 +33,11 @@ pub enum Need {
 
 /// `written_ms` of a read that follows no write of the lock (its TTL teaches nothing).
 pub const NOT_A_WRITE: i64 = i64::MIN;
-/// Learnt TTLs in a row that must agree before renewals are no longer read: a namespace
-/// whose locks are set with different TTLs keeps reading them.
+/// Reads after writes that must agree with a TTL class's first before renewals of its
+/// locks are no longer read.
 const SPAN_TRUSTED: u32 = 3;
+/// TTL classes kept per namespace: a lock's class fits the three bits its entry has left.
+pub(crate) const CLASSES: usize = 7;
 
 /// How far two learnt TTLs may differ and still agree, and how much more than the learnt
 /// TTL a lock may have left and still be renewed without a read: an eighth (how late the
@@ -44,30 +46,74 @@ fn tolerance(span_ms: i64) -> i64 {
     (span_ms / 8).max(10)
 }
 
-/// The TTL a namespace's locks were read with after writes: the least of a run of reads
-/// that each agreed with the run's first, and how many agreed.
+/// One TTL the namespace's locks were read with after writes: the least of the reads that
+/// agreed with its first, and how many agreed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Span {
+struct Span {
     ms: i64,
     first: i64,
     agreed: u32,
 }
 
-impl Span {
-    fn next(before: Option<Span>, ms: i64) -> Span {
-        match before {
-            Some(b) if (b.first - ms).abs() <= tolerance(b.first) => Span {
-                ms: b.ms.min(ms),
-                first: b.first,
-                agreed: b.agreed.saturating_add(1),
-            },
-            _ => Span {
-                ms,
-                first: ms,
-                agreed: 0,
-            },
+/// The TTLs a namespace's locks were read with after their writes, a class each. Each lock
+/// keeps the class its own last such read fell in, so a renewal's `expire` is estimated
+/// with the TTL *that lock* was set with — never with another lock's (one taken and
+/// released every second with a TTL of an hour beside a holder of 30 s). A lock of no class
+/// (none learnt yet, or all seven taken by other TTLs) has its renewals read. A class no lock
+/// holds any more is freed by the next pass that finds them all taken.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Spans {
+    classes: [Option<Span>; CLASSES],
+}
+
+impl Spans {
+    /// A read after a write found `ms`: the class (1 to 7) it agrees with, a new one, or 0
+    /// when every class is taken by other TTLs.
+    fn learn(&mut self, ms: i64) -> u8 {
+        let agrees = |s: &Span| (s.first - ms).abs() <= tolerance(s.first);
+        if let Some(i) = self.classes.iter().position(|c| c.as_ref().is_some_and(agrees)) {
+            if let Some(s) = &mut self.classes[i] {
+                s.ms = s.ms.min(ms);
+                s.agreed = s.agreed.saturating_add(1);
+            }
+            return class_of(i);
+        }
+        match self.classes.iter().position(Option::is_none) {
+            Some(i) => {
+                self.classes[i] = Some(Span {
+                    ms,
+                    first: ms,
+                    agreed: 0,
+                });
+                class_of(i)
+            }
+            None => 0,
         }
     }
+
+    /// The TTL of `class` once enough reads agreed on it.
+    fn trusted(&self, class: u8) -> Option<i64> {
+        let s = self.classes.get(usize::from(class).checked_sub(1)?)?.as_ref()?;
+        (s.agreed >= SPAN_TRUSTED).then_some(s.ms)
+    }
+
+    /// Whether every class is taken (a pass then frees those no lock holds).
+    pub(super) fn full(&self) -> bool {
+        self.classes.iter().all(Option::is_some)
+    }
+
+    /// Free the classes no lock holds (`held[i]`: how many locks hold class `i + 1`).
+    pub(super) fn free_unheld(&mut self, held: &[u32; CLASSES]) {
+        for (c, n) in self.classes.iter_mut().zip(held) {
+            if *n == 0 {
+                *c = None;
+            }
+        }
+    }
+}
+
+fn class_of(i: usize) -> u8 {
+    u8::try_from(i + 1).unwrap_or(0)
 }
 
 impl NamespaceTable {
@@ -76,13 +122,14 @@ impl NamespaceTable {
     ///
     /// A new key, or one whose read is still out, needs owner and TTL. A `set` on a lock
     /// already read needs its owner (the TTL comes with the `expire` a `SET … PX` publishes
-    /// after it; a `KEEPTTL` keeps it). A renewal's `expire` sets the TTL the namespace's
-    /// locks were last read with, unless that is unknown or shorter than what the lock still
-    /// had (a lock of a longer TTL): then it is read. A refresh pass re-reads every lock
-    /// within `reconcile_interval`, so a renewal with another TTL is corrected there.
+    /// after it; a `KEEPTTL` keeps it). A renewal's `expire` sets again the TTL this lock's
+    /// own last read after a write found (its class), unless that is unknown, not yet
+    /// trusted, or shorter than what the lock still had: then it is read. A renewal with
+    /// another TTL than the lock's last is corrected by a refresh pass: within
+    /// `reconcile_interval`, and before an estimate would make the lock overdue.
     pub fn announce(&mut self, key: &[u8], write: Write, now_ms: i64) -> Need {
         self.suspects.remove(key);
-        let span = self.span.filter(|s| s.agreed >= SPAN_TRUSTED).map(|s| s.ms);
+        let spans = &self.spans;
         let Some(e) = self.locks.get_mut(key) else {
             self.odd.remove(key);
             self.locks.insert(
@@ -92,7 +139,7 @@ impl NamespaceTable {
             return Need::Full(0);
         };
         if !e.unread() && e.flags() & READING == 0 {
-            match (write, span) {
+            match (write, spans.trusted(e.ttl_class())) {
                 (Write::Value, _) => {
                     e.set_flags((e.flags() & !ESTIMATED) | AWAIT_TTL);
                     return Need::Owner(e.bump_seq());
@@ -148,11 +195,19 @@ impl NamespaceTable {
         let unread = e.unread();
         match found {
             Found::Lock { owner, pttl_ms } => {
-                if pttl_ms > 0 && written_ms != NOT_A_WRITE {
-                    let ms = sent_ms.saturating_add(pttl_ms).saturating_sub(written_ms).max(1);
-                    self.span = Some(Span::next(self.span, ms));
-                }
+                let class = match (pttl_ms > 0, written_ms != NOT_A_WRITE) {
+                    (true, true) => {
+                        let ms = sent_ms.saturating_add(pttl_ms).saturating_sub(written_ms).max(1);
+                        Some(self.spans.learn(ms))
+                    }
+                    // Written without a TTL: none to take again.
+                    (false, true) => Some(0),
+                    (_, false) => None,
+                };
                 self.apply(ns, key, owner, pttl_ms, now_ms);
+                if let (Some(class), Some(e)) = (class, self.locks.get_mut(key)) {
+                    e.set_ttl_class(class);
+                }
                 None
             }
             Found::Owner(owner) if !unread => {

@@ -10,8 +10,9 @@
 use crate::dense::Key;
 use std::hash::BuildHasher;
 
+use super::event_reads::CLASSES;
 pub use super::event_reads::{NOT_A_WRITE, Need, Write};
-use super::table::{Census, LockEntry, NamespaceTable, OWNER_UNSURE, PASS_WINDOW, READING, UNREAD, expiry};
+use super::table::{Census, ESTIMATED, LockEntry, NamespaceTable, OWNER_UNSURE, PASS_WINDOW, READING, UNREAD, expiry};
 use super::ttl;
 use crate::access::read::KeyRead;
 use crate::config::NamespaceConfig;
@@ -155,17 +156,40 @@ impl NamespaceTable {
     }
 
     /// Keys to re-read in a pass: every tracked lock not read within the last `fresh_passes`
-    /// passes (a read after an event or by a walk is as good as a pass's) and every
-    /// unreadable key, each with its event count. For the locks read recently enough, `fresh`
-    /// gets their remaining TTL now in seconds (for the histogram the pass observes).
-    pub fn to_refresh(&self, fresh_passes: u32, now_ms: i64, mut fresh: impl FnMut(f64)) -> Vec<ToRead> {
+    /// passes (a read after an event or by a walk is as good as a pass's), every lock whose
+    /// estimated TTL (a renewal's, not read) is below `verify_below_ms` — read before the
+    /// estimate could make it overdue — and every unreadable key, each with its event count.
+    /// For the locks read recently enough, `fresh` gets their remaining TTL now in seconds
+    /// (for the histogram the pass observes). With every TTL class taken, the classes no lock
+    /// holds are freed.
+    pub fn to_refresh(
+        &mut self,
+        fresh_passes: u32,
+        now_ms: i64,
+        verify_below_ms: Option<i64>,
+        mut fresh: impl FnMut(f64),
+    ) -> Vec<ToRead> {
+        if self.spans.full() {
+            let mut held = [0u32; CLASSES];
+            for e in self.locks.values().chain(self.aside.values()) {
+                if let Some(n) = usize::from(e.ttl_class()).checked_sub(1).and_then(|i| held.get_mut(i)) {
+                    *n += 1;
+                }
+            }
+            self.spans.free_unheld(&held);
+        }
         let pass = self.pass;
         // Older passes all read as `PASS_WINDOW` ago.
         let fresh_passes = fresh_passes.min(PASS_WINDOW);
         let mut stale = Vec::new();
         for (k, e) in self.locks.iter() {
-            if !e.unread() && pass.wrapping_sub(e.pass_at(pass)) < fresh_passes && !self.suspects.contains_key(k) {
-                let pttl = e.pttl_at(now_ms);
+            let pttl = e.pttl_at(now_ms);
+            let verify = e.flags() & ESTIMATED != 0 && verify_below_ms.is_some_and(|v| pttl >= 0 && pttl < v);
+            if !e.unread()
+                && !verify
+                && pass.wrapping_sub(e.pass_at(pass)) < fresh_passes
+                && !self.suspects.contains_key(k)
+            {
                 if pttl >= 0 {
                     fresh(pttl as f64 / 1000.0);
                 }
@@ -221,6 +245,10 @@ impl NamespaceTable {
                 self.suspects.remove(key);
                 self.apply(ns, key, owner, pttl_ms, now_ms);
                 self.pass_seen(key);
+                // Its TTL is read now, no longer a renewal's estimate.
+                if let Some(e) = self.locks.get_mut(key) {
+                    e.set_flags(e.flags() & !ESTIMATED);
+                }
                 return (pttl_ms >= 0).then(|| pttl_ms as f64 / 1000.0);
             }
             Found::Lock { .. } => Repair::Changed,

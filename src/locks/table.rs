@@ -122,10 +122,9 @@ pub struct NamespaceTable {
     pub(super) aside: KeyMap<LockEntry>,
     /// Repairs confirmed since the table was made (never taken): changes the events missed.
     pub(super) repaired: u64,
-    /// Events mode: the TTL the namespace's locks were last seen set with (a read after a
-    /// write), and how many such reads in a row agreed with the one before; a renewal's
-    /// `expire` is taken to set it again without a read once enough agree.
-    pub(super) span: Option<super::event_reads::Span>,
+    /// Events mode: the TTLs the namespace's locks were read with after their writes, a
+    /// class each; a renewal's `expire` sets again its own lock's, without a read.
+    pub(super) spans: super::event_reads::Spans,
 }
 
 impl NamespaceTable {
@@ -150,7 +149,7 @@ impl NamespaceTable {
             suspects: KeyMap::default(),
             aside: KeyMap::default(),
             repaired: 0,
-            span: None,
+            spans: Default::default(),
         }
     }
 

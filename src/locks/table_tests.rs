@@ -301,8 +301,8 @@ fn reads_after_events_ask_only_what_is_not_known() {
     };
     t.event_read(&ns, k, 10, no_ttl, NOT_A_WRITE, 13_006, 13_010);
     assert_eq!(t.census_at(&ns, 13_010).without_ttl, 1);
-    // A lock with more left than the namespace's TTL (set with a longer one): read; its
-    // TTL disagrees, so renewals are read again until reads agree anew.
+    // A lock set with a longer TTL: its read starts a class of its own, whose renewals are
+    // read until reads agree on it; wf:1's renewals keep taking wf:1's own TTL.
     let long: &[u8] = b"wf:2";
     let seq = full(t.announce(long, Write::Value, 20_000));
     t.event_read(
@@ -318,7 +318,8 @@ fn reads_after_events_ask_only_what_is_not_known() {
         20_000,
     );
     assert!(matches!(t.announce(long, Write::Ttl, 21_000), Need::Full(_)));
-    assert!(matches!(t.announce(k, Write::Ttl, 22_000), Need::Full(_)));
+    assert_eq!(t.announce(k, Write::Ttl, 22_000), Need::Nothing);
+    assert_eq!(t.lock(k).map(|e| e.pttl_at(22_000)), Some(30_000));
     // A failed read is asked again by the next event.
     let seq = full(t.announce(b"wf:3", Write::Value, 30_000));
     t.event_read_failed(b"wf:3", seq);
@@ -380,13 +381,126 @@ fn a_lock_not_read_for_longer_than_the_pass_window_is_re_read_whatever_the_fresh
     let mut t = NamespaceTable::new(false);
     t.next_pass();
     read_held(&mut t, &n, b"wf:1", b"a");
-    let stale = |t: &NamespaceTable| t.to_refresh(u32::MAX, 2_000, |_| {}).len();
-    assert_eq!(stale(&t), 0, "read this pass");
+    let stale = |t: &mut NamespaceTable| t.to_refresh(u32::MAX, 2_000, None, |_| {}).len();
+    assert_eq!(stale(&mut t), 0, "read this pass");
     // 2^24 passes on (say a second each, 194 days) its stored 24 bits would alias this pass;
     // pinned at the window, it reads as old, and is re-read even with no limit set.
     for _ in 0..(1u32 << 24) {
         t.next_pass();
     }
-    assert_eq!(stale(&t), 1);
+    assert_eq!(stale(&mut t), 1);
     assert_eq!(t.owner_seen_after(b"wf:1", t.pass_number().wrapping_sub(10)), None);
+}
+
+/// `key` acquired at `at` (its `set` and the `expire` of its PX) and read `ttl_ms` after
+/// the write, 1 ms later.
+fn acquire(t: &mut NamespaceTable, n: &NamespaceConfig, key: &[u8], owner: &[u8], ttl_ms: i64, at: i64) {
+    assert_eq!(t.announce(key, Write::Value, at), Need::Full(0));
+    let seq = full(t.announce(key, Write::Ttl, at));
+    let found = Found::Lock {
+        owner,
+        pttl_ms: ttl_ms - 1,
+    };
+    t.event_read(n, key, seq, found, at, at + 1, at + 1);
+}
+
+/// A renewal of `key` at `at`, read when the table asks, `ttl_ms` set again.
+fn renew(t: &mut NamespaceTable, n: &NamespaceConfig, key: &[u8], ttl_ms: i64, at: i64) -> Need {
+    let need = t.announce(key, Write::Ttl, at);
+    if let Need::Full(seq) = need {
+        let found = Found::Lock {
+            owner: b"holder",
+            pttl_ms: ttl_ms - 1,
+        };
+        t.event_read(n, key, seq, found, at, at + 1, at + 1);
+    }
+    need
+}
+
+#[test]
+fn a_renewal_takes_its_own_locks_ttl_whatever_other_locks_are_set_with() {
+    let (n, mut t) = (ns(), NamespaceTable::new(false));
+    let k: &[u8] = b"wf:holder";
+    acquire(&mut t, &n, k, b"holder", 30_000, 1_000);
+    let mut at = 1_000;
+    // Its renewals are read until reads agree on its TTL; then taken, not read.
+    let mut read = 0;
+    while matches!(renew(&mut t, &n, k, 30_000, at + 1_000), Need::Full(_)) {
+        at += 1_000;
+        read += 1;
+        assert!(read < 10, "renewals never trusted");
+    }
+    at += 1_000;
+    // Beside it, other locks taken and released all the time with a TTL of an hour (then
+    // of two seconds): reads after their writes agree on it, run after run. The holder
+    // renews after each run: its expiry is its own 30 s, never theirs.
+    for other_ttl in [3_600_000, 2_000] {
+        for i in 0..100 {
+            at += 100;
+            let other = format!("wf:other:{}", i % 3);
+            acquire(&mut t, &n, other.as_bytes(), b"o", other_ttl, at);
+            t.forget(other.as_bytes());
+        }
+        at += 100;
+        assert_eq!(renew(&mut t, &n, k, 30_000, at), Need::Nothing, "a trusted class");
+        assert_eq!(t.lock(k).map(|e| e.pttl_at(at)), Some(30_000));
+    }
+    // It stalls after that renewal: overdue (below 15 s) 15 s later.
+    assert_eq!(t.census_at(&n, at + 14_990).overdue, 0);
+    assert_eq!(t.census_at(&n, at + 15_010).overdue, 1);
+}
+
+#[test]
+fn an_estimated_ttl_is_read_before_it_could_make_a_lock_overdue() {
+    let (n, mut t) = (ns(), NamespaceTable::new(false));
+    let k: &[u8] = b"wf:1";
+    acquire(&mut t, &n, k, b"holder", 30_000, 1_000);
+    let mut at = 1_000;
+    while matches!(renew(&mut t, &n, k, 30_000, at + 1_000), Need::Full(_)) {
+        at += 1_000;
+    }
+    at += 1_000;
+    t.next_pass();
+    // Fresh for a pass of 5 s while its estimate is above the mark (15 s) plus 5.5 s …
+    let verify = Some(20_500);
+    assert!(t.to_refresh(u32::MAX, at + 9_000, verify, |_| {}).is_empty());
+    // … read once it is below it.
+    let stale = t.to_refresh(u32::MAX, at + 9_600, verify, |_| {});
+    assert_eq!(stale.len(), 1);
+    // The holder had renewed with a TTL of a minute: the read says so, and it is not
+    // overdue when the estimate would have made it.
+    let found = Found::Lock {
+        owner: b"holder",
+        pttl_ms: 50_400,
+    };
+    t.refresh_read(&n, k, stale[0].seq, found, at + 9_600);
+    assert!(
+        t.to_refresh(u32::MAX, at + 9_700, verify, |_| {}).is_empty(),
+        "read, not estimated"
+    );
+    assert_eq!(t.census_at(&n, at + 15_000).overdue, 0);
+}
+
+#[test]
+fn ttl_classes_no_lock_holds_are_freed_when_all_are_taken() {
+    let (n, mut t) = (ns(), NamespaceTable::new(false));
+    // Seven TTLs, a lock each; the first stays, the others go.
+    for i in 0..7i64 {
+        let key = format!("wf:{i}");
+        acquire(&mut t, &n, key.as_bytes(), b"o", 1_000 * (2 + 2 * i), 1_000);
+    }
+    for i in 1..7 {
+        t.forget(format!("wf:{i}").as_bytes());
+    }
+    // An eighth TTL finds no class: its lock's renewals are read.
+    acquire(&mut t, &n, b"wf:new", b"o", 500_000, 2_000);
+    assert_eq!(t.lock(b"wf:new").map(|e| e.ttl_class()), Some(0));
+    // A pass frees the six no lock holds; the next read after a write finds a class.
+    t.next_pass();
+    t.to_refresh(u32::MAX, 3_000, None, |_| {});
+    assert_eq!(t.lock(b"wf:0").map(|e| e.ttl_class()), Some(1), "kept");
+    t.forget(b"wf:new");
+    acquire(&mut t, &n, b"wf:new", b"o", 500_000, 4_000);
+    assert_ne!(t.lock(b"wf:new").map(|e| e.ttl_class()), Some(0));
+    assert_ne!(t.lock(b"wf:new").map(|e| e.ttl_class()), Some(1));
 }

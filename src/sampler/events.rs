@@ -72,10 +72,16 @@ impl Sampler {
             }
         };
         let hist = self.metrics.ttl_histogram(&self.target.name, &ns.name);
+        // A renewal's estimated TTL is read before the next pass could find it overdue
+        // (half a second more for the pass's own reads).
+        let horizon = self.target.sample_interval.as_millis() + 500;
+        let verify_below = ns
+            .overdue_below()
+            .map(|b| i64::try_from(b.as_millis().saturating_add(horizon)).unwrap_or(i64::MAX));
         let (keys, fences) = {
             let mut table = ns_locks.table();
             table.next_pass();
-            let keys = table.to_refresh(passes, now, |s| hist.observe(s));
+            let keys = table.to_refresh(passes, now, verify_below, |s| hist.observe(s));
             (keys, table.fences_to_refresh())
         };
         // A page's reads into the table; the remaining TTLs into the histogram.
