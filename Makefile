@@ -12,7 +12,7 @@ test: setup-test
 	$(CARGO) test --locked
 
 # The server matrix: every server-facing integration test file (serve, target_info,
-# tracking, lifecycle, sampler, headroom, cluster, sentinel, managed, discover, inspect, cli,
+# tracking, lifecycle, sampler, headroom, stall, cluster, sentinel, managed, discover, inspect, cli,
 # reload, many_targets, advise, keyed_events, the drills, freeze_workers, acl, tls; the list
 # is scripts/compat.sh's) against Redis 6.2.5,
 # Redis 8.2.3 and Valkey 9.1.2, pinned builds installed into target/servers/ (scripts/setup.sh

@@ -25,7 +25,7 @@ all_servers=(redis-6.2.5 redis-8.2.3 valkey-9.1.2)
 # Every integration test file whose subject is what a server does (tls last: skipped on
 # builds without TLS). Files that start a server only to have a target (the HTTP, log
 # intake, rules, dashboard and package tests) run on Debian's in `make test` alone.
-all_files="serve target_info tracking lifecycle sampler headroom cluster sentinel managed discover inspect cli
+all_files="serve target_info tracking lifecycle sampler headroom stall cluster sentinel managed discover inspect cli
   reload many_targets advise keyed_events drill drill_inprocess drill_scenarios drill_live drill_freeze
   drill_freeze_safety freeze_workers acl tls"
 files=(${COMPAT_TESTS:-$all_files})
