@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Metrics, Served, config, redis};
+use common::{Served, config, redis};
 use lockwatch::access::scripts::{SAFE_RELEASE, SAFE_RENEW};
 
 const CONFIG: &str = r#"
@@ -75,33 +75,6 @@ fn sleep(ms: u64) -> tokio::time::Sleep {
     tokio::time::sleep(Duration::from_millis(ms))
 }
 
-/// Each bucket of histogram `name` with `labels`: (le, count), in the exported order.
-fn buckets(m: &Metrics, name: &str, labels: &[(&str, &str)]) -> Vec<(f64, f64)> {
-    let bucket = format!("{name}_bucket");
-    let found: Vec<(f64, f64)> = lockwatch::exposition::samples(&m.0)
-        .filter(|s| s.name == bucket && s.has_labels(labels))
-        .map(|s| {
-            let le = s.label("le").unwrap();
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().unwrap()
-            };
-            (le, s.value)
-        })
-        .collect();
-    assert!(found.len() > 10, "no buckets of {name}{labels:?} in:\n{}", m.0);
-    found
-}
-
-/// The buckets `observed` (seconds) fill: for each exported bound, how many are at most it.
-fn expected(bounds: &[(f64, f64)], observed: &[f64]) -> Vec<(f64, f64)> {
-    bounds
-        .iter()
-        .map(|&(le, _)| (le, observed.iter().filter(|v| **v <= le).count() as f64))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headroom_and_renewal_intervals_are_exact_per_bucket() {
     let r = redis(&["--notify-keyspace-events", "KEA"]);
@@ -163,8 +136,8 @@ async fn headroom_and_renewal_intervals_are_exact_per_bucket() {
     let intervals = [0.3, 1.8, 0.6];
     for (at, planned) in [("renewal", &renewals[..]), ("release", &releases[..])] {
         let labels = [("namespace", "jobs"), ("at", at)];
-        let got = buckets(&m, "lockwatch_lock_ttl_headroom_seconds", &labels);
-        assert_eq!(got, expected(&got, planned), "headroom at {at}");
+        let got = common::buckets(&m, "lockwatch_lock_ttl_headroom_seconds", &labels);
+        assert_eq!(got, common::expected_buckets(&got, planned), "headroom at {at}");
         let near = planned.iter().filter(|v| **v < NEAR_MISS_BELOW_S).count() as f64;
         assert_eq!(
             m.val("lockwatch_lock_near_misses_total", &labels),
@@ -172,8 +145,8 @@ async fn headroom_and_renewal_intervals_are_exact_per_bucket() {
             "near misses at {at}"
         );
     }
-    let got = buckets(&m, "lockwatch_lock_renewal_interval_seconds", &ns);
-    assert_eq!(got, expected(&got, &intervals), "renewal intervals");
+    let got = common::buckets(&m, "lockwatch_lock_renewal_interval_seconds", &ns);
+    assert_eq!(got, common::expected_buckets(&got, &intervals), "renewal intervals");
     // The 6 s lock counted against its own TTL: with the namespace's 2 s it would have
     // shown 1.3 s left, in another bucket.
     let sum = m.val(

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Metrics, Served, config, conn, redis};
+use common::{Served, config, conn, redis};
 use lockwatch::access::child::RedisChild;
 use redis::Commands;
 
@@ -68,9 +68,8 @@ const TRAFFIC: [Traffic; 5] = [
 
 /// The namespaces' config: ttl 30 s, renew every 10 s (grace 5 s: overdue below 15 s left).
 fn toml(target_extra: &str) -> String {
-    let mut t = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[target]]\nname = \"main\"\nurl = \"{{url}}\"\n{target_extra}\n"
-    );
+    let mut t =
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n[[target]]\nname = \"main\"\nurl = \"{{url}}\"\n{target_extra}\n");
     for tr in &TRAFFIC {
         t += &format!(
             "[[namespace]]\nname = \"{0}\"\npattern = \"{0}:lock:*\"\nttl = \"30s\"\nrenew_every = \"10s\"\n",
@@ -183,7 +182,10 @@ async fn shown(s: &Served, ns: &str, key: &str) -> (f64, i64, bool, bool, bool) 
     let gauge = s
         .metrics()
         .await
-        .get("lockwatch_locks_renewal_overdue", &[("target", "main"), ("namespace", ns)])
+        .get(
+            "lockwatch_locks_renewal_overdue",
+            &[("target", "main"), ("namespace", ns)],
+        )
         .unwrap_or(-1.0);
     let (_, _, status) = s.get("/api/v1/status").await;
     let v: serde_json::Value = serde_json::from_str(&status).unwrap();
@@ -218,12 +220,14 @@ async fn shown(s: &Served, ns: &str, key: &str) -> (f64, i64, bool, bool, bool) 
 /// its mark (15 s after that renewal), never before, everywhere the exporter shows it.
 async fn stalled_holders_are_flagged(mode: &str, target_extra: &str, late_ms: u128) {
     let r = redis(&NOTIFY);
-    fill(&r);
     let s = Served::start(config(&r, &toml(target_extra))).await;
     s.wait_for(Duration::from_secs(20), &format!("{mode} mode"), |m| {
         m.get("lockwatch_tracking_mode", &[("target", "main"), ("mode", mode)]) == Some(1.0)
     })
     .await;
+    // Written once the mode is reached: locks already there would be taken in by the
+    // reconciling walk, paced at 2,000 keys/s over the cache keys too.
+    fill(&r);
     let stop = Arc::new(AtomicBool::new(false));
     let churners = churn(&r, stop.clone());
     let holders = Holders(
@@ -238,8 +242,7 @@ async fn stalled_holders_are_flagged(mode: &str, target_extra: &str, late_ms: u1
     );
     s.wait_for(Duration::from_secs(20), "every lock held", |m| {
         TRAFFIC.iter().all(|tr| {
-            m.get("lockwatch_locks_held", &[("target", "main"), ("namespace", tr.ns)])
-                == Some((tr.held + 1) as f64)
+            m.get("lockwatch_locks_held", &[("target", "main"), ("namespace", tr.ns)]) == Some((tr.held + 1) as f64)
         })
     })
     .await;
@@ -311,7 +314,10 @@ async fn stalled_holders_are_flagged(mode: &str, target_extra: &str, late_ms: u1
         assert!(left >= 10_000, "{mode}, {}: flagged with {left} ms left", tr.ns);
     }
     eprintln!("{mode}: {}; churned {churned:?}", report.join("; "));
-    assert!(churned.iter().all(|n| *n >= 15), "the churn ran throughout: {churned:?}");
+    assert!(
+        churned.iter().all(|n| *n >= 15),
+        "the churn ran throughout: {churned:?}"
+    );
     s.stop().await;
 }
 
@@ -340,28 +346,6 @@ pattern = "jobs:lock:*"
 ttl = "2s"
 renew_every = "500ms"
 "#;
-
-/// Each bucket of histogram `name` with `labels`: (le, count), in the exported order.
-fn buckets(m: &Metrics, name: &str, labels: &[(&str, &str)]) -> Vec<(f64, f64)> {
-    let bucket = format!("{name}_bucket");
-    let found: Vec<(f64, f64)> = lockwatch::exposition::samples(&m.0)
-        .filter(|s| s.name == bucket && s.has_labels(labels))
-        .map(|s| {
-            let le = s.label("le").unwrap();
-            (le.parse().unwrap_or(f64::INFINITY), s.value)
-        })
-        .collect();
-    assert!(found.len() > 10, "no buckets of {name}{labels:?} in:\n{}", m.0);
-    found
-}
-
-/// The buckets `observed` (seconds) fill: for each exported bound, how many are at most it.
-fn expected(bounds: &[(f64, f64)], observed: &[f64]) -> Vec<(f64, f64)> {
-    bounds
-        .iter()
-        .map(|&(le, _)| (le, observed.iter().filter(|v| **v <= le).count() as f64))
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holders_headroom_intervals_and_hold_are_its_own_among_other_lock_traffic() {
@@ -432,9 +416,18 @@ async fn a_holders_headroom_intervals_and_hold_are_its_own_among_other_lock_traf
     let (_, _, api) = s.get("/api/v1/locks?namespace=jobs&limit=100").await;
     let held_s = acquired.elapsed().as_secs_f64();
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
-    let lock = api["locks"].as_array().unwrap().iter().find(|l| l["key"] == key).cloned().unwrap();
+    let lock = api["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["key"] == key)
+        .cloned()
+        .unwrap();
     let age = lock["age_s"].as_f64().unwrap();
-    assert!((age - held_s).abs() < 0.3, "held for {age} s on the locks API; {held_s} s really");
+    assert!(
+        (age - held_s).abs() < 0.3,
+        "held for {age} s on the locks API; {held_s} s really"
+    );
     assert!(lock["pttl_ms"].as_i64().unwrap() <= 2_000, "its own TTL: {lock}");
     tokio::time::sleep(Duration::from_millis(50)).await;
     let released: i64 = h.del(key).unwrap();
@@ -443,18 +436,21 @@ async fn a_holders_headroom_intervals_and_hold_are_its_own_among_other_lock_traf
     let churned = churner.join().unwrap();
     assert!(churned >= 30, "the churn ran throughout: {churned}");
     s.wait_for(Duration::from_secs(5), "7 renewals", |m| {
-        m.get("lockwatch_lock_transitions_total", &[("namespace", "jobs"), ("kind", "renewed")]) == Some(7.0)
+        m.get(
+            "lockwatch_lock_transitions_total",
+            &[("namespace", "jobs"), ("kind", "renewed")],
+        ) == Some(7.0)
     })
     .await;
     let m = s.metrics().await;
     let renewal = [("namespace", "jobs"), ("at", "renewal")];
-    let got = buckets(&m, "lockwatch_lock_ttl_headroom_seconds", &renewal);
+    let got = common::buckets(&m, "lockwatch_lock_ttl_headroom_seconds", &renewal);
     let mut headroom = vec![1.7; 6];
     headroom.push(0.2);
-    assert_eq!(got, expected(&got, &headroom), "headroom at renewal");
+    assert_eq!(got, common::expected_buckets(&got, &headroom), "headroom at renewal");
     assert_eq!(m.val("lockwatch_lock_near_misses_total", &renewal), 1.0, "near misses");
-    let got = buckets(&m, "lockwatch_lock_renewal_interval_seconds", &[("namespace", "jobs")]);
-    assert_eq!(got, expected(&got, &intervals), "renewal intervals");
+    let got = common::buckets(&m, "lockwatch_lock_renewal_interval_seconds", &[("namespace", "jobs")]);
+    assert_eq!(got, common::expected_buckets(&got, &intervals), "renewal intervals");
     // advise reads the same: seven renewals, a usual interval of 300 ms, one near miss.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lockwatch.toml");
@@ -462,7 +458,14 @@ async fn a_holders_headroom_intervals_and_hold_are_its_own_among_other_lock_traf
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockwatch"))
         .args(["advise", "-c"])
         .arg(&path)
-        .args(["--exporter", &format!("http://{}", s.addr), "--format", "json", "--namespace", "jobs"])
+        .args([
+            "--exporter",
+            &format!("http://{}", s.addr),
+            "--format",
+            "json",
+            "--namespace",
+            "jobs",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

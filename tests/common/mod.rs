@@ -494,3 +494,30 @@ pub fn output_text(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Each bucket of histogram `name` with `labels`: (le, count), in the exported order.
+pub fn buckets(m: &Metrics, name: &str, labels: &[(&str, &str)]) -> Vec<(f64, f64)> {
+    let bucket = format!("{name}_bucket");
+    let found: Vec<(f64, f64)> = lockwatch::exposition::samples(&m.0)
+        .filter(|s| s.name == bucket && s.has_labels(labels))
+        .map(|s| {
+            let le = s.label("le").unwrap();
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
+            (le, s.value)
+        })
+        .collect();
+    assert!(found.len() > 10, "no buckets of {name}{labels:?} in:\n{}", m.0);
+    found
+}
+
+/// The buckets `observed` (seconds) fill: for each exported bound, how many are at most it.
+pub fn expected_buckets(bounds: &[(f64, f64)], observed: &[f64]) -> Vec<(f64, f64)> {
+    bounds
+        .iter()
+        .map(|&(le, _)| (le, observed.iter().filter(|v| **v <= le).count() as f64))
+        .collect()
+}
