@@ -40,6 +40,12 @@
 #              connections per target, /metrics size and scrape time (median of 21), and the
 #              slowest target's pass duration; this build only (no base: f2bf837 has no reload
 #              or many-target figures to compare).
+#   stall      the lead time of a stalled holder's overdue flag (scripts/stall.sh, issue 43): the
+#              TTL left on its key (30 s, renewed every 10 s: ideally 15 s) when
+#              lockwatch_locks_renewal_overdue first shows it, beside 2,000 locks of an hour
+#              with churn and 5,000,000 cache keys, in events and in scan mode, each run
+#              against its own fresh redis-server; for this build and the base
+#              (LOCKWATCH_BENCH_STALL_BASE, default e33c20a: the last main with the bug).
 #
 # Every other section runs this build beside a base revision, built once from `git archive` into
 # target/bench-base (LOCKWATCH_BENCH_BASE, default f2bf837; the api section's own
@@ -49,7 +55,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(sampler memory lifecycle burst intake shippers tracking api targets exposition)
+[ ${#sections[@]} -eq 0 ] && sections=(sampler memory lifecycle burst intake shippers tracking api targets exposition stall)
 out=bench-results
 mkdir -p "$out"
 : > "$out/summary.md"
@@ -777,10 +783,37 @@ $(sed -n 's/^paired: /- /p' "$work/exposition.err")
 MD
 }
 
+# A stalled holder's lead time (scripts/stall.sh): the TTL left when it is first flagged
+# overdue, in events and scan mode, the base and this build in turn.
+stall() {
+local base=${LOCKWATCH_BENCH_STALL_BASE:-e33c20a} base_b mode line rows=()
+base_b=$(base_bin "$base")
+for mode in events scan; do
+  line=$(scripts/stall.sh "$base_b" "$mode")
+  rows+=("$mode base $line")
+  line=$(scripts/stall.sh "$new_bin" "$mode")
+  rows+=("$mode new $line")
+done
+python3 - "$base" "${rows[@]}" > "$out/stall.md" <<'PY'
+import sys
+base, rows = sys.argv[1], [r.split() for r in sys.argv[2:]]
+print("### A stalled holder's lead time (scripts/stall.sh, issue 43)")
+print("Namespace `workflow` (ttl 30s, renew_every 10s: overdue below 15 s left), sample_interval 5s, beside 2,000 locks of an hour (one released and taken again every 100 ms) and 5,000,000 cache keys; the holder (SET NX PX 30000, PEXPIRE 30000 every 10 s) stopped by SIGSTOP after its second renewal. Lead time: the key's PTTL when `lockwatch_locks_renewal_overdue` first shows it (/metrics polled every 100 ms); ideal 15 s, the issue's goal at least 10 s. Events mode: `notifications = \"require\"`; scan mode: `\"off\"`.")
+print()
+print("| mode | build | lead time (TTL left when flagged) | flagged after the stop | TTL left at the stop | sample passes after the stop (cut by sample_budget) |")
+print("|---|---|---:|---:|---:|---:|")
+for mode, build, lead, at_stop, after, passes, cut in rows:
+    name = f"base ({base})" if build == "base" else "this build"
+    lead = "never (expired unflagged)" if lead == "never" else f"{lead} s"
+    after = "—" if after == "-" else f"{after} s"
+    print(f"| {mode} | {name} | {lead} | {after} | {at_stop} s | {passes} ({cut}) |")
+PY
+}
+
 for s in "${sections[@]}"; do
   case "$s" in
-    sampler|memory|lifecycle|burst|intake|shippers|tracking|api|targets|exposition) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
-    *) echo "unknown section $s: use sampler, memory, lifecycle, burst, intake, shippers, tracking, api, targets or exposition" >&2; exit 2 ;;
+    sampler|memory|lifecycle|burst|intake|shippers|tracking|api|targets|exposition|stall) "$s"; { cat "$out/$s.md"; echo; } >> "$out/summary.md" ;;
+    *) echo "unknown section $s: use sampler, memory, lifecycle, burst, intake, shippers, tracking, api, targets, exposition or stall" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.md"
