@@ -46,6 +46,13 @@ fn tolerance(span_ms: i64) -> i64 {
     (span_ms / 8).max(10)
 }
 
+/// Whether the expiry a renewal's estimate gave a lock and the one a read found agree:
+/// within a second (how late a notification and a read arrive is far less; a renewal
+/// with another TTL differs by more).
+pub(super) fn agrees(estimated_ms: i64, read_ms: i64) -> bool {
+    (estimated_ms - read_ms).abs() <= 1_000
+}
+
 /// One TTL the namespace's locks were read with after writes: the least of the reads that
 /// agreed with its first, and how many agreed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

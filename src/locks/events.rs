@@ -242,12 +242,18 @@ impl NamespaceTable {
             Found::Lock { owner, pttl_ms }
                 if e.unread() || e.flags() & OWNER_UNSURE != 0 || self.owner_hash(owner) == e.owner =>
             {
+                let estimated = (e.flags() & ESTIMATED != 0).then(|| e.expires_ms());
                 self.suspects.remove(key);
                 self.apply(ns, key, owner, pttl_ms, now_ms);
                 self.pass_seen(key);
-                // Its TTL is read now, no longer a renewal's estimate.
                 if let Some(e) = self.locks.get_mut(key) {
+                    // Its TTL is read now, no longer a renewal's estimate; one the read
+                    // disagrees with (renewed with another TTL than its class's) is no
+                    // longer taken: its next renewal is read, and teaches its class anew.
                     e.set_flags(e.flags() & !ESTIMATED);
+                    if estimated.is_some_and(|at| !super::event_reads::agrees(at, e.expires_ms())) {
+                        e.set_ttl_class(0);
+                    }
                 }
                 return (pttl_ms >= 0).then(|| pttl_ms as f64 / 1000.0);
             }

@@ -479,6 +479,9 @@ fn an_estimated_ttl_is_read_before_it_could_make_a_lock_overdue() {
         "read, not estimated"
     );
     assert_eq!(t.census_at(&n, at + 15_000).overdue, 0);
+    // Its next renewal is read (its TTL disagreed with its class) and teaches it anew.
+    assert!(matches!(renew(&mut t, &n, k, 60_000, at + 20_000), Need::Full(_)));
+    assert_eq!(t.lock(k).map(|e| e.pttl_at(at + 20_001)), Some(59_999));
 }
 
 #[test]
