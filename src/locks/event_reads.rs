@@ -1,7 +1,7 @@
 //! What the lock table reads after an event, in events mode: owner and TTL of a key it
 //! does not know yet, the owner alone after a `set` of a lock it knows, nothing after a
-//! renewal's `expire` (the TTL the namespace's locks were last read with is set again) — and
-//! what those reads answer.
+//! renewal's `expire` (the TTL its own lock was last read with after a write, its TTL class,
+//! is set again) — and what those reads answer.
 
 use crate::dense::Key;
 use std::hash::BuildHasher;
