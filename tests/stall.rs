@@ -1,8 +1,9 @@
 //! A stalled holder among other lock traffic, against a real redis-server: in each namespace a
 //! real holder process (acquire `PX 30000`, renew with `PEXPIRE 30000`) is SIGSTOPped right
 //! after a renewal, beside other locks held with an hour's TTL and one of them released and
-//! taken again every second or every 100 ms, with a TTL of an hour or of 20 s, and 100,000
-//! cache keys in the same database. In events mode and in scan mode, the holder must be
+//! taken again every second or every 100 ms, with a TTL of an hour or of 20 s (and a holder
+//! that acquires with an hour and renews with 30 s), and 100,000 cache keys in the same
+//! database. In events mode and in scan mode, the holder must be
 //! flagged overdue — the gauge, the status page's stall line and the lock's page — within
 //! `renew_every` + grace of its last renewal (15 s: the sample interval later at most in scan
 //! mode), never before. Beside the same traffic, the figures derived per lock from the
@@ -31,38 +32,53 @@ struct Traffic {
     held: usize,
     period_ms: u64,
     ttl_ms: u64,
+    /// The holder's acquisition TTL (its renewals set 30 s).
+    acquire_px: u64,
 }
 
-const TRAFFIC: [Traffic; 5] = [
+const TRAFFIC: [Traffic; 6] = [
     Traffic {
         ns: "alone",
         held: 0,
         period_ms: 0,
         ttl_ms: 0,
+        acquire_px: 30_000,
     },
     Traffic {
         ns: "hour_1s",
         held: 20,
         period_ms: 1_000,
         ttl_ms: HOUR_MS,
+        acquire_px: 30_000,
     },
     Traffic {
         ns: "hour_100ms",
         held: 2_000,
         period_ms: 100,
         ttl_ms: HOUR_MS,
+        acquire_px: 30_000,
     },
     Traffic {
         ns: "short_1s",
         held: 20,
         period_ms: 1_000,
         ttl_ms: 20_000,
+        acquire_px: 30_000,
     },
     Traffic {
         ns: "short_100ms",
         held: 2_000,
         period_ms: 100,
         ttl_ms: 20_000,
+        acquire_px: 30_000,
+    },
+    // A holder that acquires with an hour and renews with 30 s, beside locks of an hour.
+    Traffic {
+        ns: "renews_shorter",
+        held: 20,
+        period_ms: 100,
+        ttl_ms: HOUR_MS,
+        acquire_px: HOUR_MS,
     },
 ];
 
@@ -137,12 +153,12 @@ fn churn(r: &RedisChild, stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u
         .collect()
 }
 
-/// A real holder process of `key`: acquires with PX 30000, renews with PEXPIRE 30000 every
+/// A real holder process of `key`: acquires with PX `px`, renews with PEXPIRE 30000 every
 /// 700 ms (its own process group, so a SIGSTOP stops the loop and any redis-cli it runs).
-fn holder(r: &RedisChild, key: &str) -> std::process::Child {
+fn holder(r: &RedisChild, key: &str, px: u64) -> std::process::Child {
     let cli = std::env::var("LOCKWATCH_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
     let script = format!(
-        r#"{cli} -p {port} SET {key} holder NX PX 30000 >/dev/null
+        r#"{cli} -p {port} SET {key} holder NX PX {px} >/dev/null
 while true; do
   sleep 0.7
   {cli} -p {port} PEXPIRE {key} 30000 >/dev/null
@@ -235,7 +251,7 @@ async fn stalled_holders_are_flagged(mode: &str, target_extra: &str, late_ms: u1
             .iter()
             .map(|tr| {
                 let key = format!("{}:lock:stalled", tr.ns);
-                let child = holder(&r, &key);
+                let child = holder(&r, &key, tr.acquire_px);
                 (key, child)
             })
             .collect(),
@@ -252,13 +268,14 @@ async fn stalled_holders_are_flagged(mode: &str, target_extra: &str, late_ms: u1
     let mut admin = conn(&r);
     let mut marks = Vec::new();
     for (key, child) in &holders.0 {
-        let before: i64 = admin.pttl(key).unwrap();
+        let mut before: i64 = admin.pttl(key).unwrap();
         let started = Instant::now();
         loop {
             let p: i64 = admin.pttl(key).unwrap();
             if p > before {
                 break;
             }
+            before = p;
             assert!(started.elapsed() < Duration::from_secs(3), "{key} not renewed");
             std::thread::sleep(Duration::from_millis(2));
         }

@@ -62,12 +62,13 @@ struct Span {
     agreed: u32,
 }
 
-/// The TTLs a namespace's locks were read with after their writes, a class each. Each lock
-/// keeps the class its own last such read fell in, so a renewal's `expire` is estimated
-/// with the TTL *that lock* was set with — never with another lock's (one taken and
-/// released every second with a TTL of an hour beside a holder of 30 s). A lock of no class
-/// (none learnt yet, or all seven taken by other TTLs) has its renewals read. A class no lock
-/// holds any more is freed by the next pass that finds them all taken.
+/// The TTLs a namespace's locks were read with after their renewals, a class each. Each
+/// lock keeps the class its own last such read fell in, so a renewal's `expire` is
+/// estimated with the TTL *that lock* renews with — never with another lock's (one taken
+/// and released every second with a TTL of an hour beside a holder of 30 s), nor with its
+/// own acquisition's (a holder may acquire with an hour and renew with 30 s). A lock of no
+/// class (its first renewal, or all seven classes taken by other TTLs) has its renewals
+/// read. A class no lock holds any more is freed by the next pass that finds them all taken.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Spans {
     classes: [Option<Span>; CLASSES],
@@ -202,7 +203,10 @@ impl NamespaceTable {
         let unread = e.unread();
         match found {
             Found::Lock { owner, pttl_ms } => {
-                let class = match (pttl_ms > 0, written_ms != NOT_A_WRITE) {
+                // Only a read after a write of a lock already held (its renewal) teaches the
+                // TTL its renewals set: a holder may acquire with one TTL and renew with a
+                // shorter one, which its acquisition's TTL would overstate.
+                let class = match (pttl_ms > 0, written_ms != NOT_A_WRITE && !unread) {
                     (true, true) => {
                         let ms = sent_ms.saturating_add(pttl_ms).saturating_sub(written_ms).max(1);
                         Some(self.spans.learn(ms))

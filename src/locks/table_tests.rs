@@ -263,12 +263,13 @@ fn reads_after_events_ask_only_what_is_not_known() {
         "an answer for an older event teaches nothing"
     );
     t.event_read(&ns, k, 2, found, 1_020, 1_030, 1_030);
-    // Renewals are read until reads after writes agree on the namespace's TTL.
-    for (seq, at) in [(3, 2_000), (4, 3_000), (5, 4_000)] {
+    // Renewals are read until reads after them agree on its TTL (the acquisition's read
+    // teaches none).
+    for (seq, at) in [(3, 2_000), (4, 3_000), (5, 4_000), (6, 5_000)] {
         assert_eq!(t.announce(k, Write::Ttl, at), Need::Full(seq));
         t.event_read(&ns, k, seq, found, at, at + 10, at + 10);
     }
-    // Known now: the namespace's TTL (29,990 left 10 ms after the write) is learnt, and a
+    // Known now: its TTL class (29,990 left 10 ms after the write) is learnt, and a
     // renewal's `expire` sets it again without a read.
     // A pass's read out before the renewal answers after it: dropped, not taken over the
     // renewal's TTL.
@@ -283,26 +284,26 @@ fn reads_after_events_ask_only_what_is_not_known() {
     assert_eq!(t.lock(k).map(|e| e.pttl_at(11_010)), Some(29_990));
     // `SET … PX` on it: the `set` asks for its owner alone, the `expire` takes the TTL, and
     // the owner read answers after it: a new owner is a handoff, the TTL stays.
-    assert_eq!(t.announce(k, Write::Value, 12_000), Need::Owner(7));
+    assert_eq!(t.announce(k, Write::Value, 12_000), Need::Owner(8));
     assert_eq!(t.announce(k, Write::Ttl, 12_000), Need::Nothing);
     assert_eq!(
-        t.event_read(&ns, k, 7, Found::Owner(b"b"), 12_000, 12_001, 12_005),
+        t.event_read(&ns, k, 8, Found::Owner(b"b"), 12_000, 12_001, 12_005),
         None
     );
     assert_eq!(t.take_counts().handoffs, 1);
     assert_eq!(t.lock(k).map(|e| e.pttl_at(12_005)), Some(29_995));
     // A `SET` without `PX`: no `expire` before its owner read answers, so its TTL is read.
-    assert_eq!(t.announce(k, Write::Value, 13_000), Need::Owner(9));
-    let ttl_seq = t.event_read(&ns, k, 9, Found::Owner(b"b"), 13_000, 13_001, 13_005);
-    assert_eq!(ttl_seq, Some(10));
+    assert_eq!(t.announce(k, Write::Value, 13_000), Need::Owner(10));
+    let ttl_seq = t.event_read(&ns, k, 10, Found::Owner(b"b"), 13_000, 13_001, 13_005);
+    assert_eq!(ttl_seq, Some(11));
     let no_ttl = Found::Lock {
         owner: b"b",
         pttl_ms: -1,
     };
-    t.event_read(&ns, k, 10, no_ttl, NOT_A_WRITE, 13_006, 13_010);
+    t.event_read(&ns, k, 11, no_ttl, NOT_A_WRITE, 13_006, 13_010);
     assert_eq!(t.census_at(&ns, 13_010).without_ttl, 1);
-    // A lock set with a longer TTL: its read starts a class of its own, whose renewals are
-    // read until reads agree on it; wf:1's renewals keep taking wf:1's own TTL.
+    // A lock set with a longer TTL: its renewals are read until reads after them agree on
+    // its own class; wf:1's renewals keep taking wf:1's own TTL.
     let long: &[u8] = b"wf:2";
     let seq = full(t.announce(long, Write::Value, 20_000));
     t.event_read(
@@ -439,6 +440,7 @@ fn a_renewal_takes_its_own_locks_ttl_whatever_other_locks_are_set_with() {
             at += 100;
             let other = format!("wf:other:{}", i % 3);
             acquire(&mut t, &n, other.as_bytes(), b"o", other_ttl, at);
+            renew(&mut t, &n, other.as_bytes(), other_ttl, at + 10);
             t.forget(other.as_bytes());
         }
         at += 100;
@@ -487,23 +489,61 @@ fn an_estimated_ttl_is_read_before_it_could_make_a_lock_overdue() {
 #[test]
 fn ttl_classes_no_lock_holds_are_freed_when_all_are_taken() {
     let (n, mut t) = (ns(), NamespaceTable::new(false));
-    // Seven TTLs, a lock each; the first stays, the others go.
+    let class = |t: &NamespaceTable, k: &[u8]| t.lock(k).map(|e| e.ttl_class());
+    // Seven TTLs, a lock each, renewed once (a renewal's read teaches its class); the first
+    // is set aside (its `del` checked), the others go.
     for i in 0..7i64 {
         let key = format!("wf:{i}");
-        acquire(&mut t, &n, key.as_bytes(), b"o", 1_000 * (2 + 2 * i), 1_000);
+        let ttl = 1_000 * (2 + 2 * i);
+        acquire(&mut t, &n, key.as_bytes(), b"o", ttl, 1_000);
+        assert!(matches!(renew(&mut t, &n, key.as_bytes(), ttl, 1_100), Need::Full(_)));
     }
+    assert_eq!(class(&t, b"wf:0"), Some(1));
+    t.set_aside(b"wf:0");
     for i in 1..7 {
         t.forget(format!("wf:{i}").as_bytes());
     }
     // An eighth TTL finds no class: its lock's renewals are read.
     acquire(&mut t, &n, b"wf:new", b"o", 500_000, 2_000);
-    assert_eq!(t.lock(b"wf:new").map(|e| e.ttl_class()), Some(0));
-    // A pass frees the six no lock holds; the next read after a write finds a class.
+    assert_eq!(class(&t, b"wf:new"), Some(0), "an acquisition teaches no class");
+    renew(&mut t, &n, b"wf:new", 500_000, 2_100);
+    assert_eq!(class(&t, b"wf:new"), Some(0), "none free");
+    // A pass frees the six no lock holds (the lock aside holds the first); the next read
+    // after a renewal finds one of them.
     t.next_pass();
     t.to_refresh(u32::MAX, 3_000, None, |_| {});
-    assert_eq!(t.lock(b"wf:0").map(|e| e.ttl_class()), Some(1), "kept");
-    t.forget(b"wf:new");
-    acquire(&mut t, &n, b"wf:new", b"o", 500_000, 4_000);
-    assert_ne!(t.lock(b"wf:new").map(|e| e.ttl_class()), Some(0));
-    assert_ne!(t.lock(b"wf:new").map(|e| e.ttl_class()), Some(1));
+    assert!(matches!(renew(&mut t, &n, b"wf:new", 500_000, 4_000), Need::Full(_)));
+    assert!(
+        !matches!(class(&t, b"wf:new"), Some(0) | Some(1)),
+        "{:?}",
+        class(&t, b"wf:new")
+    );
+    t.settle_aside(b"wf:0", true);
+    assert_eq!(class(&t, b"wf:0"), Some(1), "back with its class, still its own");
+}
+
+#[test]
+fn a_holder_that_renews_with_a_shorter_ttl_than_it_acquired_with_is_estimated_with_its_renewals() {
+    let (n, mut t) = (ns(), NamespaceTable::new(false));
+    // Other locks acquired and renewed with an hour: that class is learnt.
+    for i in 0..6 {
+        let other = format!("wf:other:{i}");
+        acquire(&mut t, &n, other.as_bytes(), b"o", 3_600_000, 1_000 + i);
+        renew(&mut t, &n, other.as_bytes(), 3_600_000, 1_100 + i);
+    }
+    // The holder acquires with an hour too, and renews with 30 s: its renewals are read
+    // until its own class is learnt, then estimated with 30 s, not an hour.
+    let k: &[u8] = b"wf:holder";
+    acquire(&mut t, &n, k, b"holder", 3_600_000, 2_000);
+    let mut at = 2_000;
+    let mut read = 0;
+    while matches!(renew(&mut t, &n, k, 30_000, at + 1_000), Need::Full(_)) {
+        at += 1_000;
+        read += 1;
+        assert!(read < 10, "renewals never trusted");
+    }
+    at += 1_000;
+    assert!(read >= 1, "its first renewal is read");
+    assert_eq!(t.lock(k).map(|e| e.pttl_at(at)), Some(30_000));
+    assert_eq!(t.census_at(&n, at + 15_010).overdue, 1, "stalled: overdue 15 s on");
 }
