@@ -77,9 +77,11 @@ async fn one_slow_and_one_down_target_leave_the_others_on_time() {
         );
     }
 
-    // Notifications: a lock acquired on each healthy target is counted within 2 s (without
-    // the faults, about 1 s here for all 18, /metrics polled in a debug build on 2 loaded
-    // cores; a target blocking the others would hold them until the slow one answers).
+    // Notifications: a lock acquired on each healthy target is counted within 4 s (about
+    // 0.9–1.3 s here for all 18, /metrics polled in a debug build on 2 cores; now and then
+    // 2.0–2.7 s on Redis 8.2.3, seen on 2026-11-28 with the lock table of e33c20a and of
+    // this build alike; a target blocking the others would hold them until the slow one,
+    // stopped throughout, answers: never).
     let started = Instant::now();
     for r in &servers[2..] {
         let _: () = redis::cmd("SET")
@@ -95,8 +97,9 @@ async fn one_slow_and_one_down_target_leave_the_others_on_time() {
             (2..TARGETS).all(|t| acquired(m, t) == 1.0)
         })
         .await;
+    eprintln!("notifications of 18 targets counted in {took:?}");
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(4),
         "notifications of 18 targets took {took:?} (since the first SET: {:?})",
         started.elapsed()
     );
