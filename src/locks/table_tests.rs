@@ -418,20 +418,33 @@ fn renew(t: &mut NamespaceTable, n: &NamespaceConfig, key: &[u8], ttl_ms: i64, a
     need
 }
 
+/// Renewals of `key` with `ttl_ms` every second from `at` on, until one is taken without a
+/// read: when that one came, and how many were read before it.
+fn renew_until_trusted(
+    t: &mut NamespaceTable,
+    n: &NamespaceConfig,
+    key: &[u8],
+    ttl_ms: i64,
+    mut at: i64,
+) -> (i64, u32) {
+    let mut read = 0;
+    loop {
+        at += 1_000;
+        if !matches!(renew(t, n, key, ttl_ms, at), Need::Full(_)) {
+            return (at, read);
+        }
+        read += 1;
+        assert!(read < 10, "renewals never trusted");
+    }
+}
+
 #[test]
 fn a_renewal_takes_its_own_locks_ttl_whatever_other_locks_are_set_with() {
     let (n, mut t) = (ns(), NamespaceTable::new(false));
     let k: &[u8] = b"wf:holder";
     acquire(&mut t, &n, k, b"holder", 30_000, 1_000);
-    let mut at = 1_000;
     // Its renewals are read until reads agree on its TTL; then taken, not read.
-    let mut read = 0;
-    while matches!(renew(&mut t, &n, k, 30_000, at + 1_000), Need::Full(_)) {
-        at += 1_000;
-        read += 1;
-        assert!(read < 10, "renewals never trusted");
-    }
-    at += 1_000;
+    let (mut at, _) = renew_until_trusted(&mut t, &n, k, 30_000, 1_000);
     // Beside it, other locks taken and released all the time with a TTL of an hour (then
     // of two seconds): reads after their writes agree on it, run after run. The holder
     // renews after each run: its expiry is its own 30 s, never theirs.
@@ -457,11 +470,7 @@ fn an_estimated_ttl_is_read_before_it_could_make_a_lock_overdue() {
     let (n, mut t) = (ns(), NamespaceTable::new(false));
     let k: &[u8] = b"wf:1";
     acquire(&mut t, &n, k, b"holder", 30_000, 1_000);
-    let mut at = 1_000;
-    while matches!(renew(&mut t, &n, k, 30_000, at + 1_000), Need::Full(_)) {
-        at += 1_000;
-    }
-    at += 1_000;
+    let (at, _) = renew_until_trusted(&mut t, &n, k, 30_000, 1_000);
     t.next_pass();
     // Fresh for a pass of 5 s while its estimate is above the mark (15 s) plus 5.5 s …
     let verify = Some(20_500);
@@ -535,14 +544,7 @@ fn a_holder_that_renews_with_a_shorter_ttl_than_it_acquired_with_is_estimated_wi
     // until its own class is learnt, then estimated with 30 s, not an hour.
     let k: &[u8] = b"wf:holder";
     acquire(&mut t, &n, k, b"holder", 3_600_000, 2_000);
-    let mut at = 2_000;
-    let mut read = 0;
-    while matches!(renew(&mut t, &n, k, 30_000, at + 1_000), Need::Full(_)) {
-        at += 1_000;
-        read += 1;
-        assert!(read < 10, "renewals never trusted");
-    }
-    at += 1_000;
+    let (at, read) = renew_until_trusted(&mut t, &n, k, 30_000, 2_000);
     assert!(read >= 1, "its first renewal is read");
     assert_eq!(t.lock(k).map(|e| e.pttl_at(at)), Some(30_000));
     assert_eq!(t.census_at(&n, at + 15_010).overdue, 1, "stalled: overdue 15 s on");
