@@ -3,7 +3,7 @@
 //! signed milliseconds on the sampler clock, ±17 years around its start: clamped beyond), the
 //! pass that last read it (24 bits, kept within [`PASS_WINDOW`] of the current one by
 //! [`LockEntry::pin`]), its event count, its flags and which of its namespace's learnt TTLs
-//! its own last read after a write found (its TTL class, 3 bits).
+//! its own last read after a renewal found (its TTL class, 3 bits).
 
 use std::fmt;
 
@@ -23,8 +23,9 @@ pub(super) const AWAIT_TTL: u8 = 8;
 pub(super) const UNREAD: u8 = 16;
 /// The flag byte's bits that are flags; the three above them hold the lock's TTL class.
 const FLAG_BITS: u8 = 0b1_1111;
-/// Where the TTL class sits in the flag byte.
+/// Where the TTL class sits in the flag byte, and its bits there (classes 0 to 7).
 const CLASS_SHIFT: u32 = 5;
+const CLASS_BITS: u8 = 0b111;
 
 /// `LockEntry::expires_ms` of a key without expiry.
 pub(super) const NO_EXPIRY: i64 = i64::MAX;
@@ -146,14 +147,14 @@ impl LockEntry {
         self.held = (self.held & !u64::from(FLAG_BITS)) | u64::from(flags & FLAG_BITS);
     }
 
-    /// Which of the namespace's learnt TTLs this lock's own last read after a write found
+    /// Which of the namespace's learnt TTLs this lock's own last read after a renewal found
     /// (1 to 7; 0: none known): what a renewal of it is taken to set again.
     pub(super) fn ttl_class(&self) -> u8 {
         (self.held as u8) >> CLASS_SHIFT
     }
 
     pub(super) fn set_ttl_class(&mut self, class: u8) {
-        let byte = (self.held as u8 & FLAG_BITS) | ((class & 0b111) << CLASS_SHIFT);
+        let byte = (self.held as u8 & FLAG_BITS) | ((class & CLASS_BITS) << CLASS_SHIFT);
         self.held = (self.held & !0xFF) | u64::from(byte);
     }
 

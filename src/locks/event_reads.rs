@@ -37,7 +37,7 @@ pub const NOT_A_WRITE: i64 = i64::MIN;
 /// locks are no longer read.
 const SPAN_TRUSTED: u32 = 3;
 /// TTL classes kept per namespace: a lock's class fits the three bits its entry has left.
-pub(crate) const CLASSES: usize = 7;
+const CLASSES: usize = 7;
 
 /// How far two learnt TTLs may differ and still agree, and how much more than the learnt
 /// TTL a lock may have left and still be renewed without a read: an eighth (how late the
@@ -104,20 +104,6 @@ impl Spans {
         let s = self.classes.get(usize::from(class).checked_sub(1)?)?.as_ref()?;
         (s.agreed >= SPAN_TRUSTED).then_some(s.ms)
     }
-
-    /// Whether every class is taken (a pass then frees those no lock holds).
-    pub(super) fn full(&self) -> bool {
-        self.classes.iter().all(Option::is_some)
-    }
-
-    /// Free the classes no lock holds (`held[i]`: how many locks hold class `i + 1`).
-    pub(super) fn free_unheld(&mut self, held: &[u32; CLASSES]) {
-        for (c, n) in self.classes.iter_mut().zip(held) {
-            if *n == 0 {
-                *c = None;
-            }
-        }
-    }
 }
 
 fn class_of(i: usize) -> u8 {
@@ -125,6 +111,25 @@ fn class_of(i: usize) -> u8 {
 }
 
 impl NamespaceTable {
+    /// With every TTL class taken, free those no lock holds (locks set aside for a `del`'s
+    /// check hold theirs): one walk over the locks, only then.
+    pub(super) fn free_unheld_classes(&mut self) {
+        if self.spans.classes.iter().any(Option::is_none) {
+            return;
+        }
+        let mut held = [false; CLASSES];
+        for e in self.locks.values().chain(self.aside.values()) {
+            if let Some(h) = usize::from(e.ttl_class()).checked_sub(1).and_then(|i| held.get_mut(i)) {
+                *h = true;
+            }
+        }
+        for (c, h) in self.spans.classes.iter_mut().zip(held) {
+            if !h {
+                *c = None;
+            }
+        }
+    }
+
     /// An event says `key` was written (`write`: its value, its TTL, or otherwise): track
     /// it. Returns what must be read next and the event count the read is for.
     ///

@@ -10,7 +10,6 @@
 use crate::dense::Key;
 use std::hash::BuildHasher;
 
-use super::event_reads::CLASSES;
 pub use super::event_reads::{NOT_A_WRITE, Need, Write};
 use super::table::{Census, ESTIMATED, LockEntry, NamespaceTable, OWNER_UNSURE, PASS_WINDOW, READING, UNREAD, expiry};
 use super::ttl;
@@ -169,15 +168,7 @@ impl NamespaceTable {
         verify_below_ms: Option<i64>,
         mut fresh: impl FnMut(f64),
     ) -> Vec<ToRead> {
-        if self.spans.full() {
-            let mut held = [0u32; CLASSES];
-            for e in self.locks.values().chain(self.aside.values()) {
-                if let Some(n) = usize::from(e.ttl_class()).checked_sub(1).and_then(|i| held.get_mut(i)) {
-                    *n += 1;
-                }
-            }
-            self.spans.free_unheld(&held);
-        }
+        self.free_unheld_classes();
         let pass = self.pass;
         // Older passes all read as `PASS_WINDOW` ago.
         let fresh_passes = fresh_passes.min(PASS_WINDOW);

@@ -122,7 +122,7 @@ pub struct NamespaceTable {
     pub(super) aside: KeyMap<LockEntry>,
     /// Repairs confirmed since the table was made (never taken): changes the events missed.
     pub(super) repaired: u64,
-    /// Events mode: the TTLs the namespace's locks were read with after their writes, a
+    /// Events mode: the TTLs the namespace's locks were read with after their renewals, a
     /// class each; a renewal's `expire` sets again its own lock's, without a read.
     pub(super) spans: super::event_reads::Spans,
 }
