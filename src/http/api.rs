@@ -125,6 +125,18 @@ pub(crate) struct EventView {
     pub(super) trace_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) span_id: Option<String>,
+    /// Who wrote it, as far as its record and source tell: the file it was read from (and
+    /// its `device:inode`), the process id, host and `service.instance.id` it carried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) file_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) instance: Option<String>,
 }
 
 fn class_str<S: serde::Serializer>(c: &EventClass, s: S) -> Result<S::Ok, S::Error> {
@@ -152,6 +164,11 @@ pub(super) fn events(s: &AppState, key: &str) -> Vec<EventView> {
             source: e.source.to_string(),
             span_id: e.trace.as_ref().and_then(|t| t.span_id.clone()),
             trace_id: e.trace.map(|t| t.trace_id),
+            file: e.origin.file.as_ref().map(|f| f.path.to_string()),
+            file_id: e.origin.file.as_ref().map(|f| format!("{}:{}", f.dev, f.ino)),
+            pid: e.origin.pid,
+            host: e.origin.host.map(String::from),
+            instance: e.origin.instance.map(String::from),
         })
         .collect()
 }

@@ -23,6 +23,10 @@ pub(crate) struct Entry {
     /// The trace and span the record was written in, as sent (hex for OTLP).
     pub(crate) trace_id: Option<String>,
     pub(crate) span_id: Option<String>,
+    /// Who sent it, when said apart from the text (an OTLP resource, Loki labels).
+    pub(crate) pid: Option<String>,
+    pub(crate) host: Option<String>,
+    pub(crate) instance: Option<String>,
 }
 
 impl Entry {
@@ -34,6 +38,9 @@ impl Entry {
             namespace: self.namespace.as_deref(),
             trace_id: self.trace_id.as_deref(),
             span_id: self.span_id.as_deref(),
+            pid: self.pid.as_deref(),
+            host: self.host.as_deref(),
+            instance: self.instance.as_deref(),
         }
     }
 }

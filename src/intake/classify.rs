@@ -10,6 +10,7 @@
 //! values only ever come from the config.
 
 use super::fields::{self, Fields};
+use super::origin::Origin;
 use super::phrases::{self, Phrasebook, Said};
 use super::records::Piece;
 use crate::config::{Config, LogFormat};
@@ -32,6 +33,11 @@ pub struct Given<'a> {
     /// Loki structured metadata): preferred to ids in the record's own text.
     pub trace_id: Option<&'a str>,
     pub span_id: Option<&'a str>,
+    /// Who wrote it (an OTLP resource's `process.pid`, `host.name`, `service.instance.id`;
+    /// a Loki stream's labels): preferred to the record's own fields.
+    pub pid: Option<&'a str>,
+    pub host: Option<&'a str>,
+    pub instance: Option<&'a str>,
 }
 
 /// What a line is.
@@ -50,6 +56,8 @@ pub enum Verdict {
         /// The trace context the record carried (checked ids), for exemplars and links;
         /// never a label.
         trace: Option<TraceContext>,
+        /// Who wrote it, as far as the record says (its file is added by the tailer).
+        origin: Origin,
     },
     Ignored(&'static str),
     Malformed(&'static str),
@@ -220,6 +228,7 @@ impl Classifier {
                 by: format!("rule[{i}]"),
                 key,
                 trace: trace_of(f),
+                origin: origin_of(f),
             };
         }
         self.builtin(f, t)
@@ -266,6 +275,15 @@ impl Classifier {
             f.trace_id = Some(t.into());
             f.span_id = given.span_id.map(Into::into);
         }
+        for (mine, given) in [
+            (&mut f.pid, given.pid),
+            (&mut f.host, given.host),
+            (&mut f.instance, given.instance),
+        ] {
+            if let Some(g) = given {
+                *mine = Some(g.into());
+            }
+        }
         if let Some(e) = given.error {
             f.error = Some(match f.error.take() {
                 Some(own) => format!("{own} | {e}").into(),
@@ -306,6 +324,7 @@ impl Classifier {
             by: signal,
             key,
             trace: trace_of(f),
+            origin: origin_of(f),
         }
     }
 
@@ -360,6 +379,10 @@ impl Classifier {
 const NUL: &str = "binary data (NUL bytes)";
 
 /// The trace context of a record read, when its ids are usable.
+fn origin_of(f: &Fields<'_>) -> Origin {
+    Origin::of(f.pid.as_deref(), f.host.as_deref(), f.instance.as_deref())
+}
+
 fn trace_of(f: &Fields<'_>) -> Option<TraceContext> {
     TraceContext::new(f.trace_id.as_deref()?, f.span_id.as_deref())
 }

@@ -13,6 +13,7 @@ use prometheus::IntCounter;
 
 use super::keyed::{self, KeyedEvents, Pending};
 use super::metrics::IntakeMetrics;
+use super::origin::{FileRef, Origin};
 use super::records::Piece;
 use super::{Classifier, Verdict};
 use crate::config::LogFormat;
@@ -195,6 +196,11 @@ impl Tally {
     /// Count one classified record of `lines` lines: at most one event, and each of its
     /// lines with the record's result.
     pub fn record(&mut self, verdict: &Verdict, lines: u64) {
+        self.record_from(verdict, lines, None);
+    }
+
+    /// [`record`](Self::record), for a record read from `file` (kept with a keyed event).
+    fn record_from(&mut self, verdict: &Verdict, lines: u64, file: Option<&FileRef<'_>>) {
         let result = match verdict {
             Verdict::Event {
                 namespace,
@@ -202,6 +208,7 @@ impl Tally {
                 outcome,
                 key,
                 trace,
+                origin,
                 ..
             } => {
                 let ns = namespace.filter(|i| *i < self.namespaces);
@@ -211,7 +218,10 @@ impl Tally {
                     self.trace(at, t.clone());
                 }
                 if let Some(key) = key {
-                    self.keep(Pending::new(key, ns, *op, *outcome).traced(trace.clone()));
+                    let mut origin = origin.clone();
+                    origin.file = file.map(FileRef::owned);
+                    let e = Pending::new(key, ns, *op, *outcome).traced(trace.clone());
+                    self.keep(e.from(origin));
                 }
                 LineResult::Matched
             }
@@ -226,6 +236,18 @@ impl Tally {
         self.record(&classifier.classify_piece(piece, format), u64::from(piece.lines()));
     }
 
+    /// [`piece`](Self::piece), read from `file`: a keyed event keeps the file it came from.
+    pub(crate) fn piece_from(
+        &mut self,
+        classifier: &Classifier,
+        piece: &Piece<'_>,
+        format: LogFormat,
+        file: &FileRef<'_>,
+    ) {
+        let verdict = classifier.classify_piece(piece, format);
+        self.record_from(&verdict, u64::from(piece.lines()), Some(file));
+    }
+
     /// Count one lock event (a matched line).
     pub fn event(&mut self, ns: Option<usize>, op: Op, outcome: Outcome) {
         let ns = ns.filter(|i| *i < self.namespaces);
@@ -238,8 +260,8 @@ impl Tally {
         self.pushed(ns, op, outcome, Some(key), None);
     }
 
-    /// Count one lock event (a matched line), with the key it named and the trace it was
-    /// written in when it came with them.
+    /// Count one lock event (a matched line), with the key it named, the trace it was
+    /// written in and who sent it, when it came with them.
     pub fn pushed(
         &mut self,
         ns: Option<usize>,
@@ -248,13 +270,26 @@ impl Tally {
         key: Option<&str>,
         trace: Option<TraceContext>,
     ) {
+        self.pushed_from(ns, op, outcome, key, trace, Origin::default());
+    }
+
+    /// [`pushed`](Self::pushed), from `origin`.
+    pub(crate) fn pushed_from(
+        &mut self,
+        ns: Option<usize>,
+        op: Op,
+        outcome: Outcome,
+        key: Option<&str>,
+        trace: Option<TraceContext>,
+        origin: Origin,
+    ) {
         self.event(ns, op, outcome);
         let ns = ns.filter(|i| *i < self.namespaces);
         if let Some(t) = &trace {
             self.trace(slot(self.namespaces, ns, op, outcome), t.clone());
         }
         if let Some(key) = key {
-            self.keep(Pending::new(key, ns, op, outcome).traced(trace));
+            self.keep(Pending::new(key, ns, op, outcome).traced(trace).from(origin));
         }
     }
 
@@ -355,6 +390,7 @@ mod tests {
             by: String::new(),
             key: None,
             trace: None,
+            origin: Default::default(),
         };
         t.record(&traceback, 9);
         let got: Vec<_> = t.events().collect();

@@ -3,11 +3,12 @@
 //! logfmt (quoted values and escapes), or plain text — detected per line or forced.
 //!
 //! Only the fields classification needs are kept: message, error, lock key and namespace,
-//! read by their common names, and the trace context an instrumented service wrote
+//! read by their common names, who wrote it (process id, host, instance), and the trace context an instrumented service wrote
 //! (`trace_id`/`span_id`, `traceId`, `trace.id`, `dd.trace_id`, …). Knows nothing of locks.
 
 use std::borrow::Cow;
 
+use super::origin::{HOST_FIELDS, INSTANCE_FIELDS, PID_FIELDS};
 use crate::config::LogFormat;
 
 /// Field names, in order of preference.
@@ -62,6 +63,10 @@ pub(crate) struct Fields<'a> {
     pub(crate) namespace: Option<Cow<'a, str>>,
     pub(crate) trace_id: Option<Cow<'a, str>>,
     pub(crate) span_id: Option<Cow<'a, str>>,
+    /// Who wrote it, where the line says (`pid`, `hostname`, `service.instance.id`, …).
+    pub(crate) pid: Option<Cow<'a, str>>,
+    pub(crate) host: Option<Cow<'a, str>>,
+    pub(crate) instance: Option<Cow<'a, str>>,
 }
 
 /// Why a line could not be read in the forced format.
@@ -155,6 +160,9 @@ fn json(line: &str) -> Option<Fields<'_>> {
         namespace: get(NAMESPACE),
         trace_id: get(TRACE_ID),
         span_id: get(SPAN_ID),
+        pid: get(PID_FIELDS),
+        host: get(HOST_FIELDS),
+        instance: get(INSTANCE_FIELDS),
     })
 }
 
@@ -281,12 +289,45 @@ fn logfmt(line: &str) -> Option<Fields<'_>> {
         namespace: get(NAMESPACE),
         trace_id: get(TRACE_ID),
         span_id: get(SPAN_ID),
+        pid: get(PID_FIELDS),
+        host: get(HOST_FIELDS),
+        instance: get(INSTANCE_FIELDS),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn who_wrote_a_line_is_read() {
+        let who = |line: &str| {
+            let f = read(line, LogFormat::Auto).unwrap();
+            (
+                f.pid.map(|c| c.into_owned()),
+                f.host.map(|c| c.into_owned()),
+                f.instance.map(|c| c.into_owned()),
+            )
+        };
+        let some = |p: &str, h: &str| (Some(p.to_string()), Some(h.to_string()), None);
+        assert_eq!(
+            who(r#"{"message":"m","process":4242,"hostname":"w1"}"#),
+            some("4242", "w1")
+        );
+        assert_eq!(
+            who(r#"{"msg":"m","process":{"pid":9},"host":{"name":"n"}}"#),
+            some("9", "n")
+        );
+        assert_eq!(
+            who("msg=m pid=7 host=h service.instance.id=i-1"),
+            (Some("7".into()), Some("h".into()), Some("i-1".into()))
+        );
+        assert_eq!(
+            who("release failed pid=7"),
+            (None, None, None),
+            "text lines say nothing"
+        );
+    }
 
     #[test]
     fn logfmt_with_quotes_and_escapes() {

@@ -2,14 +2,16 @@
 //! [`CAP`] events of every source together, filled by `Counters::flush` (what the counters
 //! count, at the time they count it), read by key. Keys are kept here, never as labels.
 //!
-//! Memory: `CAP × size_of::<Slot>()` = 4,096 × 296 = 1,212,416 bytes at most (the key held
+//! Memory: `CAP × size_of::<Slot>()` = 4,096 × 304 = 1,245,184 bytes at most (the key held
 //! inline, cut to [`KEY_MAX`] bytes), reached once the ring is full; a source's name is
 //! shared. An event that came with trace context holds it apart, 176 bytes at most (two
-//! ids of at most 64 bytes and their `TraceContext`): 1,933,312 bytes in all, at most.
+//! ids of at most 64 bytes and their `TraceContext`), and one that says who wrote it (its
+//! file, pid, host, instance: `origin`) 472 bytes at most: 3,899,392 bytes in all, at most.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use super::origin::Origin;
 use crate::locks::incidents::KEY_MAX;
 use crate::metrics::TraceContext;
 use crate::vocab::{Op, Outcome};
@@ -40,6 +42,8 @@ pub struct Pending {
     pub outcome: Outcome,
     /// The trace the event was written in, when it came with one.
     pub trace: Option<TraceContext>,
+    /// Who wrote it, as far as its record and source tell.
+    pub origin: Origin,
 }
 
 impl Pending {
@@ -50,7 +54,14 @@ impl Pending {
             op,
             outcome,
             trace: None,
+            origin: Origin::default(),
         }
+    }
+
+    /// The same event, from `origin`.
+    pub fn from(mut self, origin: Origin) -> Self {
+        self.origin = origin;
+        self
     }
 
     /// The same event, written in `trace`.
@@ -72,6 +83,7 @@ pub struct Recorded {
     pub source: Arc<str>,
     /// The trace the event was written in, when it came with one.
     pub trace: Option<TraceContext>,
+    pub origin: Origin,
 }
 
 /// One event in the ring: its key inline, so the ring's size is fixed by [`CAP`].
@@ -85,6 +97,7 @@ struct Slot {
     op: Op,
     outcome: Outcome,
     trace: Option<Box<TraceContext>>,
+    origin: Option<Box<Origin>>,
 }
 
 impl Slot {
@@ -126,6 +139,7 @@ impl KeyedEvents {
                     op: e.op,
                     outcome: e.outcome,
                     trace: None,
+                    origin: None,
                 }
             };
             slot.key[..key.len()].copy_from_slice(key);
@@ -138,6 +152,7 @@ impl KeyedEvents {
             slot.op = e.op;
             slot.outcome = e.outcome;
             slot.trace = e.trace.map(Box::new);
+            slot.origin = (!e.origin.is_empty()).then(|| Box::new(e.origin));
             if ring.capacity() == ring.len() && ring.len() < CAP {
                 // Grow to CAP at most: doubling, never past it.
                 let more = ring.len().max(16).min(CAP - ring.len());
@@ -160,6 +175,7 @@ impl KeyedEvents {
                 outcome: s.outcome,
                 source: s.source.clone(),
                 trace: s.trace.as_deref().cloned(),
+                origin: s.origin.as_deref().cloned().unwrap_or_default(),
             })
             .collect()
     }
@@ -177,6 +193,7 @@ impl KeyedEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intake::origin::{FileRef, PATH_MAX, TEXT_MAX};
 
     fn push(r: &KeyedEvents, source: &Arc<str>, at: i64, key: &str) {
         r.record(at, source, [Pending::new(key, Some(0), Op::Release, Outcome::NotOwned)]);
@@ -184,16 +201,24 @@ mod tests {
 
     #[test]
     fn the_stated_memory_is_the_real_one() {
-        assert_eq!(std::mem::size_of::<Slot>(), 296);
+        assert_eq!(std::mem::size_of::<Slot>(), 304);
         assert_eq!(
             CAP * std::mem::size_of::<Slot>(),
-            1_212_416,
-            "docs/http.md states 1,212,416 bytes"
+            1_245_184,
+            "docs/http.md states 1,245,184 bytes"
         );
         // A trace held apart: the context and its two ids at their longest.
-        let most = std::mem::size_of::<TraceContext>() + 64 + 64;
-        assert_eq!(most, 176);
-        assert_eq!(CAP * (std::mem::size_of::<Slot>() + most), 1_933_312, "docs/http.md");
+        let trace = std::mem::size_of::<TraceContext>() + 64 + 64;
+        assert_eq!(trace, 176);
+        // Who wrote it, held apart: the origin, its path (in an `Arc`: two counts before it),
+        // host and instance at their longest.
+        let origin = std::mem::size_of::<Origin>() + 16 + PATH_MAX + 2 * TEXT_MAX;
+        assert_eq!(origin, 472);
+        assert_eq!(
+            CAP * (std::mem::size_of::<Slot>() + trace + origin),
+            3_899_392,
+            "docs/http.md"
+        );
         let r = KeyedEvents::default();
         let source: Arc<str> = "push".into();
         for i in 0..3 * CAP {
@@ -201,7 +226,33 @@ mod tests {
         }
         let ring = r.ring();
         assert_eq!(ring.len(), CAP);
-        assert_eq!(ring.capacity() * std::mem::size_of::<Slot>(), 1_212_416);
+        assert_eq!(ring.capacity() * std::mem::size_of::<Slot>(), 1_245_184);
+    }
+
+    #[test]
+    fn who_wrote_an_event_is_kept_with_it() {
+        let r = KeyedEvents::default();
+        let origin = Origin {
+            file: Some(
+                FileRef {
+                    dev: 1,
+                    ino: 2,
+                    path: std::path::Path::new(&"/var/log/x".repeat(100)),
+                }
+                .owned(),
+            ),
+            ..Origin::of(Some("77"), Some("web-1"), Some("i-3"))
+        };
+        let e = Pending::new("wf:lock:a", Some(0), Op::Renew, Outcome::NotOwned).from(origin.clone());
+        r.record(1, &"app".into(), [e]);
+        let got = r.of("wf:lock:a");
+        assert_eq!(got[0].origin, origin);
+        assert_eq!(got[0].origin.file.as_ref().map(|f| f.path.len()), Some(PATH_MAX));
+        push(&r, &"app".into(), 2, "wf:lock:a");
+        assert!(
+            r.of("wf:lock:a")[1].origin.is_empty(),
+            "a slot reused keeps no old origin"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use serde_json::Value as Json;
 
 use super::batch::{Batch, ERROR_FIELDS, Entry, KEY_FIELDS, NAMESPACE_FIELDS};
 use super::fields::{SPAN_ID, TRACE_ID};
+use super::origin::{HOST_FIELDS, INSTANCE_FIELDS, PID_FIELDS};
 use super::wire::PushRequest;
 
 /// Why a body is not a Loki push.
@@ -108,6 +109,9 @@ fn entry(line: String, meta: &[(String, String)], labels: &[(String, String)]) -
         namespace: find(NAMESPACE_FIELDS),
         trace_id: find(TRACE_ID),
         span_id: find(SPAN_ID),
+        pid: find(PID_FIELDS),
+        host: find(HOST_FIELDS),
+        instance: find(INSTANCE_FIELDS),
     }
 }
 

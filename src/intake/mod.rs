@@ -19,6 +19,7 @@ pub(crate) mod keyed;
 pub mod lines;
 pub(crate) mod loki;
 pub(crate) mod metrics;
+pub mod origin;
 pub(crate) mod otlp;
 pub(crate) mod phrases;
 pub(crate) mod plain;

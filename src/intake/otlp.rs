@@ -9,6 +9,7 @@ use prost::Message;
 use serde_json::{Map, Value as Json};
 
 use super::batch::{Batch, ERROR_FIELDS, Entry, KEY_FIELDS, MESSAGE_FIELDS, NAMESPACE_FIELDS};
+use super::origin::INSTANCE_FIELDS;
 use super::wire::{AnyValue, ExportLogsServiceRequest, KeyValue, LogRecord, Value};
 
 /// Why a body is not an `ExportLogsServiceRequest`.
@@ -24,13 +25,11 @@ pub(crate) enum OtlpError {
 pub(crate) fn protobuf(body: &[u8]) -> Result<Batch, OtlpError> {
     let req = ExportLogsServiceRequest::decode(body)?;
     let mut batch = Batch::default();
-    for record in req
-        .resource_logs
-        .iter()
-        .flat_map(|r| &r.scope_logs)
-        .flat_map(|s| &s.log_records)
-    {
-        push(&mut batch, record);
+    for r in &req.resource_logs {
+        let resource = r.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
+        for record in r.scope_logs.iter().flat_map(|s| &s.log_records) {
+            push(&mut batch, record, resource);
+        }
     }
     Ok(batch)
 }
@@ -43,11 +42,17 @@ pub(crate) fn json(body: &[u8]) -> Result<Batch, OtlpError> {
     let top = object(&value, "the body")?;
     for (i, r) in list(top, "resourceLogs", "resource_logs")?.iter().enumerate() {
         let r = object(r, &format!("resourceLogs[{i}]"))?;
+        let resource = match r.get("resource").and_then(Json::as_object) {
+            Some(res) if res.contains_key("attributes") => {
+                key_values(res, "attributes", &format!("resourceLogs[{i}].resource"))?
+            }
+            _ => vec![],
+        };
         for (j, s) in list(r, "scopeLogs", "scope_logs")?.iter().enumerate() {
             let s = object(s, &format!("resourceLogs[{i}].scopeLogs[{j}]"))?;
             for (k, l) in list(s, "logRecords", "log_records")?.iter().enumerate() {
                 let at = format!("resourceLogs[{i}].scopeLogs[{j}].logRecords[{k}]");
-                push(&mut batch, &log_record(object(l, &at)?, &at)?);
+                push(&mut batch, &log_record(object(l, &at)?, &at)?, &resource);
             }
         }
     }
@@ -179,8 +184,9 @@ fn lookup(kvs: &[KeyValue], names: &[&str]) -> Option<String> {
     })
 }
 
-/// One record into the batch, or counted unreadable when it holds no text.
-fn push(batch: &mut Batch, r: &LogRecord) {
+/// One record into the batch, or counted unreadable when it holds no text; `resource`: its
+/// resource's attributes, read for who sent it.
+fn push(batch: &mut Batch, r: &LogRecord, resource: &[KeyValue]) {
     let attrs = &r.attributes[..];
     let (body, fields): (Option<String>, &[KeyValue]) = match r.body.as_ref().and_then(|b| b.value.as_ref()) {
         Some(Value::Kvlist(kv)) => (lookup(&kv.values, MESSAGE_FIELDS), &kv.values),
@@ -215,6 +221,9 @@ fn push(batch: &mut Batch, r: &LogRecord) {
         namespace: lookup(attrs, NAMESPACE_FIELDS).or_else(|| lookup(fields, NAMESPACE_FIELDS)),
         trace_id: hex(&r.trace_id),
         span_id: hex(&r.span_id),
+        pid: lookup(resource, &["process.pid"]).or_else(|| lookup(attrs, &["process.pid"])),
+        host: lookup(resource, &["host.name"]).or_else(|| lookup(attrs, &["host.name"])),
+        instance: lookup(resource, INSTANCE_FIELDS).or_else(|| lookup(attrs, INSTANCE_FIELDS)),
     });
 }
 
@@ -232,7 +241,7 @@ fn hex(id: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intake::wire::{ResourceLogs, ScopeLogs};
+    use crate::intake::wire::{Resource, ResourceLogs, ScopeLogs};
 
     fn kv(k: &str, v: &str) -> KeyValue {
         KeyValue {
@@ -264,6 +273,14 @@ mod tests {
         };
         let bytes = ExportLogsServiceRequest {
             resource_logs: vec![ResourceLogs {
+                resource: Some(Resource {
+                    attributes: vec![
+                        kv("service.name", "x"),
+                        kv("process.pid", "4242"),
+                        kv("host.name", "w1"),
+                        kv("service.instance.id", "i-1"),
+                    ],
+                }),
                 scope_logs: vec![ScopeLogs {
                     log_records: vec![record, LogRecord::default()],
                 }],
@@ -272,7 +289,9 @@ mod tests {
         .encode_to_vec();
         let a = protobuf(&bytes).unwrap();
         let b = json(
-            br#"{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"x"}}]},
+            br#"{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"x"}},
+              {"key":"process.pid","value":{"intValue":"4242"}},{"key":"host.name","value":{"stringValue":"w1"}},
+              {"key":"service.instance.id","value":{"stringValue":"i-1"}}]},
               "scopeLogs":[{"scope":{"name":"s"},"logRecords":[{"timeUnixNano":"1","severityNumber":"SEVERITY_NUMBER_ERROR",
               "traceId":"5b8efff798038103d269b633813fc60c","spanId":"EBA9035F12000ABC","body":{"stringValue":"release failed"},"attributes":[
               {"key":"exception.type","value":{"stringValue":"LockNotOwnedError"}},
@@ -289,6 +308,12 @@ mod tests {
             assert_eq!(e.key.as_deref(), Some("wf:lock:1"));
             assert_eq!(e.trace_id.as_deref(), Some("5b8efff798038103d269b633813fc60c"));
             assert_eq!(e.span_id.as_deref(), Some("eba9035f12000abc"));
+            let who = (e.pid.as_deref(), e.host.as_deref(), e.instance.as_deref());
+            assert_eq!(
+                who,
+                (Some("4242"), Some("w1"), Some("i-1")),
+                "the resource says who sent it"
+            );
         }
         assert_eq!(a.entries, b.entries);
     }

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::batch::{Batch, ERROR_FIELDS, Entry, KEY_FIELDS, MESSAGE_FIELDS, NAMESPACE_FIELDS};
 use super::fields::{SPAN_ID, TRACE_ID};
+use super::origin::{HOST_FIELDS, INSTANCE_FIELDS, PID_FIELDS};
 
 /// Why a body is none of the framings taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +94,9 @@ fn record(v: &Value, record: usize) -> Result<Entry, PlainError> {
         namespace: find(o, NAMESPACE_FIELDS),
         trace_id: find(o, TRACE_ID),
         span_id: find(o, SPAN_ID),
+        pid: find(o, PID_FIELDS),
+        host: find(o, HOST_FIELDS),
+        instance: find(o, INSTANCE_FIELDS),
     })
 }
 

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::count::Tally;
+use super::origin::Origin;
 use super::records::{End, RecordSplitter};
 use super::{Classifier, MAX_LINE};
 use crate::config::{LogFormat, Multiline};
@@ -33,8 +34,8 @@ pub(crate) struct Batch {
     pub(crate) unknown_namespace: u64,
 }
 
-/// Read NDJSON event objects `{"namespace","op","outcome","key"?,"ts"?,"trace_id"?,"span_id"?}`,
-/// one per line (blank lines skipped, other fields ignored; `traceId`/`spanId` taken too;
+/// Read NDJSON event objects `{"namespace","op","outcome","key"?,"ts"?,"trace_id"?,"span_id"?,
+/// "pid"?,"host"?,"instance"?}`, one per line (blank lines skipped, other fields ignored; `traceId`/`spanId` taken too;
 /// ids no trace UI could use are left out, the event still counted). Namespace: the field when configured (other
 /// names count as `unknown`), else the namespace whose pattern matches `key`, else `unknown`.
 /// An event with a `key` is also kept under that key (cut to 256 bytes) for the history API.
@@ -91,7 +92,14 @@ pub(crate) fn events(body: &[u8], classifier: &Classifier) -> Result<Batch, BadL
         let trace = either("trace_id", "traceId")?;
         let span = either("span_id", "spanId")?;
         let trace = trace.and_then(|t| TraceContext::new(t, span));
-        batch.tally.pushed(namespace, op, outcome, key, trace);
+        let pid = match obj.get("pid") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(n.to_string()),
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(bad("field `pid` must be a number or a string".into())),
+        };
+        let origin = Origin::of(pid.as_deref(), text("host", false)?, text("instance", false)?);
+        batch.tally.pushed_from(namespace, op, outcome, key, trace, origin);
     }
     Ok(batch)
 }

@@ -11,11 +11,21 @@ pub(crate) struct ExportLogsServiceRequest {
     pub(crate) resource_logs: Vec<ResourceLogs>,
 }
 
-/// Resource attributes (tag 1) are not read: they never become labels.
+/// The resource's attributes are read only for who sent a record (`process.pid`,
+/// `host.name`, `service.instance.id`), kept beside a keyed event: never labels.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct ResourceLogs {
+    #[prost(message, optional, tag = "1")]
+    pub(crate) resource: Option<Resource>,
     #[prost(message, repeated, tag = "2")]
     pub(crate) scope_logs: Vec<ScopeLogs>,
+}
+
+/// `opentelemetry.proto.resource.v1.Resource`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Resource {
+    #[prost(message, repeated, tag = "1")]
+    pub(crate) attributes: Vec<KeyValue>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

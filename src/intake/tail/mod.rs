@@ -37,6 +37,7 @@ use super::lines::Splitter;
 use super::records::{End, RecordSplitter};
 use crate::config::LogConfig;
 use crate::intake::metrics::IntakeMetrics;
+use crate::intake::origin::FileRef;
 use crate::intake::reopen::ReopenNotes;
 
 /// How often files are checked for new lines (and the glob for new files).
@@ -285,8 +286,11 @@ impl Tailer {
         let (classifier, format) = (&self.classifier, self.source.format);
         let tally = &mut self.tally;
         let t = &mut self.files[i];
+        let (dev, ino) = (t.id.dev, t.id.ino);
+        let path = t.path.clone();
+        let file = FileRef { dev, ino, path: &path };
         let result = t.read(&mut self.buf, READ_BUDGET, end, |piece| {
-            tally.piece(classifier, &piece, format)
+            tally.piece_from(classifier, &piece, format, &file)
         });
         match result {
             Ok(r) => {
