@@ -56,8 +56,9 @@ pub enum Verdict {
         /// The trace context the record carried (checked ids), for exemplars and links;
         /// never a label.
         trace: Option<TraceContext>,
-        /// Who wrote it, as far as the record says (its file is added by the tailer).
-        origin: Origin,
+        /// Who wrote it, as far as the record says (its file is added by the tailer);
+        /// `None` when it says nothing.
+        origin: Option<Box<Origin>>,
     },
     Ignored(&'static str),
     Malformed(&'static str),
@@ -379,8 +380,9 @@ impl Classifier {
 const NUL: &str = "binary data (NUL bytes)";
 
 /// The trace context of a record read, when its ids are usable.
-fn origin_of(f: &Fields<'_>) -> Origin {
-    Origin::of(f.pid.as_deref(), f.host.as_deref(), f.instance.as_deref())
+fn origin_of(f: &Fields<'_>) -> Option<Box<Origin>> {
+    let o = Origin::of(f.pid.as_deref(), f.host.as_deref(), f.instance.as_deref());
+    (!o.is_empty()).then(|| Box::new(o))
 }
 
 fn trace_of(f: &Fields<'_>) -> Option<TraceContext> {

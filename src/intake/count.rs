@@ -218,7 +218,7 @@ impl Tally {
                     self.trace(at, t.clone());
                 }
                 if let Some(key) = key {
-                    let mut origin = origin.clone();
+                    let mut origin = origin.as_deref().cloned().unwrap_or_default();
                     origin.file = file.map(FileRef::owned);
                     let e = Pending::new(key, ns, *op, *outcome).traced(trace.clone());
                     self.keep(e.from(origin));
@@ -390,7 +390,7 @@ mod tests {
             by: String::new(),
             key: None,
             trace: None,
-            origin: Default::default(),
+            origin: None,
         };
         t.record(&traceback, 9);
         let got: Vec<_> = t.events().collect();

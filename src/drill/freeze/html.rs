@@ -73,13 +73,26 @@ impl FreezeReport {
             if let Some(h) = &l.deleted_how {
                 row("deletion", h);
             }
+            if let Some(e) = l.exposure_ms {
+                let last = l
+                    .last_act
+                    .as_ref()
+                    .map_or_else(String::new, |a| format!(" (last: {a})"));
+                row(
+                    "exposure",
+                    &format!("{:.1} s after the thaw under the lost lock{last}", e as f64 / 1000.0),
+                );
+            }
             if !l.refusals.is_empty() {
-                row("refusals after the thaw", &l.refusal_words());
+                row("the worker's refusals", &l.refusal_words());
+            }
+            if !l.not_credited.is_empty() {
+                row("not credited to it", &l.not_credited_words());
             }
             for n in &l.notes {
                 row("note", n);
             }
-            row("consequence", l.consequence);
+            row("consequence", &l.consequence);
             row("fix", l.fix);
             o.push_str("</dl></section>");
         }
@@ -90,8 +103,10 @@ impl FreezeReport {
             for m in &self.timeline {
                 let _ = write!(
                     o,
-                    "<tr><td>{:+.1} s</td><td>{}</td><td{}>{}</td></tr>",
+                    "<tr><td>{:+.1} s{}</td><td>{}</td><td{}>{}</td></tr>",
                     m.at_ms as f64 / 1000.0,
+                    m.until_ms
+                        .map_or_else(String::new, |u| format!(" to {:+.1} s", u as f64 / 1000.0)),
                     m.actor.name(),
                     if m.ok { "" } else { " class=\"bad\"" },
                     esc(&m.what)
@@ -137,6 +152,20 @@ impl FreezeReport {
                 r = left + width,
             );
             for m in self.timeline.iter().filter(|m| m.actor == *a) {
+                if let Some(until) = m.until_ms {
+                    let _ = write!(
+                        o,
+                        "<rect class=\"{c}\" x=\"{x0:.1}\" y=\"{y0:.1}\" width=\"{w:.1}\" height=\"8\" rx=\"3\"><title>{t:+.1} s to {u:+.1} s {what}</title></rect>",
+                        c = if m.ok { "ok" } else { "bad" },
+                        x0 = x(m.at_ms),
+                        y0 = y - 4.0,
+                        w = (x(until) - x(m.at_ms)).max(2.0),
+                        t = m.at_ms as f64 / 1000.0,
+                        u = until as f64 / 1000.0,
+                        what = esc(&m.what)
+                    );
+                    continue;
+                }
                 let _ = write!(
                     o,
                     "<circle class=\"{c}\" cx=\"{cx:.1}\" cy=\"{y:.1}\" r=\"5\"><title>{t:+.1} s {what}</title></circle>",
@@ -177,8 +206,11 @@ mod tests {
             new_owner: Some("b".into()),
             deleted_ms: Some(6_500),
             deleted_how: Some("DEL sent by the woken worker's connection".into()),
+            exposure_ms: Some(500),
+            last_act: Some("DEL".into()),
             refusals: vec![],
-            consequence: finding.consequence(),
+            not_credited: vec![],
+            consequence: finding.consequence(Some(500)),
             fix: finding.fix(),
             notes: vec![],
         };
@@ -198,6 +230,7 @@ mod tests {
                 thawed_ms: 6_000,
                 end_ms: 11_000,
             }),
+            worker: "pids 42".into(),
             held_at_freeze: 1,
             locks: vec![lock],
             counted: vec![],

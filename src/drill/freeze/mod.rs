@@ -2,13 +2,16 @@
 //! process, cgroup or whatever a pair of commands stops (`target`, `freezer`) past the
 //! namespace's TTL, thaws it (always: `guard` on every way out, `watchdog` when the drill
 //! itself is killed or frozen), watches what the woken worker does (`observe` through the
-//! exporter, `witness` by `MONITOR`, `sockets` from `/proc`) and judges each lock it held
-//! (`verdict`), with a report (`report`, `html`).
+//! exporter, `witness` by `MONITOR`, `sockets` and `identity` from `/proc`), tells which
+//! locks were its (`held`) and judges each by what its work did (`verdict`, `finding`),
+//! with a report (`report`, `html`).
 
 mod finding;
 mod freezer;
 mod guard;
+mod held;
 mod html;
+mod identity;
 mod observe;
 pub mod report;
 mod run;

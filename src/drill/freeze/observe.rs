@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::seen::{CountedRefusal, KeyEvent, Transition, WallMs};
+use super::seen::{CountedRefusal, EventOrigin, KeyEvent, Transition, WallMs};
 use crate::exposition;
 
 /// At most this many held locks are followed (each costs one history request).
@@ -63,6 +63,12 @@ struct HistoryEvent {
     outcome: String,
     #[serde(default)]
     source: String,
+    file: Option<String>,
+    /// `device:inode`.
+    file_id: Option<String>,
+    pid: Option<u32>,
+    host: Option<String>,
+    instance: Option<String>,
 }
 
 impl Exporter {
@@ -181,6 +187,16 @@ impl Exporter {
                     op: e.op,
                     outcome: e.outcome,
                     source: e.source,
+                    origin: EventOrigin {
+                        file: e.file,
+                        file_id: e.file_id.as_deref().and_then(|id| {
+                            let (dev, ino) = id.split_once(':')?;
+                            Some((dev.parse().ok()?, ino.parse().ok()?))
+                        }),
+                        pid: e.pid,
+                        host: e.host,
+                        instance: e.instance,
+                    },
                 })
                 .collect()
         });

@@ -33,10 +33,13 @@ impl Actor {
     }
 }
 
-/// One moment, in milliseconds from the freeze (negative: before it).
+/// One moment, in milliseconds from the freeze (negative: before it); a span when it has an
+/// end.
 #[derive(Debug, Clone, Serialize)]
 pub struct Moment {
     pub at_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<i64>,
     pub actor: Actor,
     pub what: String,
     /// `false`: a sign of harm.
@@ -47,6 +50,8 @@ pub struct Moment {
 pub struct Witness {
     pub ran: bool,
     pub unavailable: Option<String>,
+    /// Why it cannot vouch it saw everything the worker sent, if so.
+    pub unsure: Vec<String>,
     /// The frozen worker's connections as Redis saw them, and how they were known.
     pub worker_connections: Vec<(String, String)>,
 }
@@ -69,6 +74,8 @@ pub struct FreezeReport {
     pub for_ms: u64,
     pub observe_ms: u64,
     pub window: Option<Window>,
+    /// What `/proc` told of the frozen worker (its pids, the files it writes).
+    pub worker: String,
     /// Locks of the namespace held when the worker froze.
     pub held_at_freeze: usize,
     pub locks: Vec<LockVerdict>,
@@ -85,6 +92,11 @@ fn secs(ms: i64) -> String {
     format!("{:+.1} s", ms as f64 / 1000.0)
 }
 
+/// A span's end, as the text and markdown say it.
+fn until(m: &Moment) -> String {
+    m.until_ms.map_or_else(String::new, |u| format!(" (until {})", secs(u)))
+}
+
 impl FreezeReport {
     /// The timeline, from the window and the judged locks.
     pub fn build_timeline(&mut self) {
@@ -95,18 +107,21 @@ impl FreezeReport {
         let mut m = vec![
             Moment {
                 at_ms: 0,
+                until_ms: None,
                 actor: Actor::Drill,
                 what: format!("froze {} ({})", self.frozen, self.method),
                 ok: true,
             },
             Moment {
                 at_ms: rel(w.thawed_ms),
+                until_ms: None,
                 actor: Actor::Drill,
                 what: format!("thawed {}", self.frozen),
                 ok: true,
             },
             Moment {
                 at_ms: rel(w.end_ms),
+                until_ms: None,
                 actor: Actor::Drill,
                 what: "observation ended".into(),
                 ok: true,
@@ -118,6 +133,7 @@ impl FreezeReport {
                 if let Some(at) = at {
                     m.push(Moment {
                         at_ms: rel(at),
+                        until_ms: None,
                         actor,
                         what,
                         ok,
@@ -133,16 +149,36 @@ impl FreezeReport {
                 format!("the new owner's {k} deleted"),
                 false,
             );
+            if let Some(e) = l.exposure_ms.filter(|e| *e > 0) {
+                m.push(Moment {
+                    at_ms: rel(w.thawed_ms),
+                    until_ms: Some(rel(w.thawed_ms) + e),
+                    actor: Actor::Worker,
+                    what: format!("acted {:.1} s under {k}, no longer its", e as f64 / 1000.0),
+                    ok: l.verdict != Verdict::Unsafe,
+                });
+            }
             for r in &l.refusals {
                 m.push(Moment {
                     at_ms: rel(r.at_ms),
+                    until_ms: None,
                     actor: Actor::Lockwatch,
-                    what: format!("refusal of {k} counted: {}", r.what),
+                    what: format!("the worker's refusal of {k} counted: {}", r.what),
+                    ok: true,
+                });
+            }
+            for r in &l.not_credited {
+                m.push(Moment {
+                    at_ms: rel(r.at_ms),
+                    until_ms: None,
+                    actor: Actor::Lockwatch,
+                    what: format!("a refusal of {k} counted, not the worker's: {}", r.what),
                     ok: true,
                 });
             }
             m.push(Moment {
                 at_ms: rel(w.end_ms),
+                until_ms: None,
                 actor: Actor::Drill,
                 what: format!("{k}: {}", l.finding.words()),
                 ok: l.verdict != Verdict::Unsafe,
@@ -168,6 +204,9 @@ impl FreezeReport {
             self.for_ms as f64 / 1000.0,
             self.observe_ms as f64 / 1000.0
         );
+        if !self.worker.is_empty() {
+            let _ = writeln!(o, "the frozen worker, from /proc: {}", self.worker);
+        }
         let _ = writeln!(
             o,
             "target {}, namespace {}: {} lock(s) held at the freeze, {} the frozen worker's",
@@ -182,8 +221,25 @@ impl FreezeReport {
             if let Some(h) = &l.deleted_how {
                 let _ = writeln!(o, "  deletion: {h}");
             }
+            if let Some(e) = l.exposure_ms {
+                let _ = writeln!(
+                    o,
+                    "  exposure: {:.1} s after the thaw under the lost lock{}",
+                    e as f64 / 1000.0,
+                    l.last_act
+                        .as_ref()
+                        .map_or_else(String::new, |a| format!(" (last: {a})"))
+                );
+            }
             if !l.refusals.is_empty() {
-                let _ = writeln!(o, "  refusals after the thaw: {}", l.refusal_words());
+                let _ = writeln!(o, "  the worker's refusals after the thaw: {}", l.refusal_words());
+            }
+            if !l.not_credited.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "  refusals of the key not credited to it: {}",
+                    l.not_credited_words()
+                );
             }
             for n in &l.notes {
                 let _ = writeln!(o, "  note: {n}");
@@ -194,7 +250,14 @@ impl FreezeReport {
         if !self.timeline.is_empty() {
             let _ = writeln!(o, "\ntimeline (from the freeze)");
             for m in &self.timeline {
-                let _ = writeln!(o, "  {:>8}  {:<13} {}", secs(m.at_ms), m.actor.name(), m.what);
+                let _ = writeln!(
+                    o,
+                    "  {:>8}  {:<13} {}{}",
+                    secs(m.at_ms),
+                    m.actor.name(),
+                    m.what,
+                    until(m)
+                );
             }
         }
         let _ = writeln!(o, "\nwitness: {}", self.witness_words());
@@ -231,8 +294,25 @@ impl FreezeReport {
             if let Some(h) = &l.deleted_how {
                 let _ = writeln!(o, "- Deletion: {h}");
             }
+            if let Some(e) = l.exposure_ms {
+                let _ = writeln!(
+                    o,
+                    "- **Exposure**: {:.1} s after the thaw under the lost lock{}",
+                    e as f64 / 1000.0,
+                    l.last_act
+                        .as_ref()
+                        .map_or_else(String::new, |a| format!(" (last: {a})"))
+                );
+            }
             if !l.refusals.is_empty() {
-                let _ = writeln!(o, "- Refusals after the thaw: {}", l.refusal_words());
+                let _ = writeln!(o, "- The worker's refusals after the thaw: {}", l.refusal_words());
+            }
+            if !l.not_credited.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "- Refusals of the key not credited to it: {}",
+                    l.not_credited_words()
+                );
             }
             for n in &l.notes {
                 let _ = writeln!(o, "- Note: {n}");
@@ -242,7 +322,7 @@ impl FreezeReport {
         if !self.timeline.is_empty() {
             let _ = writeln!(o, "## Timeline\n\n| from the freeze | who | what |\n|---:|---|---|");
             for m in &self.timeline {
-                let _ = writeln!(o, "| {} | {} | {} |", secs(m.at_ms), m.actor.name(), m.what);
+                let _ = writeln!(o, "| {} | {} | {}{} |", secs(m.at_ms), m.actor.name(), m.what, until(m));
             }
             o.push('\n');
         }
@@ -269,14 +349,20 @@ impl FreezeReport {
                 .collect();
             format!("the frozen worker's connections: {}", list.join(", "))
         };
-        match (&w.unavailable, w.ran) {
-            (Some(why), false) => format!(
-                "MONITOR not available ({why}): a deletion of the new owner's lock is told from the refusals that follow it"
+        let unsure = match w.unsure.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; it cannot vouch it saw everything the worker sent ({}), so no lock is judged safe on its word",
+                w.unsure.join("; ")
             ),
-            (Some(why), true) => format!("MONITOR ran, but {why}; {conns}"),
-            (None, true) => format!("MONITOR ran; {conns}"),
+        };
+        match (&w.unavailable, w.ran) {
+            (Some(why), _) => format!(
+                "MONITOR not available ({why}): a deletion of the new owner's lock is told from the refusals that follow it, and no lock is judged stopped on its word"
+            ),
+            (None, true) => format!("MONITOR ran; {conns}{unsure}"),
             (None, false) => {
-                "not run (--no-monitor): a deletion of the new owner's lock is told from the refusals that follow it"
+                "not run (--no-monitor): a deletion of the new owner's lock is told from the refusals that follow it, and no lock is judged stopped on its word"
                     .into()
             }
         }

@@ -3,20 +3,21 @@
 //! the thaw, the observation, the histories read at the thaw and at the end, and the
 //! judgement. Cancelling `cancel` (a signal) thaws at once; the report says interrupted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
 use super::guard::Armed;
+use super::identity::Identity;
 use super::observe::{Counting, Exporter};
 use super::report::{FreezeReport, Witness as WitnessSummary};
 use super::seen::{KeySeen, WallMs, Window, Witnessed};
 use super::target::{CgroupVersion, Frozen};
-use super::verdict::{self, Verdict};
+use super::verdict::{self, Finding, Verdict};
 use super::watchdog::Watchdog;
 use super::witness::{Phase, Witness};
-use super::{FreezeError, Plan, freezer, sockets};
+use super::{FreezeError, Plan, freezer};
 
 /// How often the exporter is scraped while the drill waits.
 const POLL: Duration = Duration::from_millis(250);
@@ -62,6 +63,7 @@ pub async fn run(
         for_ms: u64::try_from(plan.hold.as_millis()).unwrap_or(u64::MAX),
         observe_ms: u64::try_from(plan.observe.as_millis()).unwrap_or(u64::MAX),
         window: None,
+        worker: String::new(),
         held_at_freeze: 0,
         locks: vec![],
         counted: vec![],
@@ -91,10 +93,11 @@ pub async fn run(
         .into_iter()
         .collect();
     let witness = match plan.opts.monitor {
-        true => Some(Witness::start(plan.target, plan.ns.pattern.clone()).await),
+        true => Some(Witness::start(plan.target, plan.ns.pattern.clone(), &frozen).await),
         false => None,
     };
-    let mut worker_sockets: BTreeSet<(String, u16)> = sockets::local_addrs(&frozen.pids());
+    let mut identity = Identity::default();
+    identity.learn(&frozen.pids());
     if witness.is_some() {
         say(format!(
             "watching the namespace's commands for {} before the freeze",
@@ -134,7 +137,8 @@ pub async fn run(
     if let Some(w) = &witness {
         w.enter(Phase::Frozen);
     }
-    worker_sockets.extend(sockets::local_addrs(&frozen.pids()));
+    identity.learn(&frozen.pids());
+    identity.find_shared(&frozen.pids());
     // A lock taken just before the freeze may have reached the exporter's table only now.
     if let Ok(now) = exporter.held().await {
         for (k, owner) in now {
@@ -150,13 +154,14 @@ pub async fn run(
     ));
     let interrupted = wait(&exporter, &mut counting, frozen_at + plan.hold, &cancel, say, "thaw").await;
 
-    // The thaw, then the guard and the watchdog stand down.
-    let f = frozen.clone();
-    let thawed = tokio::task::spawn_blocking(move || freezer::thaw(&f)).await;
+    // The thaw, then the guard and the watchdog stand down. Its moment is taken before:
+    // a worker may act the instant it runs again.
     let thawed_ms = wall_ms();
     if let Some(w) = &witness {
         w.enter(Phase::Thawed);
     }
+    let f = frozen.clone();
+    let thawed = tokio::task::spawn_blocking(move || freezer::thaw(&f)).await;
     match thawed
         .map_err(|e| e.to_string())
         .and_then(|r| r.map_err(|e| e.to_string()))
@@ -195,8 +200,9 @@ pub async fn run(
         report.interrupted = wait(&exporter, &mut counting, end, &cancel, say, "the end").await;
         wall_ms()
     };
+    identity.learn(&frozen.pids());
     let witnessed = match witness {
-        Some(w) => w.finish(&worker_sockets).await,
+        Some(w) => w.finish(&frozen).await,
         None => Witnessed::default(),
     };
     read_histories(&exporter, &mut keys, &mut report.notes).await;
@@ -215,14 +221,24 @@ pub async fn run(
     if let Some(note) = unexplained(&keys, &report.counted, &window) {
         report.notes.push(note);
     }
-    let judged = verdict::judge(&keys, &report.counted, &witnessed.commands, &window);
+    let period = plan.ns.renew_every.unwrap_or(plan.ns.ttl / 3);
+    let judged = verdict::judge(&verdict::Evidence {
+        keys: &keys,
+        counted: &report.counted,
+        witness: &witnessed,
+        worker: &identity,
+        window,
+        period_ms: i64::try_from(period.as_millis()).unwrap_or(i64::MAX),
+    });
     report.locks = judged.locks;
     report.notes.extend(judged.others);
     report.verdict = verdict::overall(&report.locks);
     report.window = Some(window);
+    report.worker = identity.describe();
     report.witness = WitnessSummary {
-        ran: plan.opts.monitor && witnessed.unavailable.as_deref().is_none_or(|u| !u.contains("MONITOR")),
+        ran: witnessed.ran,
         unavailable: witnessed.unavailable,
+        unsure: witnessed.unsure,
         worker_connections: witnessed.worker_addrs,
     };
     if let Some(Ok(alerts)) = crate::drill::probes::Probes::new(None, plan.opts.prometheus.clone())
@@ -311,9 +327,12 @@ fn result(r: &FreezeReport) -> String {
             r.locks.len()
         ),
         Verdict::Safe => format!(
-            "safe: the woken worker was refused on each of the {} lock(s) taken over, and the refusals reached lockwatch",
+            "safe: on each of the {} lock(s) taken over, the woken worker stopped at once or its stale writes were refused",
             n(Verdict::Safe)
         ),
+        Verdict::NotExercised if r.locks.iter().any(|l| l.finding == Finding::Unconfirmed) => {
+            "not exercised: the woken worker noticed in time, but the witness could not confirm it stopped (see the notes); let the drill run MONITOR and retry".into()
+        }
         Verdict::NotExercised if r.locks.is_empty() => format!(
             "not exercised: the frozen worker held no lock of namespace {} that expired or stopped renewing while it was frozen ({} held in all); retry at a busier moment or with a longer --for",
             r.namespace, r.held_at_freeze

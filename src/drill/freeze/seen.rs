@@ -34,6 +34,32 @@ pub struct KeyEvent {
     pub op: String,
     pub outcome: String,
     pub source: String,
+    /// Who wrote it, as far as the exporter was told.
+    #[serde(skip_serializing_if = "EventOrigin::is_empty")]
+    pub origin: EventOrigin,
+}
+
+/// Who wrote a lock event: the file it was read from, the process id, host and
+/// `service.instance.id` it carried (`/api/v1/locks/history`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EventOrigin {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// `(device, inode)` of that file.
+    #[serde(skip)]
+    pub file_id: Option<(u64, u64)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+}
+
+impl EventOrigin {
+    pub fn is_empty(&self) -> bool {
+        *self == EventOrigin::default()
+    }
 }
 
 impl KeyEvent {
@@ -41,6 +67,11 @@ impl KeyEvent {
     /// was stale.
     pub fn is_refusal(&self) -> bool {
         matches!(self.outcome.as_str(), "not_owned" | "stale_fence")
+    }
+
+    /// A write refused for its stale fencing token.
+    pub fn is_fenced(&self) -> bool {
+        self.outcome == "stale_fence"
     }
 }
 
@@ -67,18 +98,60 @@ pub struct Command {
     /// (it replaces any value) as `SET (no NX)`; a script's own call as `EVALSHA>del`.
     pub name: String,
     pub by: Sender,
+    /// Which script or function it ran (or was run by), as a hash of its body, SHA or
+    /// function name: the same script is the same number.
+    #[serde(skip)]
+    pub script: Option<u64>,
 }
 
+/// Commands that only read a key: no action of a holder.
+const READS: [&str; 16] = [
+    "GET",
+    "PTTL",
+    "TTL",
+    "EXISTS",
+    "TYPE",
+    "HGET",
+    "HGETALL",
+    "HEXISTS",
+    "HLEN",
+    "STRLEN",
+    "PEXPIRETIME",
+    "EXPIRETIME",
+    "OBJECT",
+    "DUMP",
+    "GETRANGE",
+    "MGET",
+];
+
 impl Command {
+    /// The command itself, or a script's own call (`EVALSHA>get` is `GET`).
+    fn last(&self) -> String {
+        self.name.rsplit('>').next().unwrap_or("").to_ascii_uppercase()
+    }
+
+    /// It only reads the key.
+    pub fn reads(&self) -> bool {
+        READS.contains(&self.last().as_str())
+    }
+
+    /// It was sent by the frozen worker's connection.
+    pub fn by_worker(&self) -> bool {
+        matches!(self.by, Sender::FrozenWorker { .. })
+    }
+
+    /// The client address that sent it.
+    pub fn addr(&self) -> &str {
+        match &self.by {
+            Sender::FrozenWorker { addr, .. } | Sender::Other { addr } => addr,
+        }
+    }
+
     /// It removes or replaces the key whatever its value: `DEL`, `UNLINK`, `GETDEL`, a
     /// `SET` without `NX`, or a script's own `del` (compare-and-delete commands such as
     /// `DELIFEQ` cannot remove another owner's lock, and are not counted).
     pub fn deletes(&self) -> bool {
-        let last = self.name.rsplit('>').next().unwrap_or("");
-        matches!(
-            last.to_ascii_uppercase().as_str(),
-            "DEL" | "UNLINK" | "GETDEL" | "SET (NO NX)"
-        )
+        matches!(self.last().as_str(), "DEL" | "UNLINK" | "GETDEL" | "SET (NO NX)")
     }
 }
 
@@ -106,8 +179,13 @@ pub struct CountedRefusal {
 /// What the witness saw, when it ran.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Witnessed {
-    /// Why it did not run or stopped early, if so.
+    /// It watched every primary from before the freeze to the end.
+    pub ran: bool,
+    /// Why it did not run, if so.
     pub unavailable: Option<String>,
+    /// Why it cannot be sure it saw everything the worker sent on the namespace's keys
+    /// (a connection it could not tie to a process, commands not kept), if so.
+    pub unsure: Vec<String>,
     /// The frozen worker's connections as Redis sees them (`ip:port`), and how they were known.
     pub worker_addrs: Vec<(String, String)>,
     pub commands: Vec<Command>,

@@ -20,6 +20,20 @@ pub fn listens_on(pids: &[i32], port: u16) -> bool {
     sockets(pids).iter().any(|((_, p), listening)| *listening && *p == port)
 }
 
+/// Whether `addr` is the local address of a TCP socket open now in the network namespace of
+/// the first of `pids` (any process's).
+pub fn open_in_netns(pids: &[i32], addr: &(String, u16)) -> bool {
+    let Some(pid) = pids.first() else { return false };
+    ["tcp", "tcp6"].iter().any(|table| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{table}"))
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().nth(1).and_then(decode))
+            .any(|a| a == *addr)
+    })
+}
+
 /// Every TCP socket of `pids`: its local address, and whether it listens (state `0A`).
 fn sockets(pids: &[i32]) -> Vec<((String, u16), bool)> {
     let mut out = Vec::new();

@@ -1,18 +1,32 @@
-//! Judging a freeze drill, purely from what was seen: which locks the frozen worker held
-//! (and how that was told), when each expired and was taken over, and what the woken
-//! worker did after the thaw — refused and it shows (safe), nothing (carried on
-//! silently), or the new owner's lock deleted (a plain `DEL`). The worst lock decides.
+//! Judging a freeze drill by what the woken worker's work did. For each lock that was the
+//! frozen worker's (`held`) and was taken over while it was frozen: did it delete the new
+//! owner's lock; were its writes fenced; how long did it go on acting under the lock it no
+//! longer held (its exposure: its last command on the key, or its last lock event naming
+//! the key, after the thaw); and did it notice (a refusal of its own, never another
+//! holder's, reached lockwatch) in time. The worst lock decides.
 
 use serde::Serialize;
 
 pub use super::finding::{Finding, Verdict};
-use super::seen::{Command, CountedRefusal, KeyEvent, KeySeen, Sender, Transition, WallMs, Window};
+use super::held::{self, Held, LATE_MS, MATCH_MS, secs};
+use super::identity::{Identity, Tie};
+use super::seen::{Command, CountedRefusal, KeyEvent, KeySeen, Sender, Transition, WallMs, Window, Witnessed};
 
-/// How late the exporter may see an expiry that happened while the worker was frozen.
-const LATE_MS: WallMs = 500;
+/// How long after the worker writes a log line lockwatch may count it: a poll of the file
+/// and the count's save, or a shipper's batch.
+pub const LOG_DELAY_MS: WallMs = 2_000;
 
-/// How far apart a command `MONITOR` saw and the transition it made may be.
-const MATCH_MS: WallMs = 150;
+/// Everything the judgement reads.
+pub struct Evidence<'a> {
+    pub keys: &'a [KeySeen],
+    /// The namespace's refusals counted without a key (an exporter without keyed events).
+    pub counted: &'a [CountedRefusal],
+    pub witness: &'a Witnessed,
+    pub worker: &'a Identity,
+    pub window: Window,
+    /// The namespace's renewal period (`renew_every`, else a third of the TTL).
+    pub period_ms: WallMs,
+}
 
 /// One lock the frozen worker held, judged.
 #[derive(Debug, Clone, Serialize)]
@@ -30,35 +44,45 @@ pub struct LockVerdict {
     /// The new owner's lock deleted (or replaced) after the thaw, and how that was told.
     pub deleted_ms: Option<WallMs>,
     pub deleted_how: Option<String>,
-    /// The refusals counted as the woken worker's, and where they came from.
+    /// From the thaw, how long the woken worker went on acting under the lock it no longer
+    /// held (taken over only): its last command on the key or lock event naming it.
+    pub exposure_ms: Option<WallMs>,
+    /// That last act, in words.
+    pub last_act: Option<String>,
+    /// The refusals counted as the woken worker's, and how each was tied to it.
     pub refusals: Vec<Refusal>,
-    pub consequence: &'static str,
+    /// Refusals naming the key after the thaw that are not the woken worker's, or cannot be
+    /// tied to it, and why.
+    pub not_credited: Vec<Refusal>,
+    pub consequence: String,
     pub fix: &'static str,
     /// What else is worth saying (a caveat of the attribution, the woken worker's commands).
     pub notes: Vec<String>,
 }
 
-/// A refusal taken as the woken worker's: when lockwatch counted it, and what it was.
+/// A refusal naming the key: when lockwatch counted it, what it was, and whose it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Refusal {
     pub at_ms: WallMs,
     pub what: String,
+    pub whose: String,
 }
 
 impl LockVerdict {
     /// The refusals in one line.
     pub fn refusal_words(&self) -> String {
-        let words: Vec<&str> = self.refusals.iter().map(|r| r.what.as_str()).collect();
-        words.join("; ")
+        words(&self.refusals)
+    }
+
+    /// The refusals not credited, in one line.
+    pub fn not_credited_words(&self) -> String {
+        words(&self.not_credited)
     }
 }
 
-/// Which lock the frozen worker held: the owner at the freeze and why it is its.
-struct Held {
-    owner: Option<String>,
-    why: String,
-    last_renewal_ms: Option<WallMs>,
-    expired_ms: Option<WallMs>,
+fn words(r: &[Refusal]) -> String {
+    let words: Vec<String> = r.iter().map(|r| format!("{} ({})", r.what, r.whose)).collect();
+    words.join("; ")
 }
 
 /// The judgement: the frozen worker's locks, and the keys that changed while it was frozen
@@ -70,92 +94,16 @@ pub struct Judged {
 }
 
 /// The locks the frozen worker held, judged; keys not attributed to it are left out.
-pub fn judge(keys: &[KeySeen], counted: &[CountedRefusal], witness: &[Command], w: &Window) -> Judged {
+pub fn judge(ev: &Evidence<'_>) -> Judged {
     let mut out = Judged::default();
-    for k in keys {
-        match attribute(k, w) {
-            None => {}
-            Some(held) => match by_witness(k, &held, witness, w) {
-                Witnessed::Other(why) => out.others.push(format!("{}: {why}", k.key)),
-                Witnessed::Worker(why) => {
-                    let held = Held {
-                        why: format!("{why}; {}", held.why),
-                        ..held
-                    };
-                    out.locks.push(judge_one(k, held, counted, witness, w));
-                }
-                Witnessed::Unknown => out.locks.push(judge_one(k, held, counted, witness, w)),
-            },
+    for k in ev.keys {
+        match held::held_by_worker(k, &ev.witness.commands, &ev.window) {
+            Ok(None) => {}
+            Ok(Some(h)) => out.locks.push(judge_one(k, h, ev)),
+            Err(other) => out.others.push(other),
         }
     }
     out
-}
-
-/// What the witness says of who held a lock before the freeze.
-enum Witnessed {
-    Worker(String),
-    Other(String),
-    Unknown,
-}
-
-/// Commands that write a lock (and so make an acquisition or a renewal).
-fn writes(name: &str) -> bool {
-    const WRITES: [&str; 9] = [
-        "SET", "EVAL", "FCALL", "PEXPIRE", "EXPIRE", "HSET", "HINCRBY", "GETSET", "GETEX",
-    ];
-    let first = name.split('>').next().unwrap_or("");
-    WRITES.iter().any(|w| first.starts_with(w)) && !first.starts_with("SETRANGE")
-}
-
-/// The commands that made the held owner's acquisitions and renewals before the freeze
-/// (within [`MATCH_MS`] of each): sent by the frozen worker's connection, or only by others
-/// while the worker's connections are known.
-fn by_witness(k: &KeySeen, held: &Held, witness: &[Command], w: &Window) -> Witnessed {
-    let known = witness.iter().any(|c| matches!(c.by, Sender::FrozenWorker { .. }));
-    let made: Vec<&Transition> = k
-        .transitions
-        .iter()
-        .filter(|t| {
-            t.at_ms <= w.frozen_ms && t.owner == held.owner && matches!(t.kind.as_str(), "acquired" | "renewed")
-        })
-        .collect();
-    let mut others = Vec::new();
-    for t in made.iter().rev() {
-        let near: Vec<&Command> = witness
-            .iter()
-            .filter(|c| c.key == k.key && writes(&c.name) && (c.at_ms - t.at_ms).abs() <= MATCH_MS)
-            .collect();
-        if let Some(c) = near.iter().find(|c| matches!(c.by, Sender::FrozenWorker { .. })) {
-            let addr = match &c.by {
-                Sender::FrozenWorker { addr, .. } | Sender::Other { addr } => addr,
-            };
-            return Witnessed::Worker(format!(
-                "MONITOR saw the frozen worker's connection {addr} {} it ({})",
-                if t.kind == "acquired" { "acquire" } else { "renew" },
-                c.name
-            ));
-        }
-        others.extend(near.iter().map(|c| match &c.by {
-            Sender::FrozenWorker { addr, .. } | Sender::Other { addr } => addr.clone(),
-        }));
-    }
-    let touched = witness
-        .iter()
-        .any(|c| c.key == k.key && matches!(c.by, Sender::FrozenWorker { .. }));
-    match (known, others.is_empty(), touched) {
-        (true, false, false) => {
-            others.sort();
-            others.dedup();
-            Witnessed::Other(format!(
-                "expired or stopped renewing while the worker was frozen, but MONITOR saw it acquired or renewed from {} — not the frozen worker's connections: another holder's",
-                others.join(", ")
-            ))
-        }
-        (true, true, false) => Witnessed::Other(
-            "expired or stopped renewing while the worker was frozen, but the frozen worker's connections never sent a command on it (MONITOR, from before the freeze to the end): not attributed to it".into(),
-        ),
-        _ => Witnessed::Unknown,
-    }
 }
 
 /// The overall verdict: the worst lock's, or not exercised without any.
@@ -163,82 +111,7 @@ pub fn overall(locks: &[LockVerdict]) -> Verdict {
     locks.iter().map(|l| l.verdict).max().unwrap_or(Verdict::NotExercised)
 }
 
-fn secs(ms: WallMs) -> String {
-    format!("{:.1} s", ms as f64 / 1000.0)
-}
-
-/// Held at the freeze and then: expired while frozen with nobody renewing or releasing it,
-/// or renewed before the freeze and never during it while the freeze outlasted its cadence.
-fn attribute(k: &KeySeen, w: &Window) -> Option<Held> {
-    let before: Vec<&Transition> = k.transitions.iter().filter(|t| t.at_ms <= w.frozen_ms).collect();
-    let last = before.last();
-    let holding = last.is_some_and(|t| matches!(t.kind.as_str(), "acquired" | "renewed"));
-    if !holding && k.held_at_freeze.is_none() {
-        return None;
-    }
-    let owner = last
-        .filter(|_| holding)
-        .and_then(|t| t.owner.clone())
-        .or_else(|| k.held_at_freeze.clone());
-    // Taken after the worker froze (the table was read just after): not the frozen worker's.
-    let taken_later = k
-        .transitions
-        .iter()
-        .any(|t| t.at_ms > w.frozen_ms && t.kind == "acquired" && t.owner == owner);
-    if !holding && taken_later {
-        return None;
-    }
-    let during = |t: &&Transition| t.at_ms > w.frozen_ms && t.at_ms <= w.thawed_ms + LATE_MS;
-    let first_end = k
-        .transitions
-        .iter()
-        .filter(during)
-        .find(|t| t.kind != "renewed" || t.owner == owner);
-    let renewals: Vec<WallMs> = before
-        .iter()
-        .filter(|t| t.kind == "renewed" && t.owner == owner)
-        .map(|t| t.at_ms)
-        .collect();
-    let last_renewal_ms = renewals.last().copied();
-    match first_end {
-        Some(t) if matches!(t.kind.as_str(), "expired" | "evicted") => {
-            let why = match renewals.len() {
-                0 => "held when the worker froze and expired unreleased while it was frozen (it was not renewed before the freeze either: it may be another holder's that lets its locks expire)".to_string(),
-                n => format!("held when the worker froze, renewed {n} time(s) before, then no renewal and expired unreleased while it was frozen"),
-            };
-            Some(Held {
-                owner,
-                why,
-                last_renewal_ms,
-                expired_ms: Some(t.at_ms),
-            })
-        }
-        // Released, renewed or replaced while the worker was frozen: someone else's.
-        Some(_) => None,
-        None => {
-            let cadence = median_gap(&renewals)?;
-            let frozen_for = w.thawed_ms - w.frozen_ms;
-            (frozen_for * 2 > cadence * 3).then(|| Held {
-                owner,
-                why: format!(
-                    "renewed every {} before the freeze, then not once in its {}: the renewals stopped",
-                    secs(cadence),
-                    secs(frozen_for)
-                ),
-                last_renewal_ms,
-                expired_ms: None,
-            })
-        }
-    }
-}
-
-fn median_gap(at: &[WallMs]) -> Option<WallMs> {
-    let mut gaps: Vec<WallMs> = at.windows(2).map(|p| p[1] - p[0]).collect();
-    gaps.sort_unstable();
-    gaps.get(gaps.len() / 2).copied()
-}
-
-fn judge_one(k: &KeySeen, held: Held, counted: &[CountedRefusal], witness: &[Command], w: &Window) -> LockVerdict {
+fn judge_one(k: &KeySeen, held: Held, ev: &Evidence<'_>) -> LockVerdict {
     let mut v = LockVerdict {
         key: k.key.clone(),
         verdict: Verdict::NotExercised,
@@ -251,31 +124,102 @@ fn judge_one(k: &KeySeen, held: Held, counted: &[CountedRefusal], witness: &[Com
         new_owner: None,
         deleted_ms: None,
         deleted_how: None,
+        exposure_ms: None,
+        last_act: None,
         refusals: vec![],
-        consequence: "",
+        not_credited: vec![],
+        consequence: String::new(),
         fix: "",
         notes: vec![],
     };
     let finding = match held.expired_ms {
         None => Finding::OutlastedFreeze,
-        Some(expired) => after_expiry(k, &mut v, expired, counted, witness, w),
+        Some(expired) => after_expiry(k, &mut v, expired, ev),
     };
     v.finding = finding;
     v.verdict = finding.verdict();
-    v.consequence = finding.consequence();
+    v.consequence = finding.consequence(v.exposure_ms);
     v.fix = finding.fix();
     v
 }
 
-/// The takeover, the new owner's hold, and the woken worker's traces after the thaw.
-fn after_expiry(
-    k: &KeySeen,
-    v: &mut LockVerdict,
-    expired: WallMs,
-    counted: &[CountedRefusal],
-    witness: &[Command],
-    w: &Window,
-) -> Finding {
+/// What one key's commands say: which scripts acquire it, and whether a command changed it.
+struct OnKey<'a> {
+    k: &'a KeySeen,
+    commands: Vec<&'a Command>,
+    acquiring: Vec<u64>,
+}
+
+impl<'a> OnKey<'a> {
+    fn new(k: &'a KeySeen, witness: &'a [Command]) -> Self {
+        let commands: Vec<&Command> = witness.iter().filter(|c| c.key == k.key).collect();
+        // A script that made an acquisition (alone near it) acquires: calling it is trying to
+        // take the lock, not acting under one.
+        let mut acquiring = Vec::new();
+        for t in k.transitions.iter().filter(|t| t.kind == "acquired") {
+            let near: Vec<u64> = commands
+                .iter()
+                .filter(|c| (c.at_ms - t.at_ms).abs() <= MATCH_MS && !c.name.contains('>'))
+                .filter_map(|c| c.script)
+                .collect();
+            if let [one] = near.as_slice()
+                && !acquiring.contains(one)
+            {
+                acquiring.push(*one);
+            }
+        }
+        OnKey { k, commands, acquiring }
+    }
+
+    /// An attempt to take the lock: a `SET … NX`, or a script that acquires it.
+    fn acquires(&self, c: &Command) -> bool {
+        c.name == "SET NX" || c.script.is_some_and(|s| self.acquiring.contains(&s))
+    }
+
+    /// It changed the key: a transition within [`MATCH_MS`].
+    fn changed(&self, c: &Command) -> bool {
+        self.k.transitions.iter().any(|t| (t.at_ms - c.at_ms).abs() <= MATCH_MS)
+    }
+
+    /// A holder's command that Redis refused: a renewal or release (not a read, not an
+    /// acquisition attempt) that changed nothing.
+    fn refused(&self, c: &Command) -> bool {
+        !c.name.contains('>') && !c.reads() && !self.acquires(c) && !self.changed(c)
+    }
+
+    /// Whose a refusal event with no origin to tell is, by the commands just before it: the
+    /// worker's when only its connections sent a refused command on the key in the
+    /// [`LOG_DELAY_MS`] before lockwatch counted it, another's when only others did.
+    fn by_command(&self, e: &KeyEvent) -> Tie {
+        let before = |c: &&&Command| c.at_ms <= e.at_ms && c.at_ms >= e.at_ms - LOG_DELAY_MS && self.refused(c);
+        let (mut worker, mut other) = (None, None);
+        for c in self.commands.iter().filter(before) {
+            match c.by_worker() {
+                true => worker = Some(*c),
+                false => other = Some(*c),
+            }
+        }
+        match (worker, other) {
+            (Some(c), None) => Tie::Worker(format!(
+                "no pid, file or instance to tie it by; the witness saw the worker's connection {} send a refused {} on the key {} before, and no one else's",
+                c.addr(),
+                c.name,
+                secs(e.at_ms - c.at_ms)
+            )),
+            (None, Some(c)) => Tie::Other(format!(
+                "the witness saw another connection, {}, send a refused {} on the key just before, and none of the worker's",
+                c.addr(),
+                c.name
+            )),
+            (Some(_), Some(_)) => Tie::Unknown,
+            (None, None) => Tie::Unknown,
+        }
+    }
+}
+
+/// The takeover, the new owner's hold, and what the woken worker did after the thaw.
+fn after_expiry(k: &KeySeen, v: &mut LockVerdict, expired: WallMs, ev: &Evidence<'_>) -> Finding {
+    let w = &ev.window;
     let takeover = k.transitions.iter().find(|t| {
         t.at_ms >= expired
             && t.kind == "acquired"
@@ -298,113 +242,253 @@ fn after_expiry(
         .iter()
         .filter(|t| t.at_ms > takeover.at_ms)
         .find(|t| !(t.kind == "renewed" && t.owner == takeover.owner));
-    let ended_at = end.map(|t| t.at_ms);
-    let mine = |c: &&Command| matches!(c.by, Sender::FrozenWorker { .. }) && c.key == k.key;
-    let woken: Vec<&Command> = witness.iter().filter(mine).filter(|c| c.at_ms >= w.thawed_ms).collect();
+    let on = OnKey::new(k, &ev.witness.commands);
+    // The woken worker holds the lock again from its own next acquisition.
+    let again = k
+        .transitions
+        .iter()
+        .filter(|t| t.at_ms > takeover.at_ms && t.kind == "acquired")
+        .find(|t| {
+            on.commands
+                .iter()
+                .any(|c| c.by_worker() && on.acquires(c) && (c.at_ms - t.at_ms).abs() <= MATCH_MS)
+        })
+        .map(|t| t.at_ms);
+    let until = again.unwrap_or(WallMs::MAX);
+    let woken: Vec<&Command> = on
+        .commands
+        .iter()
+        .copied()
+        .filter(|c| c.by_worker() && c.at_ms >= w.thawed_ms && c.at_ms < until)
+        .collect();
+    say_commands(v, &woken, w);
+    let events = tie_events(k, v, ev, &on, until);
+    if let Some(f) = deletion(k, v, takeover, end, &woken, ev) {
+        exposure(v, &woken, &on, &events, w);
+        credit_after_deletion(v);
+        return f;
+    }
+    exposure(v, &woken, &on, &events, w);
+    let fenced = events.iter().any(|e| e.is_fenced());
+    let noticed = !v.refusals.is_empty();
+    let exposure = v.exposure_ms.unwrap_or(0);
+    match (fenced, noticed) {
+        (true, _) => Finding::Fenced,
+        (false, true) if exposure <= ev.period_ms + LOG_DELAY_MS => match witness_unsure(ev.witness) {
+            None => Finding::Stopped,
+            Some(why) => {
+                v.notes.push(format!(
+                    "it noticed within {}, but the witness cannot confirm nothing followed: {why}",
+                    secs(exposure)
+                ));
+                Finding::Unconfirmed
+            }
+        },
+        (false, true) => Finding::NoticedLate,
+        (false, false) => Finding::CarriedOnSilently,
+    }
+}
+
+/// Why the witness cannot vouch that it saw every command the worker sent, if so.
+pub fn witness_unsure(w: &Witnessed) -> Option<String> {
+    if !w.ran {
+        return Some(match &w.unavailable {
+            Some(why) => format!("MONITOR was not available ({why})"),
+            None => "MONITOR was not run (--no-monitor)".into(),
+        });
+    }
+    if let Some(why) = &w.unavailable {
+        return Some(why.clone());
+    }
+    (!w.unsure.is_empty()).then(|| w.unsure.join("; "))
+}
+
+/// The woken worker's writes on the key, said in a note.
+fn say_commands(v: &mut LockVerdict, woken: &[&Command], w: &Window) {
     let written: Vec<String> = woken
         .iter()
-        .filter(|c| writes(&c.name) || c.deletes())
-        .filter(|c| !c.name.contains('>') || c.deletes())
+        .filter(|c| (held::writes(&c.name) && !c.name.contains('>')) || c.deletes())
         .map(|c| format!("{} at +{}", c.name, secs(c.at_ms - w.thawed_ms)))
         .collect();
-    if !written.is_empty() {
-        let more = match written.len() {
-            n if n > 6 => format!(" and {} more", n - 6),
-            _ => String::new(),
+    if written.is_empty() {
+        return;
+    }
+    let more = match written.len() {
+        n if n > 6 => format!(" and {} more", n - 6),
+        _ => String::new(),
+    };
+    v.notes.push(format!(
+        "the woken worker's writes on this key (MONITOR): {}{more}",
+        written[..written.len().min(6)].join(", ")
+    ));
+}
+
+/// The lock events naming the key after the thaw, each tied to the woken worker or not:
+/// its refusals go to `v.refusals`, others' to `v.not_credited`; the worker's own events
+/// (any outcome but an acquisition's) are returned for its exposure.
+fn tie_events<'a>(
+    k: &'a KeySeen,
+    v: &mut LockVerdict,
+    ev: &Evidence<'_>,
+    on: &OnKey<'_>,
+    until: WallMs,
+) -> Vec<&'a KeyEvent> {
+    let w = &ev.window;
+    let Some(events) = &k.events else {
+        v.notes.push(
+            "the exporter keeps no lock events per key (an older lockwatch): no refusal can be tied to the worker"
+                .into(),
+        );
+        return vec![];
+    };
+    let mut own = Vec::new();
+    for e in events.iter().filter(|e| e.at_ms >= w.thawed_ms && e.at_ms <= w.end_ms) {
+        let tie = match ev.worker.whose(&e.origin) {
+            Tie::Unknown if e.is_refusal() => on.by_command(e),
+            tie => tie,
         };
+        let what = format!("{} {} from {}", e.op, e.outcome, e.source);
+        match tie {
+            Tie::Worker(how) => {
+                if e.op != "acquire" && e.at_ms <= until.saturating_add(LOG_DELAY_MS) {
+                    own.push(e);
+                }
+                if e.is_refusal() {
+                    v.refusals.push(Refusal {
+                        at_ms: e.at_ms,
+                        what,
+                        whose: format!("the worker's: {how}"),
+                    });
+                }
+            }
+            Tie::Other(why) if e.is_refusal() => v.not_credited.push(Refusal {
+                at_ms: e.at_ms,
+                what,
+                whose: format!("another's: {why}"),
+            }),
+            Tie::Unknown if e.is_refusal() => v.not_credited.push(Refusal {
+                at_ms: e.at_ms,
+                what,
+                whose:
+                    "not tied to the worker: no pid, host, instance or file of its own, and the witness could not tell"
+                        .into(),
+            }),
+            _ => {}
+        }
+    }
+    own
+}
+
+/// How long the woken worker acted under the lost lock: its last command on the key that
+/// is not a read or an acquisition attempt, or its last own lock event, after the thaw.
+fn exposure(v: &mut LockVerdict, woken: &[&Command], on: &OnKey<'_>, own: &[&KeyEvent], w: &Window) {
+    let act = woken
+        .iter()
+        .filter(|c| !c.reads() && !on.acquires(c))
+        .max_by_key(|c| c.at_ms);
+    let event = own.iter().max_by_key(|e| e.at_ms);
+    let (at, what) = match (act, event) {
+        (Some(c), Some(e)) if e.at_ms > c.at_ms => (e.at_ms, format!("its {} {} event, logged", e.op, e.outcome)),
+        (Some(c), _) => (
+            c.at_ms,
+            format!("{} on the key from its connection {} (MONITOR)", c.name, c.addr()),
+        ),
+        (None, Some(e)) => (e.at_ms, format!("its {} {} event, logged", e.op, e.outcome)),
+        (None, None) => {
+            v.exposure_ms = Some(0);
+            return;
+        }
+    };
+    v.exposure_ms = Some((at - w.thawed_ms).max(0));
+    v.last_act = Some(format!("{what}, {} after the thaw", secs(at - w.thawed_ms)));
+}
+
+/// After a deletion, the refusals of the key are the new owner's finding its lock gone:
+/// the ones not tied to the woken worker are said to be the deletion's consequence.
+fn credit_after_deletion(v: &mut LockVerdict) {
+    let Some(at) = v.deleted_ms else { return };
+    let after: Vec<String> = v
+        .not_credited
+        .iter()
+        .filter(|r| r.at_ms >= at)
+        .map(|r| r.what.clone())
+        .collect();
+    if !after.is_empty() {
         v.notes.push(format!(
-            "the woken worker's writes on this key (MONITOR): {}{more}",
-            written[..written.len().min(6)].join(", ")
+            "the refusals after the deletion ({}) are not the woken worker's: the deletion's consequence (another holder found its lock gone), never evidence of safety",
+            after.join(", ")
         ));
     }
-    // A deletion of the new owner's lock after the thaw, by the woken worker's connection.
+}
+
+/// The new owner's lock deleted or replaced after the thaw: by the woken worker's
+/// connection (the witness), or — without the witness — a deletion that refusals not tied
+/// to the worker followed.
+fn deletion(
+    k: &KeySeen,
+    v: &mut LockVerdict,
+    takeover: &Transition,
+    end: Option<&Transition>,
+    woken: &[&Command],
+    ev: &Evidence<'_>,
+) -> Option<Finding> {
+    let w = &ev.window;
+    let ended_at = end.map(|t| t.at_ms);
     let by_worker = woken
         .iter()
         .find(|c| c.deletes() && c.at_ms > takeover.at_ms && ended_at.is_none_or(|e| c.at_ms <= e + LATE_MS));
-    let keyed: Option<Vec<&KeyEvent>> = k.events.as_ref().map(|e| {
-        e.iter()
-            .filter(|e| e.is_refusal() && e.at_ms >= w.thawed_ms && e.at_ms <= w.end_ms)
-            .collect()
-    });
     if let Some(c) = by_worker {
         v.deleted_ms = Some(c.at_ms);
-        let (addr, how) = match &c.by {
-            Sender::FrozenWorker { addr, how } => (addr.as_str(), how.as_str()),
-            Sender::Other { addr } => (addr.as_str(), ""),
+        let how = match &c.by {
+            Sender::FrozenWorker { how, .. } => how.as_str(),
+            Sender::Other { .. } => "",
         };
         v.deleted_how = Some(format!(
-            "{} sent by the woken worker's connection {addr} ({how}), seen by MONITOR",
-            c.name
+            "{} sent by the woken worker's connection {} ({how}), seen by MONITOR",
+            c.name,
+            c.addr()
         ));
-        return Finding::DeletedNewOwnersLock;
+        return Some(Finding::DeletedNewOwnersLock);
     }
-    let witnessed_other = end.and_then(|e| {
-        witness
-            .iter()
-            .filter(|c| c.key == k.key && c.deletes() && (c.at_ms - e.at_ms).abs() <= LATE_MS)
-            .find(|c| matches!(c.by, Sender::Other { .. }))
-    });
-    if let Some(e) = end.filter(|e| e.at_ms >= w.thawed_ms && e.kind != "expired" && e.kind != "evicted")
-        && witnessed_other.is_none()
-    {
-        // Without the witness: the new owner's refusals after the deletion say it was not its release.
-        let after: Vec<String> = match &keyed {
-            Some(ev) => ev
-                .iter()
-                .filter(|x| x.at_ms > e.at_ms)
-                .map(|x| format!("{} {} (key named, {})", x.op, x.outcome, x.source))
-                .collect(),
-            None => counted
-                .iter()
-                .filter(|x| x.at_ms > e.at_ms && x.at_ms <= w.end_ms)
-                .map(|x| format!("{} {} ×{} (counted for the namespace)", x.op, x.outcome, x.by))
-                .collect(),
-        };
-        let replaced = e.kind == "acquired";
-        if replaced || !after.is_empty() {
-            v.deleted_ms = Some(e.at_ms);
-            v.deleted_how = Some(if replaced {
-                "the new owner's token was replaced without a release after the thaw (a SET without NX)".into()
-            } else {
-                format!(
-                    "the new owner's lock was deleted {} after the thaw, and refusals followed ({}): the new owner found its lock gone, so the deletion was not its release",
-                    secs(e.at_ms - w.thawed_ms),
-                    after.join(", ")
-                )
-            });
-            return Finding::DeletedNewOwnersLock;
-        }
+    let e = end.filter(|e| e.at_ms >= w.thawed_ms && e.kind != "expired" && e.kind != "evicted")?;
+    let witnessed_other = ev
+        .witness
+        .commands
+        .iter()
+        .any(|c| c.key == k.key && c.deletes() && !c.by_worker() && (c.at_ms - e.at_ms).abs() <= LATE_MS);
+    if witnessed_other || (ev.witness.ran && witness_unsure(ev.witness).is_none() && e.kind != "acquired") {
+        // The witness saw everything and no deletion from the worker: the new owner's release.
+        return None;
     }
-    // The woken worker's refusals: before any deletion, after the thaw.
-    let until = v.deleted_ms.unwrap_or(w.end_ms);
-    // Where the exporter keeps lock events per key, only those naming this key count: the
-    // namespace's other refusals may be other holders'.
-    v.refusals = match &keyed {
-        Some(ev) => ev
+    let after: Vec<String> = match &k.events {
+        Some(_) => v
+            .not_credited
             .iter()
-            .filter(|x| x.at_ms <= until)
-            .map(|x| Refusal {
-                at_ms: x.at_ms,
-                what: format!("{} {} (the key named, from {})", x.op, x.outcome, x.source),
-            })
+            .filter(|r| r.at_ms > e.at_ms)
+            .map(|r| r.what.clone())
             .collect(),
-        None => counted
+        None => ev
+            .counted
             .iter()
-            .filter(|x| x.at_ms >= w.thawed_ms && x.at_ms <= until)
-            .map(|x| Refusal {
-                at_ms: x.at_ms,
-                what: format!(
-                    "{} {} ×{} (counted for the namespace: the log lines name no key)",
-                    x.op, x.outcome, x.by
-                ),
-            })
+            .filter(|x| x.at_ms > e.at_ms && x.at_ms <= w.end_ms)
+            .map(|x| format!("{} {} ×{} (counted for the namespace)", x.op, x.outcome, x.by))
             .collect(),
     };
-    if v.refusals.is_empty() {
-        Finding::CarriedOnSilently
-    } else {
-        Finding::Refused
+    let replaced = e.kind == "acquired";
+    if !replaced && after.is_empty() {
+        return None;
     }
+    v.deleted_ms = Some(e.at_ms);
+    v.deleted_how = Some(if replaced {
+        "the new owner's token was replaced without a release after the thaw (a SET without NX)".into()
+    } else {
+        format!(
+            "the new owner's lock was deleted {} after the thaw, and refusals followed ({}): the new owner found its lock gone, so the deletion was not its release",
+            secs(e.at_ms - w.thawed_ms),
+            after.join(", ")
+        )
+    });
+    Some(Finding::DeletedNewOwnersLock)
 }
 
 #[cfg(test)]

@@ -1,12 +1,17 @@
-//! The witness: `MONITOR` on every primary from the freeze to the end of the observation,
-//! keeping the commands that touch the namespace's keys and which clients spoke while the
-//! worker was frozen and after. It tells a deletion of the new owner's lock sent by the
-//! woken worker from the new owner's own release. Bounded; when the server refuses
-//! `MONITOR` the drill goes on without it and says so.
+//! The witness: `MONITOR` on every primary from before the freeze to the end of the
+//! observation, keeping every command on the namespace's keys — sent alone, pipelined,
+//! inside `MULTI`/`EXEC`, or by a script (its `KEYS`, or its own calls) — with the client
+//! that sent it. A client is tied to the frozen worker when first heard: its address is one
+//! of the worker's TCP sockets in `/proc` (so pools and reconnects after the thaw are its
+//! too); one that touched a key and could not be tied either way is said, and so the
+//! witness is unsure. At the end a marker sent through each node shows its output was read
+//! to the end. Bounded; when the server refuses `MONITOR` the drill goes on without it.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
@@ -14,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::seen::{Command, Sender, Witnessed};
 use super::sockets;
+use super::target::Frozen;
+use crate::access::connect::Link;
 use crate::access::monitor::Seen;
 use crate::config::TargetConfig;
 use crate::glob::Glob;
@@ -22,6 +29,8 @@ use crate::glob::Glob;
 const MAX_COMMANDS: usize = 10_000;
 /// At most this many clients are followed.
 const MAX_CLIENTS: usize = 10_000;
+/// How long the end marker may take to come back through a node's `MONITOR`.
+const DRAIN: Duration = Duration::from_secs(3);
 
 /// Where the drill is, as the witness tags what it sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,11 +41,33 @@ pub enum Phase {
     Thawed = 2,
 }
 
+/// How a client was tied when first heard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tied {
+    /// One of the frozen worker's sockets.
+    Worker,
+    /// Another socket of the worker's network namespace, or another address.
+    Other,
+    /// Gone before it could be looked up, from an address the worker uses.
+    Unknown,
+    /// The processes are not known (a freeze by commands).
+    NotLooked,
+}
+
+struct Client {
+    spoke_frozen: bool,
+    spoke_after: bool,
+    tied: Tied,
+    /// It sent a command on a key of the namespace after the freeze began.
+    touched: bool,
+}
+
 #[derive(Default)]
 struct Log {
     commands: Vec<(Command, Phase)>,
-    /// Per client: spoke while frozen, spoke after the thaw.
-    clients: HashMap<String, (bool, bool)>,
+    clients: HashMap<String, Client>,
+    /// The frozen worker's sockets found so far.
+    worker: BTreeSet<(String, u16)>,
     dropped: u64,
 }
 
@@ -45,19 +76,28 @@ pub struct Witness {
     phase: Arc<AtomicU8>,
     log: Arc<Mutex<Log>>,
     stop: CancellationToken,
-    tasks: Vec<JoinHandle<Option<String>>>,
+    /// Per node: its link (to send the end marker), and its task.
+    tasks: Vec<(Link, JoinHandle<Option<String>>)>,
+    marker: String,
     refused: Option<String>,
 }
 
 impl Witness {
-    /// `MONITOR` on each primary of `t`, keeping commands on keys `pattern` matches. A node
-    /// that refuses is said in [`Witnessed::unavailable`].
-    pub async fn start(t: &TargetConfig, pattern: Glob) -> Witness {
+    /// `MONITOR` on each primary of `t`, keeping commands on keys `pattern` matches and
+    /// tying clients to the processes of `frozen`. A node that refuses is said in
+    /// [`Witnessed::unavailable`].
+    pub async fn start(t: &TargetConfig, pattern: Glob, frozen: &Frozen) -> Witness {
+        let marker = format!(
+            "lockwatch-witness-end-{}-{}",
+            std::process::id(),
+            crate::locks::recent::wall_ms()
+        );
         let mut w = Witness {
             phase: Arc::new(AtomicU8::new(Phase::Before as u8)),
             log: Arc::default(),
             stop: CancellationToken::new(),
             tasks: vec![],
+            marker,
             refused: None,
         };
         let links = match crate::access::connect::primary_links(t).await {
@@ -76,24 +116,31 @@ impl Witness {
                     break;
                 }
             };
-            let (phase, log, stop, pattern) = (w.phase.clone(), w.log.clone(), w.stop.clone(), pattern.clone());
-            w.tasks.push(tokio::spawn(async move {
+            let reader = Reader {
+                phase: w.phase.clone(),
+                log: w.log.clone(),
+                pattern: pattern.clone(),
+                frozen: frozen.clone(),
+                marker: w.marker.clone(),
+                last: Last::default(),
+            };
+            let stop = w.stop.clone();
+            let task = tokio::spawn(async move {
                 let mut stream = stream;
-                let mut last = (String::new(), String::new());
+                let mut reader = reader;
                 loop {
                     tokio::select! {
-                        () = stop.cancelled() => return None,
+                        () = stop.cancelled() => return Some(format!("{node}'s MONITOR output was not read to its end (the end marker did not come back within {}s)", DRAIN.as_secs())),
                         line = stream.next() => match line {
                             None => return Some(format!("{node} closed the MONITOR connection")),
-                            Some(seen) => {
-                                let now = phase_of(phase.load(Ordering::Relaxed));
-                                let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
-                                record(&mut log, &pattern, seen, now, &mut last);
+                            Some(seen) => if reader.read(seen) {
+                                return None;
                             }
                         }
                     }
                 }
-            }));
+            });
+            w.tasks.push((link, task));
         }
         w
     }
@@ -103,32 +150,64 @@ impl Witness {
         self.phase.store(phase as u8, Ordering::Relaxed);
     }
 
-    /// Stop, and attribute: the clients whose address is one of `worker` (the frozen
-    /// processes' sockets) are the worker's; without any, those silent while it was frozen
-    /// and heard after the thaw.
-    pub async fn finish(mut self, worker: &BTreeSet<(String, u16)>) -> Witnessed {
-        self.stop.cancel();
-        let mut unavailable = self.refused.take();
-        for t in self.tasks.drain(..) {
-            if let Ok(Some(why)) = t.await {
-                unavailable.get_or_insert(why);
+    /// Send the end marker through every node, read each `MONITOR` up to it, then attribute:
+    /// clients tied to the frozen worker's sockets are its; where none were (its processes
+    /// unknown, NAT), those silent while it was frozen and heard after the thaw.
+    pub async fn finish(mut self, frozen: &Frozen) -> Witnessed {
+        let unavailable = self.refused.take();
+        let mut unsure = Vec::new();
+        // The marker's own connections are the drill's: left out below.
+        let mut own = Vec::new();
+        for (link, _) in &self.tasks {
+            let sent = match link.once().await {
+                Ok(mut c) => {
+                    let info: redis::RedisResult<String> = redis::cmd("CLIENT").arg("INFO").query_async(&mut c).await;
+                    if let Some(addr) = info.ok().as_deref().and_then(client_info_addr) {
+                        own.push(addr.to_string());
+                    }
+                    redis::cmd("ECHO")
+                        .arg(&self.marker)
+                        .query_async::<redis::Value>(&mut c)
+                        .await
+                        .map(|_| ())
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = sent {
+                unsure.push(format!("the end marker could not be sent to {} ({e})", link.node()));
             }
         }
-        let log = std::mem::take(&mut *self.log.lock().unwrap_or_else(|p| p.into_inner()));
-        let by_socket: Vec<String> = log
+        let stop = self.stop.clone();
+        let deadline = tokio::spawn(async move {
+            tokio::time::sleep(DRAIN).await;
+            stop.cancel();
+        });
+        for (_, t) in self.tasks.drain(..) {
+            if let Ok(Some(why)) = t.await {
+                unsure.push(why);
+            }
+        }
+        deadline.abort();
+        let mut log = std::mem::take(&mut *self.log.lock().unwrap_or_else(|p| p.into_inner()));
+        for a in &own {
+            log.clients.remove(a);
+        }
+        let looked = !frozen.pids().is_empty() || !log.worker.is_empty();
+        let tied: Vec<String> = log
             .clients
-            .keys()
-            .filter(|c| sockets::client_addr(c).is_some_and(|a| worker.contains(&a)))
-            .cloned()
+            .iter()
+            .filter(|(_, c)| c.tied == Tied::Worker)
+            .map(|(a, _)| a.clone())
             .collect();
-        let worker_addrs: Vec<(String, String)> = if by_socket.is_empty() {
+        let worker_addrs: Vec<(String, String)> = if tied.is_empty() {
             let mut silent: Vec<(String, String)> = log
                 .clients
                 .iter()
-                .filter(|(c, (frozen, after))| *after && !*frozen && c.as_str() != "lua")
-                .map(|(c, _)| {
+                .filter(|(a, c)| c.spoke_after && !c.spoke_frozen && a.as_str() != "lua")
+                .filter(|(_, c)| c.tied != Tied::Other)
+                .map(|(a, _)| {
                     (
-                        c.clone(),
+                        a.clone(),
                         "silent while the worker was frozen, heard after the thaw".to_string(),
                     )
                 })
@@ -136,11 +215,29 @@ impl Witness {
             silent.sort();
             silent
         } else {
-            by_socket
+            let mut t: Vec<(String, String)> = tied
                 .into_iter()
-                .map(|c| (c, "a TCP connection of the frozen process(es), from /proc".to_string()))
-                .collect()
+                .map(|a| (a, "a TCP connection of the frozen process(es), from /proc".to_string()))
+                .collect();
+            t.sort();
+            t
         };
+        if looked {
+            let mut lost: Vec<&String> = log
+                .clients
+                .iter()
+                .filter(|(_, c)| c.tied == Tied::Unknown && c.touched)
+                .map(|(a, _)| a)
+                .collect();
+            lost.sort();
+            if !lost.is_empty() {
+                unsure.push(format!(
+                    "{} client(s) that sent commands on the namespace's keys were gone before they could be tied to a process ({})",
+                    lost.len(),
+                    lost.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
         let commands = log
             .commands
             .into_iter()
@@ -157,13 +254,15 @@ impl Witness {
             })
             .collect();
         if log.dropped > 0 {
-            unavailable.get_or_insert(format!(
+            unsure.push(format!(
                 "{} commands past the first {MAX_COMMANDS} were not kept",
                 log.dropped
             ));
         }
         Witnessed {
+            ran: unavailable.is_none(),
             unavailable,
+            unsure,
             worker_addrs,
             commands,
         }
@@ -184,49 +283,168 @@ fn phase_of(v: u8) -> Phase {
     }
 }
 
-/// One `MONITOR` line into the log: the client's activity, and the command if it touches
-/// a key of the namespace (`last`: the client and command that a script's own calls belong to).
-fn record(log: &mut Log, pattern: &Glob, seen: Seen, phase: Phase, last: &mut (String, String)) {
-    let Some(name) = seen
-        .args
-        .first()
-        .map(|n| String::from_utf8_lossy(n).to_ascii_uppercase())
-    else {
-        return;
-    };
-    let (client, name) = if seen.client == "lua" {
-        (last.0.clone(), format!("{}>{}", last.1, name.to_ascii_lowercase()))
-    } else {
-        *last = (seen.client.clone(), name.clone());
-        (seen.client.clone(), name)
-    };
-    if log.clients.len() < MAX_CLIENTS || log.clients.contains_key(&client) {
-        let e = log.clients.entry(client.clone()).or_default();
-        e.0 |= phase == Phase::Frozen;
-        e.1 |= phase == Phase::Thawed;
-    }
-    let Some(key) = seen.args.iter().skip(1).find(|a| pattern.matches(a)) else {
-        return;
-    };
-    if log.commands.len() >= MAX_COMMANDS {
-        log.dropped += 1;
-        return;
-    }
-    let name = if name == "SET" {
-        let flag = |f: &str| seen.args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(f.as_bytes()));
-        match (flag("NX"), flag("IFEQ")) {
-            (true, _) => "SET NX".to_string(),
-            (_, true) => "SET IFEQ".to_string(),
-            _ => "SET (no NX)".to_string(),
-        }
-    } else {
-        name
-    };
-    let command = Command {
-        at_ms: seen.at_us / 1000,
-        key: String::from_utf8_lossy(key).into_owned(),
-        name,
-        by: Sender::Other { addr: client },
-    };
-    log.commands.push((command, phase));
+/// The client, command and script that a script's own calls belong to.
+#[derive(Default)]
+struct Last {
+    client: String,
+    name: String,
+    script: Option<u64>,
 }
+
+/// One node's `MONITOR` lines into the log.
+struct Reader {
+    phase: Arc<AtomicU8>,
+    log: Arc<Mutex<Log>>,
+    pattern: Glob,
+    frozen: Frozen,
+    marker: String,
+    last: Last,
+}
+
+impl Reader {
+    /// One line; `true` at the end marker.
+    fn read(&mut self, seen: Seen) -> bool {
+        let Some(name) = seen
+            .args
+            .first()
+            .map(|n| String::from_utf8_lossy(n).to_ascii_uppercase())
+        else {
+            return false;
+        };
+        if name == "ECHO" && seen.args.get(1).is_some_and(|a| a == self.marker.as_bytes()) {
+            return true;
+        }
+        let phase = phase_of(self.phase.load(Ordering::Relaxed));
+        let (client, name, script) = if seen.client == "lua" {
+            let l = &self.last;
+            (
+                l.client.clone(),
+                format!("{}>{}", l.name, name.to_ascii_lowercase()),
+                l.script,
+            )
+        } else {
+            let script = script_of(&name, &seen.args);
+            self.last = Last {
+                client: seen.client.clone(),
+                name: name.clone(),
+                script,
+            };
+            (seen.client.clone(), name, script)
+        };
+        let key = keys_of(&name, &seen.args)
+            .find(|a| self.pattern.matches(a))
+            .map(<[u8]>::to_vec);
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let known = log.clients.contains_key(&client);
+        if !known && log.clients.len() < MAX_CLIENTS {
+            let tied = self.tie(&mut log, &client);
+            log.clients.insert(
+                client.clone(),
+                Client {
+                    spoke_frozen: false,
+                    spoke_after: false,
+                    tied,
+                    touched: false,
+                },
+            );
+        }
+        if let Some(c) = log.clients.get_mut(&client) {
+            c.spoke_frozen |= phase == Phase::Frozen;
+            c.spoke_after |= phase == Phase::Thawed;
+            c.touched |= key.is_some() && phase != Phase::Before;
+        }
+        let Some(key) = key else {
+            return false;
+        };
+        if log.commands.len() >= MAX_COMMANDS {
+            log.dropped += 1;
+            return false;
+        }
+        let name = if name == "SET" {
+            let flag = |f: &str| seen.args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(f.as_bytes()));
+            match (flag("NX"), flag("IFEQ")) {
+                (true, _) => "SET NX".to_string(),
+                (_, true) => "SET IFEQ".to_string(),
+                _ => "SET (no NX)".to_string(),
+            }
+        } else {
+            name
+        };
+        let command = Command {
+            at_ms: seen.at_us / 1000,
+            key: String::from_utf8_lossy(&key).into_owned(),
+            name,
+            by: Sender::Other { addr: client },
+            script,
+        };
+        log.commands.push((command, phase));
+        false
+    }
+
+    /// Tie a client heard for the first time: look the frozen processes' sockets up again
+    /// (a connection opened after the freeze began is found while it is open).
+    fn tie(&self, log: &mut Log, client: &str) -> Tied {
+        if client == "lua" {
+            return Tied::Other;
+        }
+        let pids = self.frozen.pids();
+        if pids.is_empty() {
+            return Tied::NotLooked;
+        }
+        let Some(addr) = sockets::client_addr(client) else {
+            return Tied::Unknown;
+        };
+        if !log.worker.contains(&addr) {
+            log.worker.extend(sockets::local_addrs(&pids));
+        }
+        if log.worker.contains(&addr) {
+            return Tied::Worker;
+        }
+        // Not the worker's now: another process's, unless it was already gone and came from
+        // an address the worker's own connections use.
+        let worker_ips: BTreeSet<&String> = log.worker.iter().map(|(ip, _)| ip).collect();
+        match !worker_ips.contains(&addr.0) || sockets::open_in_netns(&pids, &addr) {
+            true => Tied::Other,
+            false => Tied::Unknown,
+        }
+    }
+}
+
+/// The `addr=` of a `CLIENT INFO` answer.
+fn client_info_addr(info: &str) -> Option<&str> {
+    info.split_whitespace().find_map(|f| f.strip_prefix("addr="))
+}
+
+/// The keys a command names: a script's or function's `KEYS`, else every argument.
+fn keys_of<'a>(name: &str, args: &'a [Vec<u8>]) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
+    let scripted = matches!(
+        name,
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO"
+    );
+    if scripted {
+        let n = args
+            .get(2)
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0);
+        Box::new(args.iter().skip(3).take(n).map(Vec::as_slice))
+    } else {
+        Box::new(args.iter().skip(1).map(Vec::as_slice))
+    }
+}
+
+/// A script's (or function's) identity: a hash of its body, SHA or function name.
+fn script_of(name: &str, args: &[Vec<u8>]) -> Option<u64> {
+    let scripted = matches!(
+        name,
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO"
+    );
+    let body = args.get(1).filter(|_| scripted)?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    body.to_ascii_lowercase().hash(&mut h);
+    Some(h.finish())
+}
+
+#[cfg(test)]
+#[path = "witness_tests.rs"]
+mod tests;
