@@ -36,7 +36,8 @@ enum How {
 }
 
 /// One case: the library and behaviour, how it is frozen, the job's length, how far into a
-/// job the holder is frozen, and `--for`.
+/// job the holder is frozen, and `--for`; with `new_owner`, the other worker's behaviour
+/// (started once the frozen one holds the lock), `worker_args` for both, and `--observe`.
 struct Case {
     name: &'static str,
     lib: Lib,
@@ -45,6 +46,20 @@ struct Case {
     job: f64,
     freeze_at: f64,
     hold: &'static str,
+    new_owner: Option<&'static str>,
+    worker_args: &'static [&'static str],
+    observe: &'static str,
+}
+
+/// Other traffic in the namespace while the drill runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Traffic {
+    Quiet,
+    /// Locks of other keys taken and left to expire, and their refused releases logged.
+    OtherKeys,
+    /// Besides, refused releases of the worker's own key logged by another process (its pid
+    /// on each line, from a file of its own).
+    SameKey,
 }
 
 /// Other traffic in the namespace while the drill runs: locks of other keys taken every
@@ -56,7 +71,7 @@ struct Noise {
 }
 
 impl Noise {
-    fn start(url: &str, dir: &Path) -> Noise {
+    fn start(url: &str, dir: &Path, same_key: bool) -> Noise {
         use std::io::Write;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
@@ -79,6 +94,14 @@ impl Noise {
                     writeln!(
                         log,
                         r#"{{"level":"error","message":"lock release failed: LockNotOwnedError: Cannot release a lock that's no longer owned","key":"{key}"}}"#
+                    )
+                    .unwrap();
+                }
+                if same_key && i.is_multiple_of(2) {
+                    writeln!(
+                        log,
+                        r#"{{"level":"error","pid":{},"message":"lock release failed: LockNotOwnedError: Cannot release a lock that's no longer owned","key":"{KEY}"}}"#,
+                        std::process::id()
                     )
                     .unwrap();
                 }
@@ -138,11 +161,11 @@ fn write_config(dir: &Path, url: &str) -> PathBuf {
 /// The two workers, the exporter, the holder frozen `freeze_at` into a job by the drill;
 /// the drill's JSON report once it ended.
 async fn run(case: &Case, freeze_the_waiter: bool) -> Ran {
-    run_with(case, freeze_the_waiter, false).await
+    run_with(case, freeze_the_waiter, Traffic::Quiet).await
 }
 
-/// [`run`], with other traffic in the namespace when `noisy`.
-async fn run_with(case: &Case, freeze_the_waiter: bool, noisy: bool) -> Ran {
+/// [`run`], with `traffic` in the namespace.
+async fn run_with(case: &Case, freeze_the_waiter: bool, traffic: Traffic) -> Ran {
     let r = common::redis(&["--notify-keyspace-events", "KEA"]);
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &r.url());
@@ -152,9 +175,30 @@ async fn run_with(case: &Case, freeze_the_waiter: bool, noisy: bool) -> Ran {
     })
     .await;
     let exporter = format!("http://{}", s.addr);
-    let noise = noisy.then(|| Noise::start(&r.url(), dir.path()));
-    let workers = Workers::start(case.lib, case.behavior, &r.url(), dir.path(), TTL, case.job);
-    let (holder, acquired) = block_in_place(|| workers.next_holder(WAIT));
+    let noise = (traffic != Traffic::Quiet).then(|| Noise::start(&r.url(), dir.path(), traffic == Traffic::SameKey));
+    let (workers, (holder, acquired)) = match case.new_owner {
+        None => {
+            let w = Workers::start(case.lib, case.behavior, &r.url(), dir.path(), TTL, case.job);
+            let next = block_in_place(|| w.next_holder(WAIT));
+            (w, next)
+        }
+        Some(other) => {
+            let w = block_in_place(|| {
+                Workers::start_mixed(
+                    case.lib,
+                    [case.behavior, other],
+                    case.worker_args,
+                    &r.url(),
+                    dir.path(),
+                    TTL,
+                    case.job,
+                )
+            });
+            let first = w.pids()[0];
+            let at = w.events(first)[0].at;
+            (w, (first, at))
+        }
+    };
     let victim = if freeze_the_waiter {
         workers.other(holder)
     } else {
@@ -189,6 +233,9 @@ async fn run_with(case: &Case, freeze_the_waiter: bool, noisy: bool) -> Ran {
     ]);
     if !case.hold.is_empty() {
         args.extend(["--for".into(), case.hold.into()]);
+    }
+    if !case.observe.is_empty() {
+        args.extend(["--observe".into(), case.observe.into()]);
     }
     let record = artifacts().join(format!("freeze-{}.txt", case.name));
     args.extend(["--report".into(), record.display().to_string()]);
@@ -256,7 +303,7 @@ impl Ran {
     }
 }
 
-const SAFE: &str = "refused";
+const SAFE: &str = "stopped";
 
 fn case(name: &'static str, lib: Lib, behavior: &'static str, how: How) -> Case {
     Case {
@@ -267,6 +314,9 @@ fn case(name: &'static str, lib: Lib, behavior: &'static str, how: How) -> Case 
         job: 4.0,
         freeze_at: 1.5,
         hold: "6s",
+        new_owner: None,
+        worker_args: &[],
+        observe: "",
     }
 }
 
@@ -387,7 +437,7 @@ async fn on_a_live_namespace_other_holders_locks_and_refusals_are_not_the_worker
     let mut r = run_with(
         &case("live-swallow", Lib::PythonRedisLock, "swallow", How::Pid),
         false,
-        true,
+        Traffic::OtherKeys,
     )
     .await;
     r.assert("unsafe", "carried_on_silently", 1);
@@ -408,6 +458,144 @@ async fn on_a_live_namespace_other_holders_locks_and_refusals_are_not_the_worker
     assert!(
         !counted.is_empty(),
         "the noise's refusals were counted for the namespace: {}",
+        r.report
+    );
+}
+
+/// Python workers paying one item every 50 ms (`--items --step 0.05`): `w1` (frozen 1.5 s into
+/// a 6 s job) with `behavior`, `w2` (the new owner) with `new_owner`.
+fn paying(name: &'static str, behavior: &'static str, new_owner: &'static str) -> Case {
+    Case {
+        job: 6.0,
+        new_owner: Some(new_owner),
+        worker_args: &["--items", "--step", "0.05"],
+        observe: "9s",
+        ..case(name, Lib::PythonRedisLock, behavior, How::Pid)
+    }
+}
+
+impl Ran {
+    /// The items of the frozen worker's lost job that landed after the new owner's first
+    /// item: paid while another worker held the lock.
+    fn paid_twice(&mut self) -> Vec<String> {
+        let (me, lost) = (self.workers.name(self.victim).to_string(), self.lost_job);
+        let other = self.workers.name(self.workers.other(self.victim)).to_string();
+        block_in_place(|| std::thread::sleep(Duration::from_secs(1)));
+        let items = self.workers.items(&mut self.conn);
+        let first_other = items.iter().position(|i| i.starts_with(&format!("{other}:")));
+        let mine = format!("{me}:{lost}:");
+        match first_other {
+            None => vec![],
+            Some(at) => items[at..].iter().filter(|i| i.starts_with(&mine)).cloned().collect(),
+        }
+    }
+
+    /// The lock's report entry.
+    fn lock(&self) -> &serde_json::Value {
+        &self.report["locks"][0]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_payout_incident_is_noticed_late_with_its_exposure() {
+    // The renewal fails unnoticed, the batch runs to its end, and only the release's refusal
+    // is logged, with the key: the refusal is the incident, not the safety.
+    let mut r = run(&paying("incident", "late", "late"), false).await;
+    r.assert("unsafe", "noticed_late", 1);
+    let thawed = r.report["window"]["thawed_ms"].as_i64().unwrap();
+    let refused = r.workers.events(r.victim);
+    let refused = refused
+        .iter()
+        .find(|e| e.kind == "refused" && e.at_ms > thawed)
+        .unwrap_or_else(|| panic!("the worker's release was not refused\n{}", r.workers.report()));
+    let real = refused.at_ms - thawed;
+    let exposure = r.lock()["exposure_ms"].as_i64().unwrap();
+    assert!(
+        (exposure - real).abs() <= 1000 && real > 3000,
+        "exposure {exposure} ms, the worker's release refused {real} ms after the thaw\n{}",
+        r.report
+    );
+    // The store shows what the verdict says: the lost job's items paid beside the new owner's.
+    let twice = r.paid_twice();
+    assert!(twice.len() > 20, "{twice:?}\n{}", r.workers.report());
+    let text = std::fs::read_to_string(artifacts().join("freeze-incident.txt")).unwrap();
+    assert!(text.contains("UNSAFE") && text.contains("exposure:"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_checks_the_lock_before_each_item_stopped() {
+    let mut r = run(&paying("check", "check", "check"), false).await;
+    r.assert("safe", "stopped", 0);
+    let exposure = r.lock()["exposure_ms"].as_i64().unwrap();
+    assert!(exposure < 2_000, "{}", r.report);
+    assert!(r.paid_twice().len() <= 1, "{}", r.workers.report());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_writes_are_fenced_is_safe_and_nothing_stale_landed() {
+    let mut r = run(&paying("fenced", "fenced", "fenced"), false).await;
+    r.assert("safe", "fenced", 0);
+    let exposure = r.lock()["exposure_ms"].as_i64().unwrap();
+    assert!(exposure > 3_000, "it went on, refused: {}", r.report);
+    // In the store: no item with a token below one already committed.
+    block_in_place(|| std::thread::sleep(Duration::from_secs(1)));
+    let items = r.workers.items(&mut r.conn);
+    let tokens: Vec<i64> = items
+        .iter()
+        .map(|i| i.rsplit(':').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(tokens.windows(2).all(|p| p[0] <= p[1]), "{items:?}");
+    assert!(r.paid_twice().is_empty(), "{items:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_del_worker_writing_each_item_is_caught_and_the_new_owner_s_refusals_are_not_its() {
+    // It deletes right after waking, among its per-item writes on the same connection; the new
+    // owner, a careful worker, stops at once and logs its refusals with the key.
+    let c = Case {
+        job: 8.0,
+        freeze_at: 7.0,
+        ..paying("plain-del-items", "plain-del", "raise")
+    };
+    let r = run(&c, false).await;
+    r.assert("unsafe", "deleted_new_owners_lock", 1);
+    let lock = r.lock();
+    let how = lock["deleted_how"].as_str().unwrap();
+    assert!(how.contains("DEL sent by the woken worker's connection"), "{how}");
+    assert!(lock["refusals"].as_array().unwrap().is_empty(), "{lock}");
+    let others = lock["not_credited"].as_array().unwrap();
+    assert!(
+        !others.is_empty()
+            && others
+                .iter()
+                .all(|o| o["whose"].as_str().unwrap().contains("not the worker's")),
+        "{lock}"
+    );
+    // In the store: the new owner's key was deleted under it (it stopped its job unpaid).
+    let new_owner = r.workers.other(r.victim);
+    assert!(
+        r.workers.events(new_owner).iter().any(|e| e.kind == "lost"),
+        "{}",
+        r.workers.report()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_of_the_same_key_logged_by_other_processes_are_not_credited() {
+    let mut r = run_with(
+        &case("same-key-swallow", Lib::PythonRedisLock, "swallow", How::Pid),
+        false,
+        Traffic::SameKey,
+    )
+    .await;
+    r.assert("unsafe", "carried_on_silently", 1);
+    assert!(r.lost_job_paid(), "{}", r.workers.report());
+    let others = r.lock()["not_credited"].as_array().unwrap();
+    assert!(
+        others
+            .iter()
+            .any(|o| o["whose"].as_str().unwrap().contains("not the worker's")),
+        "{}",
         r.report
     );
 }

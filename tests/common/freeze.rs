@@ -14,6 +14,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const KEY: &str = "lock:payout:batch-7";
 /// The list each paid job is pushed to, as `NAME:<job#>`.
 pub const PAYOUTS: &str = "payouts:done";
+/// The list each paid item is pushed to (`--items`, `fenced`).
+pub const ITEMS: &str = "payouts:items";
 
 /// The lock library a worker runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +114,51 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// One worker process, its stdout read into events as it prints them.
+#[allow(clippy::too_many_arguments)]
+fn spawn(
+    program: Lib,
+    name: &str,
+    behavior: &str,
+    extra: &[&str],
+    redis_url: &str,
+    dir: &Path,
+    ttl_s: f64,
+    job_s: f64,
+) -> Worker {
+    let log = dir.join(format!("{name}.log"));
+    let stderr = dir.join(format!("{name}.stderr"));
+    let mut child = self::program(program)
+        .args(["--behavior", behavior, "--url", redis_url, "--name", name])
+        .args(["--ttl", &ttl_s.to_string(), "--job", &job_s.to_string()])
+        .args(extra)
+        .arg("--log")
+        .arg(&log)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} worker: {e}: {INSTALL}", program.name()));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let (out, seen) = (child.stdout.take().unwrap(), events.clone());
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let mut words = line.split_whitespace();
+            let kind = words.next().unwrap_or_default().to_string();
+            let token = words.nth(1).map(str::to_string);
+            let (at_ms, at) = (now_ms(), Instant::now());
+            seen.lock().unwrap().push(Event { kind, token, at_ms, at });
+        }
+    });
+    Worker {
+        name: name.to_string(),
+        child,
+        events,
+        stderr,
+        log,
+    }
+}
+
 impl Workers {
     /// Start two workers of `program` with `behavior` (`raise`, `swallow`, `plain-del`) on the
     /// Redis at `redis_url`, each logging JSON to `dir/<name>.log` (stderr to
@@ -120,44 +167,40 @@ impl Workers {
         let conn = redis::Client::open(redis_url).unwrap().get_connection().unwrap();
         let workers = ["w1", "w2"]
             .iter()
-            .map(|name| {
-                let log = dir.join(format!("{name}.log"));
-                let stderr = dir.join(format!("{name}.stderr"));
-                let mut child = self::program(program)
-                    .args(["--behavior", behavior, "--url", redis_url, "--name", name])
-                    .args(["--ttl", &ttl_s.to_string(), "--job", &job_s.to_string()])
-                    .arg("--log")
-                    .arg(&log)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(std::fs::File::create(&stderr).unwrap())
-                    .spawn()
-                    .unwrap_or_else(|e| panic!("{} worker: {e}: {INSTALL}", program.name()));
-                let events = Arc::new(Mutex::new(Vec::new()));
-                let (out, seen) = (child.stdout.take().unwrap(), events.clone());
-                std::thread::spawn(move || {
-                    for line in BufReader::new(out).lines().map_while(Result::ok) {
-                        let mut words = line.split_whitespace();
-                        let kind = words.next().unwrap_or_default().to_string();
-                        let token = words.nth(1).map(str::to_string);
-                        let (at_ms, at) = (now_ms(), Instant::now());
-                        seen.lock().unwrap().push(Event { kind, token, at_ms, at });
-                    }
-                });
-                Worker {
-                    name: name.to_string(),
-                    child,
-                    events,
-                    stderr,
-                    log,
-                }
-            })
+            .map(|name| spawn(program, name, behavior, &[], redis_url, dir, ttl_s, job_s))
             .collect();
         Workers {
             lib: program,
             workers,
             conn: Mutex::new(conn),
         }
+    }
+
+    /// Start `w1` with `behaviors[0]`, and once it holds the lock `w2` with `behaviors[1]`,
+    /// both with the worker arguments `extra` (`--items`, `--step S`): `w1` is the holder.
+    pub fn start_mixed(
+        program: Lib,
+        behaviors: [&str; 2],
+        extra: &[&str],
+        redis_url: &str,
+        dir: &Path,
+        ttl_s: f64,
+        job_s: f64,
+    ) -> Workers {
+        let conn = redis::Client::open(redis_url).unwrap().get_connection().unwrap();
+        let first = spawn(program, "w1", behaviors[0], extra, redis_url, dir, ttl_s, job_s);
+        let mut workers = Workers {
+            lib: program,
+            workers: vec![first],
+            conn: Mutex::new(conn),
+        };
+        let w1 = workers.pids()[0];
+        workers.wait(Duration::from_secs(20), "w1 holding the lock", || {
+            (workers.holder_now() == Some(w1)).then_some(())
+        });
+        let second = spawn(program, "w2", behaviors[1], extra, redis_url, dir, ttl_s, job_s);
+        workers.workers.push(second);
+        workers
     }
 
     fn worker(&self, pid: i32) -> &Worker {
@@ -254,6 +297,11 @@ impl Workers {
     /// The `payouts:done` list, oldest first.
     pub fn payouts(&self, conn: &mut redis::Connection) -> Vec<String> {
         redis::cmd("LRANGE").arg(PAYOUTS).arg(0).arg(-1).query(conn).unwrap()
+    }
+
+    /// The `payouts:items` list (`NAME:<job#>:<step#>[:<token>]`), oldest first.
+    pub fn items(&self, conn: &mut redis::Connection) -> Vec<String> {
+        redis::cmd("LRANGE").arg(ITEMS).arg(0).arg(-1).query(conn).unwrap()
     }
 
     /// What each worker printed, logged and wrote on stderr, for failure messages.

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """A payout worker on a real Python lock library, for the freeze tests (tests/freeze_workers.rs).
 
-Usage: payout_worker.py --library python-redis-lock|redis-py --behavior raise|swallow|plain-del
-                        --url REDIS_URL --name NAME --ttl SECONDS --job SECONDS --log FILE [--jobs N]
+Usage: payout_worker.py --library python-redis-lock|redis-py
+                        --behavior raise|swallow|plain-del|late|check|fenced
+                        --url REDIS_URL --name NAME --ttl SECONDS --job SECONDS --log FILE
+                        [--jobs N] [--step SECONDS] [--items]
 
 It loops (forever, or N jobs): takes the lock of batch `payout:batch-7` (key
 `lock:payout:batch-7` with both libraries), blocking until it has it; does the job (steps of
-0.1 s of work, so a stop of the process delays the work and does not do it); records the payout
-with `RPUSH payouts:done NAME:<job#>` (a double payout shows there); releases; pauses 200 ms.
+`--step` s of work, 0.1 by default, so a stop of the process delays the work and does not do
+it); with `--items`, pays one item per step (`RPUSH payouts:items NAME:<job#>:<step#>` on the
+lock's connection; `fenced`: through the store below); records the payout with
+`RPUSH payouts:done NAME:<job#>` (a double payout shows there); releases; pauses 200 ms.
 
 - python-redis-lock 4.0.1: `redis_lock.Lock(conn, "payout:batch-7", expire=ttl,
   auto_renewal=True)`. The library renews from a daemon thread every 2/3 of the TTL (`expire`
@@ -23,6 +27,16 @@ Behaviours once the lock was lost (the process stopped past the TTL, another wor
 - raise: the library's errors are logged with `logger.exception` and the job stops unpaid.
 - swallow: the errors are caught and ignored (`except Exception: pass`); the job is paid.
 - plain-del: released with `conn.delete("lock:payout:batch-7")`; renewal errors ignored.
+- late (the payout incident): the renewal's failure goes unnoticed (python-redis-lock's thread
+  dies with its traceback on stderr, as by default; redis-py's extend loop ignores it), the job
+  runs to its end, and only the refused release is logged with the key.
+- check: before each step the worker checks the key still holds its token (a `GET`); when it
+  does not, it stops the job unpaid and releases (refused, logged with the key).
+- fenced: each acquisition takes a fencing token (`INCR fence:payout:batch-7`); each item is
+  committed by a script that refuses a token lower than the highest the store has seen
+  (`store:payout:fence`), appending `NAME:<job#>:<step#>:<token>` to `payouts:items` otherwise.
+  A refused item is logged as "payout write refused: stale fencing token" with the key, and the
+  job goes on (the renewal's failure unnoticed, as `late`); the release's refusal is logged.
 
 What the libraries do, seen by running this under SIGSTOP past the TTL and SIGCONT after the
 other worker took the key:
@@ -50,7 +64,8 @@ acquire and at release (python-redis-lock adds its own "Acquired Lock(...)" info
 (namespace by the key) and every other line as ignored.
 Stdout, one line per state change, flushed: `acquired <pid> <token>` (the value the library
 wrote into the key: python-redis-lock's `lock.id`, redis-py's `lock.local.token`),
-`released <pid>`, `lost <pid>` (the worker saw a library error about the lock).
+`released <pid>`, `refused <pid>` (its release was refused), `lost <pid>` (the worker saw a
+library error about the lock).
 """
 
 import argparse
@@ -106,11 +121,17 @@ class Library:
         try:
             self.lock.release()
             return True
-        except (self.not_owned if self.behavior == "raise" else Exception):
+        except (self.not_owned if self.behavior in LOGGED else Exception):
             self.job.lose()
-            if self.behavior == "raise":
+            say("refused")
+            if self.behavior in LOGGED:
                 log.exception("payout lock release failed", extra={"key": KEY})
             return False
+
+    def mine(self):
+        """The key still holds this lock's token (a GET)."""
+        value = self.conn.get(KEY)
+        return value is not None and value.decode() == self.token
 
 
 class PythonRedisLock(Library):
@@ -129,6 +150,9 @@ class PythonRedisLock(Library):
         if not issubclass(args.exc_type, self.not_owned) or job is None:
             threading.__excepthook__(args)
             return
+        if self.behavior in ("late", "check", "fenced"):
+            threading.__excepthook__(args)
+            return
         job.lose()
         if self.behavior == "raise":
             log.exception("payout lock renewal failed", exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
@@ -140,6 +164,7 @@ class PythonRedisLock(Library):
         self.lock.acquire()
         self.jobs = {t: j for t, j in self.jobs.items() if t.is_alive()}
         self.jobs[self.lock._lock_renewal_thread] = job
+        self.token = self.lock.id
         return self.lock.id
 
     def stop_renewal(self):
@@ -159,7 +184,8 @@ class RedisPy(Library):
         self.stop = threading.Event()
         self.renewer = threading.Thread(target=self.extend, daemon=True)
         self.renewer.start()
-        return self.lock.local.token.decode()
+        self.token = self.lock.local.token.decode()
+        return self.token
 
     def extend(self):
         while not self.stop.wait(self.ttl / 3):
@@ -179,36 +205,62 @@ class RedisPy(Library):
 LIBRARIES = {"python-redis-lock": PythonRedisLock, "redis-py": RedisPy}
 
 
+LOGGED = ("raise", "late", "check", "fenced")
+
+# The store's commit: refused (0) for a token lower than the highest it has seen.
+COMMIT = """
+local seen = tonumber(redis.call('get', KEYS[1]) or '0')
+local token = tonumber(ARGV[1])
+if token < seen then return 0 end
+redis.call('set', KEYS[1], token)
+redis.call('rpush', KEYS[2], ARGV[2])
+return 1
+"""
+
+
 def main():
     p = argparse.ArgumentParser(description="A payout worker holding lock:payout:batch-7.")
     p.add_argument("--library", required=True, choices=sorted(LIBRARIES))
-    p.add_argument("--behavior", required=True, choices=["raise", "swallow", "plain-del"])
+    p.add_argument("--behavior", required=True, choices=["raise", "swallow", "plain-del", "late", "check", "fenced"])
     p.add_argument("--url", required=True)
     p.add_argument("--name", required=True)
     p.add_argument("--ttl", required=True, type=float)
     p.add_argument("--job", required=True, type=float)
     p.add_argument("--log", required=True)
     p.add_argument("--jobs", type=int)
+    p.add_argument("--step", type=float, default=STEP)
+    p.add_argument("--items", action="store_true")
     a = p.parse_args()
 
     handler = logging.FileHandler(a.log)
     handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     conn = redis.Redis.from_url(a.url)
+    commit = conn.register_script(COMMIT)
     lib = LIBRARIES[a.library](conn, a.ttl, a.behavior)
-    steps = max(1, round(a.job / STEP))
+    steps = max(1, round(a.job / a.step))
     n = 0
     while a.jobs is None or n < a.jobs:
         n += 1
         job = Job()
         token = lib.acquire(job)
+        fence = conn.incr("fence:payout:batch-7") if a.behavior == "fenced" else None
         say("acquired", token)
         log.info("payout lock acquired", extra={"key": KEY, "job": n})
-        for _ in range(steps):
-            time.sleep(STEP)
+        for i in range(steps):
+            time.sleep(a.step)
             if a.behavior == "raise" and job.lost.is_set():
                 log.warning("payout job %d abandoned, nothing paid", n, extra={"key": KEY, "job": n})
                 break
+            if a.behavior == "check" and not lib.mine():
+                job.lose()
+                log.warning("payout job %d stopped: the lock is no longer ours", n, extra={"key": KEY, "job": n})
+                break
+            if a.behavior == "fenced":
+                if not commit(keys=["store:payout:fence", "payouts:items"], args=[fence, f"{a.name}:{n}:{i}:{fence}"]):
+                    log.warning("payout write refused: stale fencing token %d", fence, extra={"key": KEY, "job": n})
+            elif a.items:
+                conn.rpush("payouts:items", f"{a.name}:{n}:{i}")
         else:
             conn.rpush("payouts:done", f"{a.name}:{n}")
         if lib.release():

@@ -208,6 +208,8 @@ mod tests {
             deleted_how: Some("DEL sent by the woken worker's connection".into()),
             exposure_ms: Some(500),
             last_act: Some("DEL".into()),
+            commands: vec![],
+            commands_seen: 0,
             refusals: vec![],
             not_credited: vec![],
             consequence: finding.consequence(Some(500)),

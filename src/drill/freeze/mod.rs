@@ -2,11 +2,12 @@
 //! process, cgroup or whatever a pair of commands stops (`target`, `freezer`) past the
 //! namespace's TTL, thaws it (always: `guard` on every way out, `watchdog` when the drill
 //! itself is killed or frozen), watches what the woken worker does (`observe` through the
-//! exporter, `witness` by `MONITOR`, `sockets` and `identity` from `/proc`), tells which
+//! exporter, `witness` by `MONITOR`, `sockets`, `identity` and `found` from `/proc`), tells which
 //! locks were its (`held`) and judges each by what its work did (`verdict`, `finding`),
 //! with a report (`report`, `html`).
 
 mod finding;
+mod found;
 mod freezer;
 mod guard;
 mod held;

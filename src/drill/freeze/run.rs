@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
+use super::found;
 use super::guard::Armed;
 use super::identity::Identity;
 use super::observe::{Counting, Exporter};
@@ -120,6 +121,10 @@ pub async fn run(
         .freezing()
         .await
         .map_err(|e| FreezeError::Failed(format!("nothing was frozen: the watchdog does not listen ({e})")))?;
+    let stopped_before = match frozen {
+        Frozen::Commands { .. } => Some(found::frozen_now()),
+        _ => None,
+    };
     let armed = Armed::arm(&frozen);
     let f = frozen.clone();
     let froze = tokio::task::spawn_blocking(move || freezer::freeze(&f)).await;
@@ -137,8 +142,28 @@ pub async fn run(
     if let Some(w) = &witness {
         w.enter(Phase::Frozen);
     }
-    identity.learn(&frozen.pids());
-    identity.find_shared(&frozen.pids());
+    // A freeze by commands: the worker is what they stopped.
+    let mut worker_pids = frozen.pids();
+    if let Some(before) = stopped_before {
+        let mine = super::target::self_and_ancestors();
+        worker_pids = found::frozen_now()
+            .difference(&before)
+            .copied()
+            .filter(|p| !mine.contains(p))
+            .collect();
+        report.notes.push(match worker_pids.is_empty() {
+            true => "the freeze command stopped no process of this host that /proc shows (another host, a container runtime elsewhere): the worker's connections are told by their silence while it was frozen, and its log lines by the commands just before them".into(),
+            false => format!(
+                "the freeze command stopped pid(s) {} (found in /proc): taken as the worker",
+                worker_pids.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        });
+        if let Some(w) = &witness {
+            w.worker_found(worker_pids.clone());
+        }
+    }
+    identity.learn(&worker_pids);
+    identity.find_shared(&worker_pids);
     // A lock taken just before the freeze may have reached the exporter's table only now.
     if let Ok(now) = exporter.held().await {
         for (k, owner) in now {
@@ -200,7 +225,7 @@ pub async fn run(
         report.interrupted = wait(&exporter, &mut counting, end, &cancel, say, "the end").await;
         wall_ms()
     };
-    identity.learn(&frozen.pids());
+    identity.learn(&worker_pids);
     let witnessed = match witness {
         Some(w) => w.finish(&frozen).await,
         None => Witnessed::default(),

@@ -49,6 +49,10 @@ pub struct LockVerdict {
     pub exposure_ms: Option<WallMs>,
     /// That last act, in words.
     pub last_act: Option<String>,
+    /// The woken worker's commands on the key after the thaw, as the witness saw them (the
+    /// first [`MAX_SHOWN`]), and how many there were in all.
+    pub commands: Vec<Shown>,
+    pub commands_seen: usize,
     /// The refusals counted as the woken worker's, and how each was tied to it.
     pub refusals: Vec<Refusal>,
     /// Refusals naming the key after the thaw that are not the woken worker's, or cannot be
@@ -58,6 +62,19 @@ pub struct LockVerdict {
     pub fix: &'static str,
     /// What else is worth saying (a caveat of the attribution, the woken worker's commands).
     pub notes: Vec<String>,
+}
+
+/// At most this many of the woken worker's commands are listed per lock.
+pub const MAX_SHOWN: usize = 100;
+
+/// One of the woken worker's commands on the key: when, what, and what it was taken for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Shown {
+    pub at_ms: WallMs,
+    pub name: String,
+    pub by: String,
+    /// `acting` (under the lock), `acquiring` (an attempt to take it again), `reading`.
+    pub taken_as: &'static str,
 }
 
 /// A refusal naming the key: when lockwatch counted it, what it was, and whose it is.
@@ -126,6 +143,8 @@ fn judge_one(k: &KeySeen, held: Held, ev: &Evidence<'_>) -> LockVerdict {
         deleted_how: None,
         exposure_ms: None,
         last_act: None,
+        commands: vec![],
+        commands_seen: 0,
         refusals: vec![],
         not_credited: vec![],
         consequence: String::new(),
@@ -182,9 +201,11 @@ impl<'a> OnKey<'a> {
     }
 
     /// A holder's command that Redis refused: a renewal or release (not a read, not an
-    /// acquisition attempt) that changed nothing.
+    /// acquisition attempt, not a deletion) from the woken worker (the key is another's), or
+    /// from another client when it changed nothing.
     fn refused(&self, c: &Command) -> bool {
-        !c.name.contains('>') && !c.reads() && !self.acquires(c) && !self.changed(c)
+        let holder = !c.name.contains('>') && !c.reads() && !self.acquires(c) && !c.deletes();
+        holder && (c.by_worker() || !self.changed(c))
     }
 
     /// Whose a refusal event with no origin to tell is, by the commands just before it: the
@@ -254,14 +275,36 @@ fn after_expiry(k: &KeySeen, v: &mut LockVerdict, expired: WallMs, ev: &Evidence
                 .any(|c| c.by_worker() && on.acquires(c) && (c.at_ms - t.at_ms).abs() <= MATCH_MS)
         })
         .map(|t| t.at_ms);
-    let until = again.unwrap_or(WallMs::MAX);
+    // …and it is done with the lost one once it tries to take the lock again: what follows
+    // (a library's clean-up of a failed attempt) belongs to the next hold.
+    let retry = on
+        .commands
+        .iter()
+        .find(|c| c.by_worker() && c.at_ms >= w.thawed_ms && on.acquires(c))
+        .map(|c| c.at_ms);
+    let until = again.into_iter().chain(retry).min().unwrap_or(WallMs::MAX);
     let woken: Vec<&Command> = on
         .commands
         .iter()
         .copied()
-        .filter(|c| c.by_worker() && c.at_ms >= w.thawed_ms && c.at_ms < until)
+        .filter(|c| c.by_worker() && c.at_ms >= w.thawed_ms && c.at_ms <= until)
         .collect();
     say_commands(v, &woken, w);
+    v.commands_seen = woken.len();
+    v.commands = woken
+        .iter()
+        .take(MAX_SHOWN)
+        .map(|c| Shown {
+            at_ms: c.at_ms,
+            name: c.name.clone(),
+            by: c.addr().to_string(),
+            taken_as: match (c.reads(), on.acquires(c)) {
+                (true, _) => "reading",
+                (_, true) => "acquiring",
+                _ => "acting",
+            },
+        })
+        .collect();
     let events = tie_events(k, v, ev, &on, until);
     if let Some(f) = deletion(k, v, takeover, end, &woken, ev) {
         exposure(v, &woken, &on, &events, w);

@@ -74,6 +74,8 @@ struct Log {
 /// The running witness.
 pub struct Witness {
     phase: Arc<AtomicU8>,
+    /// The worker's processes found after a freeze by commands.
+    found: Arc<Mutex<Vec<i32>>>,
     log: Arc<Mutex<Log>>,
     stop: CancellationToken,
     /// Per node: its link (to send the end marker), and its task.
@@ -94,6 +96,7 @@ impl Witness {
         );
         let mut w = Witness {
             phase: Arc::new(AtomicU8::new(Phase::Before as u8)),
+            found: Arc::default(),
             log: Arc::default(),
             stop: CancellationToken::new(),
             tasks: vec![],
@@ -121,6 +124,7 @@ impl Witness {
                 log: w.log.clone(),
                 pattern: pattern.clone(),
                 frozen: frozen.clone(),
+                found: w.found.clone(),
                 marker: w.marker.clone(),
                 last: Last::default(),
             };
@@ -143,6 +147,11 @@ impl Witness {
             w.tasks.push((link, task));
         }
         w
+    }
+
+    /// The processes a freeze by commands stopped (found in `/proc`): the worker's.
+    pub fn worker_found(&self, pids: Vec<i32>) {
+        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = pids;
     }
 
     /// The drill moved on: what comes next is tagged so.
@@ -192,7 +201,19 @@ impl Witness {
         for a in &own {
             log.clients.remove(a);
         }
-        let looked = !frozen.pids().is_empty() || !log.worker.is_empty();
+        // Clients heard before the worker's processes were known: tied now, by the sockets
+        // they still hold.
+        let pids = worker_pids(frozen, &self.found);
+        if !pids.is_empty() {
+            log.worker.extend(sockets::local_addrs(&pids));
+            let Log { clients, worker, .. } = &mut log;
+            for (a, c) in clients.iter_mut().filter(|(_, c)| c.tied == Tied::NotLooked) {
+                if sockets::client_addr(a).is_some_and(|a| worker.contains(&a)) {
+                    c.tied = Tied::Worker;
+                }
+            }
+        }
+        let looked = !pids.is_empty();
         let tied: Vec<String> = log
             .clients
             .iter()
@@ -297,8 +318,18 @@ struct Reader {
     log: Arc<Mutex<Log>>,
     pattern: Glob,
     frozen: Frozen,
+    found: Arc<Mutex<Vec<i32>>>,
     marker: String,
     last: Last,
+}
+
+/// The worker's processes: those frozen by pid or cgroup, else those a freeze by commands
+/// was found to stop.
+fn worker_pids(frozen: &Frozen, found: &Mutex<Vec<i32>>) -> Vec<i32> {
+    match frozen.pids() {
+        p if !p.is_empty() => p,
+        _ => found.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+    }
 }
 
 impl Reader {
@@ -387,7 +418,7 @@ impl Reader {
         if client == "lua" {
             return Tied::Other;
         }
-        let pids = self.frozen.pids();
+        let pids = worker_pids(&self.frozen, &self.found);
         if pids.is_empty() {
             return Tied::NotLooked;
         }
