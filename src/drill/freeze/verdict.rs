@@ -172,19 +172,34 @@ struct OnKey<'a> {
 impl<'a> OnKey<'a> {
     fn new(k: &'a KeySeen, witness: &'a [Command]) -> Self {
         let commands: Vec<&Command> = witness.iter().filter(|c| c.key == k.key).collect();
-        // A script that made an acquisition (alone near it) acquires: calling it is trying to
-        // take the lock, not acting under one.
+        // A script that made an acquisition acquires: calling it is trying to take the lock,
+        // not acting under one. It made it when no `SET` did, it is the nearest script call
+        // whose own calls wrote the key (not a `del`: the previous holder's release).
         let mut acquiring = Vec::new();
         for t in k.transitions.iter().filter(|t| t.kind == "acquired") {
-            let near: Vec<u64> = commands
+            let near = |c: &&&Command| (c.at_ms - t.at_ms).abs() <= MATCH_MS;
+            if commands.iter().filter(near).any(|c| c.name.starts_with("SET")) {
+                continue;
+            }
+            let writes_key = |outer: &Command| {
+                commands.iter().any(|c| {
+                    c.script == outer.script
+                        && c.addr() == outer.addr()
+                        && c.name.starts_with(&format!("{}>", outer.name))
+                        && (c.at_ms - outer.at_ms).abs() <= 5
+                        && !c.reads()
+                        && !c.deletes()
+                })
+            };
+            let made = commands
                 .iter()
-                .filter(|c| (c.at_ms - t.at_ms).abs() <= MATCH_MS && !c.name.contains('>'))
-                .filter_map(|c| c.script)
-                .collect();
-            if let [one] = near.as_slice()
-                && !acquiring.contains(one)
+                .filter(near)
+                .filter(|c| !c.name.contains('>') && c.script.is_some() && writes_key(c))
+                .min_by_key(|c| (c.at_ms - t.at_ms).abs());
+            if let Some(script) = made.and_then(|c| c.script)
+                && !acquiring.contains(&script)
             {
-                acquiring.push(*one);
+                acquiring.push(script);
             }
         }
         OnKey { k, commands, acquiring }

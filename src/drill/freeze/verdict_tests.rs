@@ -445,3 +445,41 @@ fn the_witness_tells_the_worker_s_locks_from_another_holder_s() {
     );
     assert_eq!(j.locks.len(), 1);
 }
+
+#[test]
+fn a_script_that_took_the_lock_acquires_and_a_release_just_before_it_does_not() {
+    let script = |at_ms: WallMs, name: &str, worker: bool, id: u64| Command {
+        script: Some(id),
+        ..cmd(
+            at_ms,
+            name,
+            worker,
+            if worker { "127.0.0.1:5000" } else { "127.0.0.1:6000" },
+        )
+    };
+    // Taken over at 12.4 s by another client's script 7 (its own `set`), right after a
+    // release by script 9 (its own `del`).
+    let k = lock(vec![], vec![refusal(18_300, "renew")]);
+    let witness = saw(vec![
+        script(12_350, "EVALSHA", false, 9),
+        script(12_350, "EVALSHA>del", false, 9),
+        script(12_400, "EVALSHA", false, 7),
+        script(12_400, "EVALSHA>set", false, 7),
+        // The woken worker: a refused renewal (script 8), then attempts with script 7, each
+        // followed by its library's clean-up with script 9: not acting under the lost lock.
+        script(18_100, "EVALSHA", true, 8),
+        script(18_500, "EVALSHA", true, 7),
+        script(18_510, "EVALSHA", true, 9),
+        script(20_000, "EVALSHA", true, 7),
+        script(20_010, "EVALSHA", true, 9),
+    ]);
+    let v = one_with(k, &[], &witness);
+    assert_eq!((v.finding, v.exposure_ms), (Finding::Stopped, Some(300)), "{v:?}");
+    let taken: Vec<&str> = v.commands.iter().map(|c| c.taken_as).collect();
+    assert_eq!(
+        taken,
+        ["acting", "acquiring"],
+        "counted until its first attempt: {:?}",
+        v.commands
+    );
+}
