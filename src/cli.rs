@@ -268,10 +268,11 @@ pub struct DrillArgs {
     #[arg(long = "for", value_name = "DURATION", requires = "freezing")]
     pub hold: Option<String>,
     /// With --freeze: how long to watch the woken worker (default: two renewal periods, at
-    /// least the ttl, plus 2s).
+    /// least the ttl, plus 2s); at least a job's length to measure all its exposure.
     #[arg(long, value_name = "DURATION", requires = "freezing")]
     pub observe: Option<String>,
-    /// With --freeze: no MONITOR witness (deletions are then told by the refusals after them).
+    /// With --freeze: no MONITOR witness (deletions are then told by the refusals after them,
+    /// and no lock is judged stopped).
     #[arg(long, requires = "freezing")]
     pub no_monitor: bool,
 }

@@ -14,6 +14,7 @@ mod held;
 mod html;
 mod identity;
 mod observe;
+mod on_key;
 pub mod report;
 mod run;
 mod seen;
