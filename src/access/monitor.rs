@@ -20,12 +20,14 @@ pub struct Seen {
 }
 
 impl Link {
-    /// A `MONITOR` stream on this link's node: `Err` when the server refuses it (an ACL
-    /// without `+monitor`, a renamed command, a provider that disables it).
-    pub async fn monitor(&self) -> redis::RedisResult<impl Stream<Item = Seen> + Send + Unpin + use<>> {
+    /// A `MONITOR` stream on this link's node, each line parsed (`Err`: the line, unread):
+    /// `Err` when the server refuses it (an ACL without `+monitor`, a renamed command, a
+    /// provider that disables it).
+    pub async fn monitor(&self) -> redis::RedisResult<impl Stream<Item = Result<Seen, String>> + Send + Unpin + use<>> {
         let m = self.client().get_async_monitor().await?;
         Ok(m.into_on_message::<String>()
-            .filter_map(|l| std::future::ready(parse(&l))))
+            .filter(|l| std::future::ready(l != "OK"))
+            .map(|l| parse(&l).ok_or(l)))
     }
 }
 
@@ -35,7 +37,8 @@ pub fn parse(line: &str) -> Option<Seen> {
     let (secs, micros) = ts.split_once('.')?;
     let at_us = secs.parse::<i64>().ok()? * 1_000_000 + micros.parse::<i64>().ok()?;
     let rest = rest.strip_prefix('[')?;
-    let close = rest.find(']')?;
+    // The client may hold brackets itself (`[::1]:50012`): it ends at the first `] `.
+    let close = rest.find("] ")?;
     let (_db, client) = rest[..close].split_once(' ')?;
     let args = quoted(&rest[close + 1..])?;
     Some(Seen {
@@ -113,6 +116,9 @@ mod tests {
         let lua = parse(r#"1700000000.000001 [3 lua] "del" "k""#).unwrap_or_else(|| panic!("not parsed"));
         assert_eq!((lua.client.as_str(), lua.args.len()), ("lua", 2));
         assert_eq!(parse("OK"), None);
+        let v6 = parse(r#"1700000000.000001 [0 [::1]:50012] "DEL" "lock:] x""#).unwrap_or_else(|| panic!("not parsed"));
+        assert_eq!((v6.client.as_str(), v6.args.len()), ("[::1]:50012", 2));
+        assert_eq!(v6.args[1], b"lock:] x");
         assert_eq!(parse(r#"1.2 [0 x] "unterminated"#), None);
     }
 }

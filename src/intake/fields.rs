@@ -319,7 +319,7 @@ mod tests {
             some("9", "n")
         );
         assert_eq!(
-            who("msg=m pid=7 host=h service.instance.id=i-1"),
+            who("msg=m pid=7 hostname=h service.instance.id=i-1"),
             (Some("7".into()), Some("h".into()), Some("i-1".into()))
         );
         assert_eq!(

@@ -15,10 +15,11 @@ pub const PATH_MAX: usize = 256;
 /// `process.pid`, `process` (Python's `%(process)d`), Serilog's `ProcessId`.
 pub const PID_FIELDS: &[&str] = &["pid", "process.pid", "process_id", "processId", "ProcessId", "process"];
 /// Field names of the host: `hostname` (pino, bunyan), `host.name` (OpenTelemetry, ECS),
-/// `host`, Serilog's `MachineName`.
-pub const HOST_FIELDS: &[&str] = &["hostname", "host.name", "host", "MachineName"];
-/// OpenTelemetry's resource attribute naming one running instance of a service.
-pub const INSTANCE_FIELDS: &[&str] = &["service.instance.id"];
+/// Serilog's `MachineName` (not a bare `host`: often the peer a request went to).
+pub const HOST_FIELDS: &[&str] = &["hostname", "host.name", "MachineName"];
+/// OpenTelemetry's resource attribute naming one running instance of a service (as a Loki
+/// label, `service_instance_id`).
+pub const INSTANCE_FIELDS: &[&str] = &["service.instance.id", "service_instance_id"];
 
 /// The file a record was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,9 +42,10 @@ pub(crate) fn json(body: &[u8]) -> Result<Batch, OtlpError> {
     let top = object(&value, "the body")?;
     for (i, r) in list(top, "resourceLogs", "resource_logs")?.iter().enumerate() {
         let r = object(r, &format!("resourceLogs[{i}]"))?;
+        // Read only for who sent the records: a resource that cannot be read is skipped.
         let resource = match r.get("resource").and_then(Json::as_object) {
             Some(res) if res.contains_key("attributes") => {
-                key_values(res, "attributes", &format!("resourceLogs[{i}].resource"))?
+                key_values(res, "attributes", &format!("resourceLogs[{i}].resource")).unwrap_or_default()
             }
             _ => vec![],
         };

@@ -68,9 +68,10 @@ impl Finding {
     }
 
     /// Its consequence, in one sentence; `exposure_ms`: how long the woken worker acted
-    /// under the lost lock.
-    pub fn consequence(self, exposure_ms: Option<i64>) -> String {
-        let ran = exposure_ms.map_or_else(String::new, |ms| format!(" for {:.1} s", ms as f64 / 1000.0));
+    /// under the lost lock (`open`: at least that long).
+    pub fn consequence(self, exposure_ms: Option<i64>, open: bool) -> String {
+        let least = if open { "at least " } else { "" };
+        let ran = exposure_ms.map_or_else(String::new, |ms| format!(" for {least}{:.1} s", ms as f64 / 1000.0));
         match self {
             Finding::OutlastedFreeze => {
                 "The lock never expired, so this freeze says nothing about what the worker does when it loses a lock.".into()

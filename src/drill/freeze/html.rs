@@ -73,15 +73,8 @@ impl FreezeReport {
             if let Some(h) = &l.deleted_how {
                 row("deletion", h);
             }
-            if let Some(e) = l.exposure_ms {
-                let last = l
-                    .last_act
-                    .as_ref()
-                    .map_or_else(String::new, |a| format!(" (last: {a})"));
-                row(
-                    "exposure",
-                    &format!("{:.1} s after the thaw under the lost lock{last}", e as f64 / 1000.0),
-                );
+            if let Some(words) = l.exposure_words() {
+                row("exposure", &words);
             }
             if !l.refusals.is_empty() {
                 row("the worker's refusals", &l.refusal_words());
@@ -208,11 +201,12 @@ mod tests {
             deleted_how: Some("DEL sent by the woken worker's connection".into()),
             exposure_ms: Some(500),
             last_act: Some("DEL".into()),
+            exposure_open: false,
             commands: vec![],
             commands_seen: 0,
             refusals: vec![],
             not_credited: vec![],
-            consequence: finding.consequence(Some(500)),
+            consequence: finding.consequence(Some(500), false),
             fix: finding.fix(),
             notes: vec![],
         };

@@ -13,8 +13,11 @@ use super::seen::EventOrigin;
 /// What is known of the frozen worker.
 #[derive(Debug, Clone, Default)]
 pub struct Identity {
-    /// Its pids as this host sees them, and as its own pid namespaces do.
+    /// Its pids as this host sees them.
     pids: BTreeSet<u32>,
+    /// Its pids as its own (nested) pid namespaces number them: every container's first
+    /// process is 1, so these tie only beside its host or file.
+    ns_pids: BTreeSet<u32>,
     /// The files it writes: `(device, inode)` → path.
     files: BTreeMap<(u64, u64), String>,
     /// Those also written by a process that is not the worker's.
@@ -42,8 +45,8 @@ impl Identity {
             self.pids.insert(p);
             let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
             if let Some(ns) = status.lines().find_map(|l| l.strip_prefix("NSpid:")) {
-                self.pids
-                    .extend(ns.split_whitespace().filter_map(|n| n.parse::<u32>().ok()));
+                self.ns_pids
+                    .extend(ns.split_whitespace().skip(1).filter_map(|n| n.parse::<u32>().ok()));
             }
             self.files.extend(written_files(pid));
             let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
@@ -114,41 +117,47 @@ impl Identity {
         )
     }
 
-    /// Whose an event of `origin` is.
+    /// Whose an event of `origin` is. Anything that says it is another's wins: a pid not
+    /// the worker's, a host not its host (unless the line came from a file only the worker
+    /// writes), an instance not its instance.
     pub fn whose(&self, o: &EventOrigin) -> Tie {
+        let file = o
+            .file_id
+            .filter(|id| self.files.contains_key(id) && !self.shared.contains(id))
+            .map(|_| o.file.as_deref().unwrap_or("its log file"));
+        let host = match &o.host {
+            Some(h) if !self.hosts.is_empty() => Some((h.as_str(), self.hosts.contains(h))),
+            _ => None,
+        };
+        if let Some((h, false)) = host
+            && file.is_none()
+        {
+            return Tie::Other(format!("host {h}, not the worker's"));
+        }
+        let mut yes = Vec::new();
+        if let Some(pid) = o.pid {
+            let beside = file.is_some() || host.is_some_and(|(_, same)| same);
+            let ns = self.ns_pids.contains(&pid);
+            if self.pids.contains(&pid) || (ns && beside) {
+                yes.push(format!("pid {pid}"));
+            } else if !self.pids.is_empty() && !ns {
+                return Tie::Other(format!("pid {pid}, not the worker's"));
+            }
+        }
         if let Some(i) = &o.instance
             && !self.instances.is_empty()
         {
-            return match self.instances.contains(i) {
-                true => Tie::Worker(format!("its service.instance.id {i}")),
-                false => Tie::Other(format!("service.instance.id {i}, not the worker's")),
-            };
+            match self.instances.contains(i) {
+                true => yes.push(format!("service.instance.id {i}")),
+                false => return Tie::Other(format!("service.instance.id {i}, not the worker's")),
+            }
         }
-        let host_differs = o
-            .host
-            .as_ref()
-            .is_some_and(|h| !self.hosts.is_empty() && !self.hosts.contains(h));
-        if let Some(pid) = o.pid
-            && !self.pids.is_empty()
-        {
-            return match (self.pids.contains(&pid), host_differs) {
-                (true, false) => Tie::Worker(format!("pid {pid}, the worker's")),
-                (true, true) => Tie::Other(format!(
-                    "pid {pid} on host {}, not the worker's host",
-                    o.host.as_deref().unwrap_or("")
-                )),
-                (false, _) => Tie::Other(format!("pid {pid}, not the worker's")),
-            };
+        if let Some(f) = file {
+            yes.push(format!("read from {f}, a file only the worker writes"));
         }
-        if host_differs {
-            return Tie::Other(format!("host {}, not the worker's", o.host.as_deref().unwrap_or("")));
-        }
-        match o.file_id {
-            Some(id) if self.files.contains_key(&id) && !self.shared.contains(&id) => Tie::Worker(format!(
-                "read from {}, a file only the worker writes",
-                o.file.as_deref().unwrap_or("its log file")
-            )),
-            _ => Tie::Unknown,
+        match yes.is_empty() {
+            true => Tie::Unknown,
+            false => Tie::Worker(format!("{}, the worker's", yes.join("; "))),
         }
     }
 }
@@ -226,8 +235,8 @@ mod tests {
         assert!(matches!(id.whose(&origin(Some(me), None, None)), Tie::Worker(_)));
         assert!(matches!(id.whose(&origin(Some(me), Some(&host), None)), Tie::Worker(_)));
         assert!(
-            matches!(id.whose(&origin(Some(1), None, file)), Tie::Other(_)),
-            "a pid says more than a file"
+            matches!(id.whose(&origin(Some(999_999), None, file)), Tie::Other(_)),
+            "another pid wins over a file"
         );
         assert!(matches!(
             id.whose(&origin(Some(me), Some("elsewhere"), None)),
@@ -253,6 +262,13 @@ mod tests {
             "{}",
             id.describe()
         );
+        // A pid as a container numbers it ties only beside the worker's host or file.
+        let mut ns = Identity::with_pids(&[4242]);
+        ns.ns_pids.insert(1);
+        assert_eq!(ns.whose(&origin(Some(1), None, None)), Tie::Unknown);
+        ns.hosts.insert("w-1".into());
+        assert!(matches!(ns.whose(&origin(Some(1), Some("w-1"), None)), Tie::Worker(_)));
+        assert!(matches!(ns.whose(&origin(Some(1), Some("w-2"), None)), Tie::Other(_)));
         // Nothing known (a freeze by commands): nothing can be told.
         assert_eq!(Identity::default().whose(&origin(Some(me), None, file)), Tie::Unknown);
         drop(f);

@@ -32,7 +32,7 @@ impl<'a> OnKey<'a> {
                     c.script == outer.script
                         && c.addr() == outer.addr()
                         && c.name.starts_with(&format!("{}>", outer.name))
-                        && (c.at_ms - outer.at_ms).abs() <= 5
+                        && (c.at_ms - outer.at_ms).abs() <= MATCH_MS
                         && !c.reads()
                         && !c.deletes()
                 })
@@ -53,7 +53,7 @@ impl<'a> OnKey<'a> {
 
     /// An attempt to take the lock: a `SET … NX`, or a script that acquires it.
     pub fn acquires(&self, c: &Command) -> bool {
-        c.name == "SET NX" || c.script.is_some_and(|s| self.acquiring.contains(&s))
+        matches!(c.name.as_str(), "SET NX" | "SETNX") || c.script.is_some_and(|s| self.acquiring.contains(&s))
     }
 
     /// It changed the key: a transition within [`MATCH_MS`].

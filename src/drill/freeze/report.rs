@@ -221,15 +221,8 @@ impl FreezeReport {
             if let Some(h) = &l.deleted_how {
                 let _ = writeln!(o, "  deletion: {h}");
             }
-            if let Some(e) = l.exposure_ms {
-                let _ = writeln!(
-                    o,
-                    "  exposure: {:.1} s after the thaw under the lost lock{}",
-                    e as f64 / 1000.0,
-                    l.last_act
-                        .as_ref()
-                        .map_or_else(String::new, |a| format!(" (last: {a})"))
-                );
+            if let Some(words) = l.exposure_words() {
+                let _ = writeln!(o, "  exposure: {words}");
             }
             if !l.refusals.is_empty() {
                 let _ = writeln!(o, "  the worker's refusals after the thaw: {}", l.refusal_words());
@@ -294,15 +287,8 @@ impl FreezeReport {
             if let Some(h) = &l.deleted_how {
                 let _ = writeln!(o, "- Deletion: {h}");
             }
-            if let Some(e) = l.exposure_ms {
-                let _ = writeln!(
-                    o,
-                    "- **Exposure**: {:.1} s after the thaw under the lost lock{}",
-                    e as f64 / 1000.0,
-                    l.last_act
-                        .as_ref()
-                        .map_or_else(String::new, |a| format!(" (last: {a})"))
-                );
+            if let Some(words) = l.exposure_words() {
+                let _ = writeln!(o, "- **Exposure**: {words}");
             }
             if !l.refusals.is_empty() {
                 let _ = writeln!(o, "- The worker's refusals after the thaw: {}", l.refusal_words());

@@ -153,6 +153,11 @@ impl Command {
     pub fn deletes(&self) -> bool {
         matches!(self.last().as_str(), "DEL" | "UNLINK" | "GETDEL" | "SET (NO NX)")
     }
+
+    /// It may end a hold: a deletion, or a compare-and-delete (`DELIFEQ`, `DELEX`).
+    pub fn releases(&self) -> bool {
+        self.deletes() || matches!(self.last().as_str(), "DELIFEQ" | "DELEX")
+    }
 }
 
 /// Everything seen of one candidate key.

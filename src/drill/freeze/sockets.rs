@@ -29,7 +29,11 @@ pub fn open_in_netns(pids: &[i32], addr: &(String, u16)) -> bool {
             .unwrap_or_default()
             .lines()
             .skip(1)
-            .filter_map(|l| l.split_whitespace().nth(1).and_then(decode))
+            .filter_map(|l| {
+                // A socket still open (a closed one in TIME_WAIT keeps its line, inode 0).
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(9).filter(|i| **i != "0").and(f.get(1)).and_then(|a| decode(a))
+            })
             .any(|a| a == *addr)
     })
 }

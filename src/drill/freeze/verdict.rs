@@ -50,6 +50,9 @@ pub struct LockVerdict {
     pub exposure_ms: Option<WallMs>,
     /// That last act, in words.
     pub last_act: Option<String>,
+    /// The worker had not tried to take the lock again by the end of the observation: it
+    /// may have gone on longer than `exposure_ms`, unseen.
+    pub exposure_open: bool,
     /// The woken worker's commands on the key after the thaw, as the witness saw them (the
     /// first [`MAX_SHOWN`]), and how many there were in all.
     pub commands: Vec<Shown>,
@@ -90,6 +93,26 @@ impl LockVerdict {
     /// The refusals in one line.
     pub fn refusal_words(&self) -> String {
         words(&self.refusals)
+    }
+
+    /// The exposure in words: how long, the last act, and whether it may have gone on.
+    pub fn exposure_words(&self) -> Option<String> {
+        let e = self.exposure_ms?;
+        let last = self
+            .last_act
+            .as_ref()
+            .map_or_else(String::new, |a| format!(" (last: {a})"));
+        let open = match self.exposure_open && self.verdict != Verdict::Safe {
+            true => {
+                "; it had not tried to take the lock again when the observation ended, so it may have gone on longer unseen: watch longer (--observe)"
+            }
+            false => "",
+        };
+        Some(format!(
+            "{}{:.1} s after the thaw under the lost lock{last}{open}",
+            if self.exposure_open { "at least " } else { "" },
+            e as f64 / 1000.0
+        ))
     }
 
     /// The refusals not credited, in one line.
@@ -144,6 +167,7 @@ fn judge_one(k: &KeySeen, held: Held, ev: &Evidence<'_>) -> LockVerdict {
         deleted_how: None,
         exposure_ms: None,
         last_act: None,
+        exposure_open: false,
         commands: vec![],
         commands_seen: 0,
         refusals: vec![],
@@ -158,7 +182,7 @@ fn judge_one(k: &KeySeen, held: Held, ev: &Evidence<'_>) -> LockVerdict {
     };
     v.finding = finding;
     v.verdict = finding.verdict();
-    v.consequence = finding.consequence(v.exposure_ms);
+    v.consequence = finding.consequence(v.exposure_ms, v.exposure_open);
     v.fix = finding.fix();
     v
 }
@@ -166,10 +190,20 @@ fn judge_one(k: &KeySeen, held: Held, ev: &Evidence<'_>) -> LockVerdict {
 /// The takeover, the new owner's hold, and what the woken worker did after the thaw.
 fn after_expiry(k: &KeySeen, v: &mut LockVerdict, expired: WallMs, ev: &Evidence<'_>) -> Finding {
     let w = &ev.window;
+    let on = OnKey::new(k, &ev.witness.commands);
+    // The woken worker's own acquisition right after the thaw is no takeover.
+    let own_acquisition = |t: &Transition| {
+        t.at_ms >= w.thawed_ms
+            && on
+                .commands
+                .iter()
+                .any(|c| c.by_worker() && on.acquires(c) && (c.at_ms - t.at_ms).abs() <= MATCH_MS)
+    };
     let takeover = k.transitions.iter().find(|t| {
         t.at_ms >= expired
             && t.kind == "acquired"
             && (t.takeover || (t.at_ms <= w.thawed_ms + LATE_MS && t.owner != v.owner))
+            && !own_acquisition(t)
     });
     let Some(takeover) = takeover else {
         return Finding::NotTakenOver;
@@ -188,7 +222,6 @@ fn after_expiry(k: &KeySeen, v: &mut LockVerdict, expired: WallMs, ev: &Evidence
         .iter()
         .filter(|t| t.at_ms > takeover.at_ms)
         .find(|t| !(t.kind == "renewed" && t.owner == takeover.owner));
-    let on = OnKey::new(k, &ev.witness.commands);
     // The woken worker holds the lock again from its own next acquisition.
     let again = k
         .transitions
@@ -200,14 +233,17 @@ fn after_expiry(k: &KeySeen, v: &mut LockVerdict, expired: WallMs, ev: &Evidence
                 .any(|c| c.by_worker() && on.acquires(c) && (c.at_ms - t.at_ms).abs() <= MATCH_MS)
         })
         .map(|t| t.at_ms);
-    // …and it is done with the lost one once it tries to take the lock again: what follows
-    // (a library's clean-up of a failed attempt) belongs to the next hold.
+    // Once it tries to take the lock again, what its library sends for the failed attempt (a
+    // clean-up release) is no act under the lost lock; a deletion or a log line of its own
+    // still is, until it holds the lock again.
     let retry = on
         .commands
         .iter()
         .find(|c| c.by_worker() && c.at_ms >= w.thawed_ms && on.acquires(c))
         .map(|c| c.at_ms);
-    let until = again.into_iter().chain(retry).min().unwrap_or(WallMs::MAX);
+    let until = again.unwrap_or(WallMs::MAX);
+    let retried = retry.unwrap_or(WallMs::MAX);
+    v.exposure_open = again.is_none() && retry.is_none();
     let woken: Vec<&Command> = on
         .commands
         .iter()
@@ -226,17 +262,23 @@ fn after_expiry(k: &KeySeen, v: &mut LockVerdict, expired: WallMs, ev: &Evidence
             taken_as: match (c.reads(), on.acquires(c)) {
                 (true, _) => "reading",
                 (_, true) => "acquiring",
+                _ if c.at_ms > retried && !c.deletes() => "retrying",
                 _ => "acting",
             },
         })
         .collect();
     let events = tie_events(k, v, ev, &on, until);
+    let acting: Vec<&Command> = woken
+        .iter()
+        .copied()
+        .filter(|c| c.deletes() || (!c.reads() && !on.acquires(c) && c.at_ms <= retried))
+        .collect();
     if let Some(f) = deletion(k, v, takeover, end, &woken, ev) {
-        exposure(v, &woken, &on, &events, w);
+        exposure(v, &acting, &events, w);
         credit_after_deletion(v);
         return f;
     }
-    exposure(v, &woken, &on, &events, w);
+    exposure(v, &acting, &events, w);
     let fenced = events.iter().any(|e| e.is_fenced());
     let noticed = !v.refusals.is_empty();
     let exposure = v.exposure_ms.unwrap_or(0);
@@ -349,11 +391,8 @@ fn tie_events<'a>(
 
 /// How long the woken worker acted under the lost lock: its last command on the key that
 /// is not a read or an acquisition attempt, or its last own lock event, after the thaw.
-fn exposure(v: &mut LockVerdict, woken: &[&Command], on: &OnKey<'_>, own: &[&KeyEvent], w: &Window) {
-    let act = woken
-        .iter()
-        .filter(|c| !c.reads() && !on.acquires(c))
-        .max_by_key(|c| c.at_ms);
+fn exposure(v: &mut LockVerdict, acting: &[&Command], own: &[&KeyEvent], w: &Window) {
+    let act = acting.iter().max_by_key(|c| c.at_ms);
     let event = own.iter().max_by_key(|e| e.at_ms);
     let (at, what) = match (act, event) {
         (Some(c), Some(e)) if e.at_ms > c.at_ms => (e.at_ms, format!("its {} {} event, logged", e.op, e.outcome)),
@@ -423,9 +462,9 @@ fn deletion(
         .witness
         .commands
         .iter()
-        .any(|c| c.key == k.key && c.deletes() && !c.by_worker() && (c.at_ms - e.at_ms).abs() <= LATE_MS);
-    if witnessed_other || (ev.witness.ran && witness_unsure(ev.witness).is_none() && e.kind != "acquired") {
-        // The witness saw everything and no deletion from the worker: the new owner's release.
+        .any(|c| c.key == k.key && c.releases() && !c.by_worker() && (c.at_ms - e.at_ms).abs() <= LATE_MS);
+    if witnessed_other {
+        // Another client's release or deletion made it: the new owner's release.
         return None;
     }
     let after: Vec<String> = match &k.events {

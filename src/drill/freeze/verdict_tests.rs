@@ -135,6 +135,8 @@ fn a_refusal_after_the_work_is_noticed_late_with_its_exposure() {
         "{}",
         v.consequence
     );
+    // It never tried to take the lock again while watched: it may have gone on longer.
+    assert!(v.exposure_open && v.exposure_words().unwrap_or_default().starts_with("at least 9.0 s"));
     // The last command the witness saw counts as much as a log line: a refused release at
     // +6 s sent by the worker's connection, its refusal logged at once.
     let k = lock(vec![], vec![refusal(18_200, "renew")]);
@@ -325,6 +327,7 @@ fn acquisition_attempts_and_the_next_hold_are_not_exposure() {
     ]);
     let v = one_with(k, &[], &witness);
     assert_eq!((v.finding, v.exposure_ms), (Finding::Stopped, Some(300)), "{v:?}");
+    assert!(!v.exposure_open, "it went back to taking the lock at 25 s");
 }
 
 #[test]
@@ -478,8 +481,48 @@ fn a_script_that_took_the_lock_acquires_and_a_release_just_before_it_does_not() 
     let taken: Vec<&str> = v.commands.iter().map(|c| c.taken_as).collect();
     assert_eq!(
         taken,
-        ["acting", "acquiring"],
-        "counted until its first attempt: {:?}",
+        ["acting", "acquiring", "retrying", "acquiring", "retrying"],
+        "acting until its first attempt: {:?}",
         v.commands
     );
+}
+
+#[test]
+fn an_early_attempt_to_take_the_lock_again_hides_no_later_harm() {
+    // Its renewal gives way to a SET NX (busy) at +0.3 s, yet the job goes on: a refused
+    // release logged at +9 s, or a plain DEL of the new owner's key at +9 s.
+    let k = lock(vec![], vec![refusal(27_000, "release")]);
+    let attempt = cmd(18_300, "SET NX", true, "127.0.0.1:5000");
+    let v = one_with(k, &[], &saw(vec![attempt.clone()]));
+    assert_eq!((v.finding, v.exposure_ms), (Finding::NoticedLate, Some(9_000)), "{v:?}");
+    let k = lock(vec![t(27_000, "released", "b", false)], vec![]);
+    let del = cmd(27_000, "DEL", true, "127.0.0.1:5000");
+    let v = one_with(k, &[], &saw(vec![attempt, del]));
+    assert_eq!(v.finding, Finding::DeletedNewOwnersLock, "{v:?}");
+}
+
+#[test]
+fn a_deletion_nobody_was_seen_to_send_is_judged_by_what_followed() {
+    // The witness ran and saw no release of the new owner's near its hold's end, and the
+    // new owner's refusals followed: not its release.
+    let k = || {
+        lock(
+            vec![t(20_000, "released", "b", false)],
+            vec![event(21_000, "renew", "not_owned", Some(OTHER))],
+        )
+    };
+    assert_eq!(one(k()).finding, Finding::DeletedNewOwnersLock);
+    // A compare-and-delete by another client is its release.
+    let own = cmd(20_000, "DELIFEQ", false, "127.0.0.1:6000");
+    assert_eq!(one_with(k(), &[], &saw(vec![own])).finding, Finding::CarriedOnSilently);
+}
+
+#[test]
+fn the_worker_taking_its_expired_lock_again_at_the_thaw_is_no_takeover() {
+    // Expired while frozen, nobody waiting; at the thaw the worker sets a new token.
+    let mut k = lock(vec![], vec![]);
+    k.transitions.retain(|t| t.owner.as_deref() == Some("a"));
+    k.transitions.push(t(18_100, "acquired", "a2", false));
+    let v = one_with(k, &[], &saw(vec![cmd(18_100, "SET NX", true, "127.0.0.1:5000")]));
+    assert_eq!(v.finding, Finding::NotTakenOver, "{v:?}");
 }

@@ -69,6 +69,12 @@ struct Log {
     /// The frozen worker's sockets found so far.
     worker: BTreeSet<(String, u16)>,
     dropped: u64,
+    /// Lines that could not be read.
+    unread: u64,
+    /// A script's own calls on the keys after no script call (their client unknown).
+    orphans: u64,
+    /// More clients than are followed.
+    overflow: bool,
 }
 
 /// The running witness.
@@ -119,7 +125,9 @@ impl Witness {
                     break;
                 }
             };
+            let offset_us = clock_offset(&link).await;
             let reader = Reader {
+                offset_us,
                 phase: w.phase.clone(),
                 log: w.log.clone(),
                 pattern: pattern.clone(),
@@ -151,6 +159,8 @@ impl Witness {
 
     /// The processes a freeze by commands stopped (found in `/proc`): the worker's.
     pub fn worker_found(&self, pids: Vec<i32>) {
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        tie_known(&mut log, &pids);
         *self.found.lock().unwrap_or_else(|p| p.into_inner()) = pids;
     }
 
@@ -204,15 +214,7 @@ impl Witness {
         // Clients heard before the worker's processes were known: tied now, by the sockets
         // they still hold.
         let pids = worker_pids(frozen, &self.found);
-        if !pids.is_empty() {
-            log.worker.extend(sockets::local_addrs(&pids));
-            let Log { clients, worker, .. } = &mut log;
-            for (a, c) in clients.iter_mut().filter(|(_, c)| c.tied == Tied::NotLooked) {
-                if sockets::client_addr(a).is_some_and(|a| worker.contains(&a)) {
-                    c.tied = Tied::Worker;
-                }
-            }
-        }
+        tie_known(&mut log, &pids);
         let looked = !pids.is_empty();
         let tied: Vec<String> = log
             .clients
@@ -243,6 +245,31 @@ impl Witness {
             t.sort();
             t
         };
+        let touched_after = log.clients.iter().any(|(a, c)| c.touched && a.as_str() != "lua");
+        let none_tied = !log.clients.values().any(|c| c.tied == Tied::Worker);
+        match looked {
+            true if none_tied && touched_after => unsure.push(
+                "none of the clients that sent commands on the namespace's keys could be tied to the worker's sockets (a NAT or a proxy between the worker and Redis?)".into(),
+            ),
+            false if touched_after => unsure.push(
+                "the worker's processes are not known here: its connections were told only by their silence while it was frozen".into(),
+            ),
+            _ => {}
+        }
+        if log.unread > 0 {
+            unsure.push(format!("{} MONITOR line(s) could not be read", log.unread));
+        }
+        if log.orphans > 0 {
+            unsure.push(format!(
+                "{} call(s) a script made on the keys came after no script call the witness saw (a server that does not show FCALL?): their client is not known",
+                log.orphans
+            ));
+        }
+        if log.overflow {
+            unsure.push(format!(
+                "more than {MAX_CLIENTS} clients spoke: the others were not followed"
+            ));
+        }
         if looked {
             let mut lost: Vec<&String> = log
                 .clients
@@ -314,6 +341,8 @@ struct Last {
 
 /// One node's `MONITOR` lines into the log.
 struct Reader {
+    /// The node's clock ahead of this host's, in microseconds (`TIME` at the start).
+    offset_us: i64,
     phase: Arc<AtomicU8>,
     log: Arc<Mutex<Log>>,
     pattern: Glob,
@@ -334,7 +363,11 @@ fn worker_pids(frozen: &Frozen, found: &Mutex<Vec<i32>>) -> Vec<i32> {
 
 impl Reader {
     /// One line; `true` at the end marker.
-    fn read(&mut self, seen: Seen) -> bool {
+    fn read(&mut self, line: Result<Seen, String>) -> bool {
+        let Ok(seen) = line else {
+            self.log.lock().unwrap_or_else(|p| p.into_inner()).unread += 1;
+            return false;
+        };
         let Some(name) = seen
             .args
             .first()
@@ -346,8 +379,12 @@ impl Reader {
             return true;
         }
         let phase = phase_of(self.phase.load(Ordering::Relaxed));
+        let mut orphan = false;
         let (client, name, script) = if seen.client == "lua" {
             let l = &self.last;
+            // A script's own calls follow its call; after anything else their client is not
+            // known (servers that do not show FCALL to MONITOR).
+            orphan = !is_script(&l.name);
             (
                 l.client.clone(),
                 format!("{}>{}", l.name, name.to_ascii_lowercase()),
@@ -362,34 +399,47 @@ impl Reader {
             };
             (seen.client.clone(), name, script)
         };
-        let key = keys_of(&name, &seen.args)
-            .find(|a| self.pattern.matches(a))
-            .map(<[u8]>::to_vec);
+        let mut keys: Vec<Vec<u8>> = keys_of(&name, &seen.args)
+            .filter(|a| self.pattern.matches(a))
+            .map(<[u8]>::to_vec)
+            .collect();
+        keys.dedup();
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        let known = log.clients.contains_key(&client);
-        if !known && log.clients.len() < MAX_CLIENTS {
-            let tied = self.tie(&mut log, &client);
-            log.clients.insert(
-                client.clone(),
-                Client {
-                    spoke_frozen: false,
-                    spoke_after: false,
-                    tied,
-                    touched: false,
-                },
-            );
+        if orphan && !keys.is_empty() {
+            log.orphans += 1;
+        }
+        if !log.clients.contains_key(&client) {
+            match log.clients.len() < MAX_CLIENTS {
+                true => {
+                    log.clients.insert(
+                        client.clone(),
+                        Client {
+                            spoke_frozen: false,
+                            spoke_after: false,
+                            tied: Tied::NotLooked,
+                            touched: false,
+                        },
+                    );
+                }
+                false => log.overflow = true,
+            }
+        }
+        // Tied when it first sends a command on the namespace's keys, while its socket is open.
+        let untied = log.clients.get(&client).is_some_and(|c| c.tied == Tied::NotLooked);
+        if untied && !keys.is_empty() {
+            // Sent while the worker was frozen: not the worker's.
+            let tied = match phase {
+                Phase::Frozen => Tied::Other,
+                _ => self.tie(&mut log, &client),
+            };
+            if let Some(c) = log.clients.get_mut(&client) {
+                c.tied = tied;
+            }
         }
         if let Some(c) = log.clients.get_mut(&client) {
             c.spoke_frozen |= phase == Phase::Frozen;
             c.spoke_after |= phase == Phase::Thawed;
-            c.touched |= key.is_some() && phase != Phase::Before;
-        }
-        let Some(key) = key else {
-            return false;
-        };
-        if log.commands.len() >= MAX_COMMANDS {
-            log.dropped += 1;
-            return false;
+            c.touched |= !keys.is_empty() && phase != Phase::Before;
         }
         let name = if name == "SET" {
             let flag = |f: &str| seen.args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(f.as_bytes()));
@@ -401,19 +451,27 @@ impl Reader {
         } else {
             name
         };
-        let command = Command {
-            at_ms: seen.at_us / 1000,
-            key: String::from_utf8_lossy(&key).into_owned(),
-            name,
-            by: Sender::Other { addr: client },
-            script,
-        };
-        log.commands.push((command, phase));
+        let at_ms = (seen.at_us - self.offset_us) / 1000;
+        for key in keys {
+            if log.commands.len() >= MAX_COMMANDS {
+                log.dropped += 1;
+                continue;
+            }
+            let command = Command {
+                at_ms,
+                key: String::from_utf8_lossy(&key).into_owned(),
+                name: name.clone(),
+                by: Sender::Other { addr: client.clone() },
+                script,
+            };
+            log.commands.push((command, phase));
+        }
         false
     }
 
-    /// Tie a client heard for the first time: look the frozen processes' sockets up again
-    /// (a connection opened after the freeze began is found while it is open).
+    /// Tie a client on its first command on the namespace's keys: look the frozen
+    /// processes' sockets up again (a connection opened after the freeze began is found
+    /// while it is open).
     fn tie(&self, log: &mut Log, client: &str) -> Tied {
         if client == "lua" {
             return Tied::Other;
@@ -441,6 +499,50 @@ impl Reader {
     }
 }
 
+/// Tie every client not yet looked up whose address is one of `pids`' sockets now.
+fn tie_known(log: &mut Log, pids: &[i32]) {
+    if pids.is_empty() {
+        return;
+    }
+    log.worker.extend(sockets::local_addrs(pids));
+    let Log { clients, worker, .. } = log;
+    for (a, c) in clients.iter_mut().filter(|(_, c)| c.tied == Tied::NotLooked) {
+        if sockets::client_addr(a).is_some_and(|a| worker.contains(&a)) {
+            c.tied = Tied::Worker;
+        }
+    }
+}
+
+/// How far the node's clock is ahead of this host's, in microseconds (`TIME`, taken at the
+/// middle of its round trip); 0 when it cannot be asked.
+async fn clock_offset(link: &Link) -> i64 {
+    let Ok(mut c) = link.once().await else { return 0 };
+    let before = wall_us();
+    let time: redis::RedisResult<(String, String)> = redis::cmd("TIME").query_async(&mut c).await;
+    let after = wall_us();
+    match time {
+        Ok((secs, micros)) => match (secs.parse::<i64>(), micros.parse::<i64>()) {
+            (Ok(s), Ok(u)) => s * 1_000_000 + u - (before + after) / 2,
+            _ => 0,
+        },
+        Err(_) => 0,
+    }
+}
+
+fn wall_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// A command that runs a script or function.
+fn is_script(name: &str) -> bool {
+    matches!(
+        name,
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO"
+    )
+}
+
 /// The `addr=` of a `CLIENT INFO` answer.
 fn client_info_addr(info: &str) -> Option<&str> {
     info.split_whitespace().find_map(|f| f.strip_prefix("addr="))
@@ -448,11 +550,7 @@ fn client_info_addr(info: &str) -> Option<&str> {
 
 /// The keys a command names: a script's or function's `KEYS`, else every argument.
 fn keys_of<'a>(name: &str, args: &'a [Vec<u8>]) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
-    let scripted = matches!(
-        name,
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO"
-    );
-    if scripted {
+    if is_script(name) {
         let n = args
             .get(2)
             .and_then(|n| std::str::from_utf8(n).ok())
@@ -466,11 +564,7 @@ fn keys_of<'a>(name: &str, args: &'a [Vec<u8>]) -> Box<dyn Iterator<Item = &'a [
 
 /// A script's (or function's) identity: a hash of its body, SHA or function name.
 fn script_of(name: &str, args: &[Vec<u8>]) -> Option<u64> {
-    let scripted = matches!(
-        name,
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO"
-    );
-    let body = args.get(1).filter(|_| scripted)?;
+    let body = args.get(1).filter(|_| is_script(name))?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     body.to_ascii_lowercase().hash(&mut h);
     Some(h.finish())

@@ -109,10 +109,20 @@ async fn every_command_the_worker_sends_on_the_key_is_seen_and_tied() {
         .query_async(&mut fresh)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    // Another holder's command on the key.
-    let mut other = Killed(cli(r.port(), &["SET", KEY, "theirs", "PX", "5000"]));
-    let _ = other.0.wait();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Another holder's command on the key, from a connection of another process.
+    let mut other = Process::new("redis-cli")
+        .arg("-p")
+        .arg(r.port().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("redis-cli (Debian package redis-tools): {e}"));
+    if let Some(stdin) = other.stdin.as_mut() {
+        use std::io::Write;
+        let _ = writeln!(stdin, "SET {KEY} theirs PX 5000");
+    }
+    let _other = Killed(other);
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let seen = w.finish(&me).await;
     assert!(
         seen.ran && seen.unsure.is_empty(),
@@ -173,4 +183,42 @@ fn a_script_s_keys_are_its_keys_argument_not_its_body() {
     assert_eq!(keys_of("DEL", &del).count(), 2);
     assert_eq!(script_of("EVALSHA", &args), script_of("EVALSHA", &args));
     assert_eq!(script_of("GET", &args), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_before_it_could_be_tied_leaves_the_witness_unsure() {
+    let r = RedisChild::start(None, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let text = format!(
+        "[[target]]\nname = \"s\"\nurl = \"{}\"\n[[namespace]]\nname = \"w\"\npattern = \"lock:w:*\"\nttl = \"3s\"\n",
+        r.url()
+    );
+    let config = Config::from_toml(&text, "t.toml", std::path::Path::new("."), &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let me = Frozen::Pid(std::process::id() as i32);
+    let client = redis::Client::open(r.url()).unwrap_or_else(|e| panic!("{e}"));
+    let mut mine = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w = Witness::start(&config.targets[0], config.namespaces[0].pattern.clone(), &me).await;
+    w.enter(Phase::Frozen);
+    // While the worker is frozen a one-shot client is not its; after the thaw it may be.
+    let mut before = Killed(cli(r.port(), &["SET", KEY, "a", "PX", "5000"]));
+    let _ = before.0.wait();
+    w.enter(Phase::Thawed);
+    let _: Option<String> = redis::cmd("GET")
+        .arg(KEY)
+        .query_async(&mut mine)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut one_shot = Killed(cli(r.port(), &["DEL", KEY]));
+    let _ = one_shot.0.wait();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = w.finish(&me).await;
+    assert_eq!(seen.unsure.len(), 1, "{:?}", seen.unsure);
+    assert!(
+        seen.unsure[0].contains("gone before they could be tied"),
+        "{:?}",
+        seen.unsure
+    );
 }
