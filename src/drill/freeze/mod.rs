@@ -6,6 +6,7 @@
 //! locks were its (`held`) and judges each by what its work did (`verdict`, `finding`),
 //! with a report (`report`, `html`).
 
+mod deletion;
 mod finding;
 mod found;
 mod freezer;
@@ -15,6 +16,7 @@ mod html;
 mod identity;
 mod observe;
 mod on_key;
+mod reader;
 pub mod report;
 mod run;
 mod seen;

@@ -88,6 +88,9 @@ pub struct FreezeReport {
     pub interrupted: bool,
 }
 
+/// At most this many of the woken worker's commands per lock are moments of the timeline.
+const MOMENTS_SHOWN: usize = 20;
+
 fn secs(ms: i64) -> String {
     format!("{:+.1} s", ms as f64 / 1000.0)
 }
@@ -156,6 +159,30 @@ impl FreezeReport {
                     actor: Actor::Worker,
                     what: format!("acted {:.1} s under {k}, no longer its", e as f64 / 1000.0),
                     ok: l.verdict != Verdict::Unsafe,
+                });
+            }
+            // The woken worker's commands on the key, as the witness saw them.
+            for c in l.commands.iter().take(MOMENTS_SHOWN) {
+                m.push(Moment {
+                    at_ms: rel(c.at_ms),
+                    until_ms: None,
+                    actor: Actor::Worker,
+                    what: format!("{} on {k} ({}, from {})", c.name, c.taken_as, c.by),
+                    ok: c.taken_as != "acting",
+                });
+            }
+            if l.commands_seen > MOMENTS_SHOWN
+                && let Some(c) = l.commands.get(MOMENTS_SHOWN)
+            {
+                m.push(Moment {
+                    at_ms: rel(c.at_ms),
+                    until_ms: None,
+                    actor: Actor::Worker,
+                    what: format!(
+                        "and {} more commands on {k} (in the JSON report's `commands`)",
+                        l.commands_seen - MOMENTS_SHOWN
+                    ),
+                    ok: true,
                 });
             }
             for r in &l.refusals {

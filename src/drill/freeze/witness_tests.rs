@@ -6,6 +6,8 @@ use std::process::{Child, Command as Process, Stdio};
 use std::time::Duration;
 
 use super::*;
+use crate::drill::freeze::reader::{keys_of, script_of};
+use crate::drill::freeze::seen::Command;
 use crate::access::child::RedisChild;
 use crate::config::Config;
 
