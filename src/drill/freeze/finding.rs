@@ -130,3 +130,44 @@ impl Finding {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Finding; 8] = [
+        Finding::OutlastedFreeze,
+        Finding::NotTakenOver,
+        Finding::Unconfirmed,
+        Finding::Fenced,
+        Finding::Stopped,
+        Finding::NoticedLate,
+        Finding::CarriedOnSilently,
+        Finding::DeletedNewOwnersLock,
+    ];
+
+    #[test]
+    fn the_docs_verdict_table_says_what_the_code_decides() {
+        let doc = include_str!("../../../docs/drill.md");
+        for f in ALL {
+            let label = match f {
+                Finding::OutlastedFreeze => "outlasted the freeze".to_string(),
+                Finding::DeletedNewOwnersLock => "deleted the new owner's lock".to_string(),
+                other => serde_json::to_string(&other)
+                    .unwrap_or_default()
+                    .trim_matches('"')
+                    .replace('_', " "),
+            };
+            let verdict = f.verdict().as_str().replace('_', " ");
+            let row = doc
+                .lines()
+                .find(|l| l.starts_with("| **") && l.contains(&format!("**{label}**")))
+                .unwrap_or_else(|| panic!("docs/drill.md's verdict table has no row for `{label}`"));
+            assert!(
+                row.contains(&format!("({verdict})")),
+                "{label} is {verdict}, the docs say: {row}"
+            );
+            assert!(f.words().starts_with(&verdict), "{}", f.words());
+        }
+    }
+}

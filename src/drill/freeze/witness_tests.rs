@@ -6,10 +6,10 @@ use std::process::{Child, Command as Process, Stdio};
 use std::time::Duration;
 
 use super::*;
-use crate::drill::freeze::reader::{keys_of, script_of};
-use crate::drill::freeze::seen::Command;
 use crate::access::child::RedisChild;
 use crate::config::Config;
+use crate::drill::freeze::reader::{keys_of, script_of};
+use crate::drill::freeze::seen::Command;
 
 const KEY: &str = "lock:w:batch";
 
