@@ -139,7 +139,7 @@ impl Identity {
             let beside = file.is_some() || host.is_some_and(|(_, same)| same);
             let ns = self.ns_pids.contains(&pid);
             if self.pids.contains(&pid) || (ns && beside) {
-                yes.push(format!("pid {pid}"));
+                yes.push(format!("its pid {pid}"));
             } else if !self.pids.is_empty() && !ns {
                 return Tie::Other(format!("pid {pid}, not the worker's"));
             }
@@ -148,7 +148,7 @@ impl Identity {
             && !self.instances.is_empty()
         {
             match self.instances.contains(i) {
-                true => yes.push(format!("service.instance.id {i}")),
+                true => yes.push(format!("its service.instance.id {i}")),
                 false => return Tie::Other(format!("service.instance.id {i}, not the worker's")),
             }
         }
@@ -157,7 +157,7 @@ impl Identity {
         }
         match yes.is_empty() {
             true => Tie::Unknown,
-            false => Tie::Worker(format!("{}, the worker's", yes.join("; "))),
+            false => Tie::Worker(yes.join("; ")),
         }
     }
 }

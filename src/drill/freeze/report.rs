@@ -162,7 +162,13 @@ impl FreezeReport {
                 });
             }
             // The woken worker's commands on the key, as the witness saw them.
-            for c in l.commands.iter().take(MOMENTS_SHOWN) {
+            // (a script's own calls are in the JSON report only)
+            let shown: Vec<_> = l
+                .commands
+                .iter()
+                .filter(|c| !c.name.contains('>') || c.taken_as == "acting")
+                .collect();
+            for c in shown.iter().take(MOMENTS_SHOWN) {
                 m.push(Moment {
                     at_ms: rel(c.at_ms),
                     until_ms: None,
@@ -171,8 +177,8 @@ impl FreezeReport {
                     ok: c.taken_as != "acting",
                 });
             }
-            if l.commands_seen > MOMENTS_SHOWN
-                && let Some(c) = l.commands.get(MOMENTS_SHOWN)
+            if shown.len() > MOMENTS_SHOWN
+                && let Some(c) = shown.get(MOMENTS_SHOWN)
             {
                 m.push(Moment {
                     at_ms: rel(c.at_ms),
@@ -180,7 +186,7 @@ impl FreezeReport {
                     actor: Actor::Worker,
                     what: format!(
                         "and {} more commands on {k} (in the JSON report's `commands`)",
-                        l.commands_seen - MOMENTS_SHOWN
+                        l.commands_seen.saturating_sub(MOMENTS_SHOWN)
                     ),
                     ok: true,
                 });
