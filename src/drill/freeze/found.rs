@@ -5,13 +5,17 @@
 //! ties its connections and log lines as a drill by pid does.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use super::freezer::cgroup_frozen;
+use super::target::{CgroupVersion, state_of};
 
 /// The processes stopped or frozen now.
 pub fn frozen_now() -> BTreeSet<i32> {
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
     let v2 = mount(&mounts, "cgroup2", None);
     let v1 = mount(&mounts, "cgroup", Some("freezer"));
-    let mut cache: BTreeMap<String, bool> = BTreeMap::new();
+    let mut cache: BTreeMap<PathBuf, bool> = BTreeMap::new();
     let mut out = BTreeSet::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return out;
@@ -20,30 +24,25 @@ pub fn frozen_now() -> BTreeSet<i32> {
         let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
         };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next());
-        if state == Some('T') {
+        if state_of(pid) == Some('T') {
             out.insert(pid);
             continue;
         }
         let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
         for line in groups.lines() {
             let mut f = line.splitn(3, ':');
-            let (id, controllers, path) = (f.next(), f.next(), f.next());
-            let (Some(id), Some(controllers), Some(path)) = (id, controllers, path) else {
+            let (Some(id), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
                 continue;
             };
-            let file = match (id, controllers.split(',').any(|c| c == "freezer"), &v2, &v1) {
-                ("0", _, Some(root), _) if controllers.is_empty() => format!("{root}{path}/cgroup.events"),
-                (_, true, _, Some(root)) => format!("{root}{path}/freezer.state"),
+            let (root, version) = match (id, controllers.split(',').any(|c| c == "freezer"), &v2, &v1) {
+                ("0", _, Some(root), _) if controllers.is_empty() => (root, CgroupVersion::V2),
+                (_, true, _, Some(root)) => (root, CgroupVersion::V1),
                 _ => continue,
             };
-            let frozen = *cache.entry(file.clone()).or_insert_with(|| {
-                let text = std::fs::read_to_string(&file).unwrap_or_default();
-                text.lines().any(|l| l.trim() == "frozen 1" || l.trim() == "FROZEN")
-            });
+            let dir = PathBuf::from(format!("{root}{path}"));
+            let frozen = *cache
+                .entry(dir.clone())
+                .or_insert_with(|| cgroup_frozen(&dir, version).unwrap_or(false));
             if frozen {
                 out.insert(pid);
             }

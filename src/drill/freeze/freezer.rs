@@ -105,7 +105,7 @@ fn write_state(path: &Path, version: CgroupVersion, frozen: bool) -> Result<(), 
 }
 
 /// v2: `frozen 1` in `cgroup.events`; v1: `freezer.state` is `FROZEN` (not `FREEZING`).
-fn cgroup_frozen(path: &Path, version: CgroupVersion) -> Option<bool> {
+pub(super) fn cgroup_frozen(path: &Path, version: CgroupVersion) -> Option<bool> {
     match version {
         CgroupVersion::V2 => {
             let events = std::fs::read_to_string(path.join("cgroup.events")).ok()?;

@@ -33,8 +33,9 @@ impl Drop for Killed {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_command_the_worker_sends_on_the_key_is_seen_and_tied() {
+/// A server, a client of this process (the worker) with a connection opened before the
+/// witness started, and the witness on namespace `lock:w:*`, this process taken as frozen.
+async fn watched() -> (RedisChild, redis::Client, redis::aio::MultiplexedConnection, Witness) {
     let r = RedisChild::start(None, &[]).unwrap_or_else(|e| panic!("{e}"));
     let text = format!(
         "[[target]]\nname = \"s\"\nurl = \"{}\"\n[[namespace]]\nname = \"w\"\npattern = \"lock:w:*\"\nttl = \"3s\"\n",
@@ -44,12 +45,19 @@ async fn every_command_the_worker_sends_on_the_key_is_seen_and_tied() {
         .unwrap_or_else(|e| panic!("{e}"));
     let me = Frozen::Pid(std::process::id() as i32);
     let client = redis::Client::open(r.url()).unwrap_or_else(|e| panic!("{e}"));
-    // The worker's connection from before the freeze.
-    let mut pooled = client
+    let conn = client
         .get_multiplexed_async_connection()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let w = Witness::start(&config.targets[0], config.namespaces[0].pattern.clone(), &me).await;
+    (r, client, conn, w)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_the_worker_sends_on_the_key_is_seen_and_tied() {
+    // The worker's connection from before the freeze.
+    let (r, client, mut pooled, w) = watched().await;
+    let me = Frozen::Pid(std::process::id() as i32);
     // Busy traffic on other keys, a command every 2 ms from another process.
     let _busy = Killed(cli(r.port(), &["-r", "100000", "-i", "0.002", "INCR", "noise:n"]));
     w.enter(Phase::Frozen);
@@ -189,20 +197,8 @@ fn a_script_s_keys_are_its_keys_argument_not_its_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_before_it_could_be_tied_leaves_the_witness_unsure() {
-    let r = RedisChild::start(None, &[]).unwrap_or_else(|e| panic!("{e}"));
-    let text = format!(
-        "[[target]]\nname = \"s\"\nurl = \"{}\"\n[[namespace]]\nname = \"w\"\npattern = \"lock:w:*\"\nttl = \"3s\"\n",
-        r.url()
-    );
-    let config = Config::from_toml(&text, "t.toml", std::path::Path::new("."), &Default::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (r, _client, mut mine, w) = watched().await;
     let me = Frozen::Pid(std::process::id() as i32);
-    let client = redis::Client::open(r.url()).unwrap_or_else(|e| panic!("{e}"));
-    let mut mine = client
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let w = Witness::start(&config.targets[0], config.namespaces[0].pattern.clone(), &me).await;
     w.enter(Phase::Frozen);
     // While the worker is frozen a one-shot client is not its; after the thaw it may be.
     let mut before = Killed(cli(r.port(), &["SET", KEY, "a", "PX", "5000"]));
