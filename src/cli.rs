@@ -74,9 +74,9 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
-    /// Config file (TOML).
+    /// Config file (TOML); required by every command but `drill --thaw`.
     #[arg(short = 'c', long, env = "LOCKWATCH_CONFIG")]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
     /// Redis URL replacing the url of the config's only target.
     #[arg(long, env = "LOCKWATCH_REDIS_URL")]
     pub redis_url: Option<String>,
@@ -249,8 +249,14 @@ pub struct DrillArgs {
     /// With --cleanup: only the keys of this run (the id the drill printed first).
     #[arg(long, requires = "cleanup")]
     pub run: Option<String>,
+    /// Thaw what a freeze drill left frozen (its exit 3 names it) and confirm: `pid:N` (a
+    /// stuck watchdog holding it is killed, then SIGCONT) or `cgroup:PATH`; with --exporter,
+    /// the exporter is told (its `LockDrillLeftFrozen` ends). Exit 0 thawed, 3 not.
+    #[arg(long, value_name = "TARGET", conflicts_with_all = ["freezing", "interactive", "sustain", "cleanup"])]
+    pub thaw: Option<String>,
     /// Drill your own worker instead of lockwatch's: freeze it past its locks' TTL and judge
-    /// what it does when it wakes. `pid:N` (SIGSTOP/SIGCONT, a stop-the-world pause) or
+    /// what it does when it wakes. `pid:N` (every thread held in a ptrace stop, which the
+    /// kernel ends if the drill's watchdog dies; SIGSTOP where ptrace is refused) or
     /// `cgroup:PATH` (the cgroup v2 or v1 freezer, as `docker pause` and `systemctl freeze`:
     /// a container or unit as a whole; PATH absolute or under /sys/fs/cgroup). Needs --exporter.
     #[arg(long, value_name = "TARGET", group = "freezing", requires = "exporter",
@@ -271,6 +277,10 @@ pub struct DrillArgs {
     /// least the ttl, plus 2s); at least a job's length to measure all its exposure.
     #[arg(long, value_name = "DURATION", requires = "freezing")]
     pub observe: Option<String>,
+    /// With --freeze: the file holding the exporter's push token (its `push_token_file`), for
+    /// telling it while the worker is frozen; without it, credentials in the --exporter URL.
+    #[arg(long, value_name = "FILE", env = "LOCKWATCH_PUSH_TOKEN_FILE")]
+    pub push_token_file: Option<PathBuf>,
     /// With --freeze: no MONITOR witness (deletions are then told by the refusals after them,
     /// and no lock is judged stopped).
     #[arg(long, requires = "freezing")]
@@ -283,11 +293,16 @@ pub struct DrillWatchdogArgs {
     /// `pid:N` or `cgroup:PATH`.
     #[arg(long)]
     pub thaw: Option<String>,
+    #[arg(long, requires = "thaw_cmd")]
+    pub freeze_cmd: Option<String>,
     #[arg(long)]
     pub thaw_cmd: Option<String>,
     /// How long the freeze lasts, in milliseconds.
     #[arg(long)]
     pub hold_ms: u64,
+    /// What to tell the exporter (JSON).
+    #[arg(long)]
+    pub notice: Option<String>,
 }
 
 #[derive(Debug, Args)]

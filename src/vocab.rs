@@ -3,7 +3,8 @@
 //! contention or a failure (`EventClass`), what Redis did to a lock key (`Transition`,
 //! `HoldEnd`), when a holder's TTL left was measured (`HeadroomAt`), why a key is not a
 //! readable lock (`Unreadable`), what a log line was (`LineResult`), why a push was refused
-//! (`Refused`), the reserved label values and the metric names.
+//! (`Refused`) and why a drill's record was (`DrillRefused`), the reserved label values and the
+//! metric names.
 //!
 //! It depends on nothing else in the crate. Each label enum is a closed set of label values.
 
@@ -61,6 +62,31 @@ label_enum!(
         /// Every push slot taken (503).
         Busy => "busy",
         /// The body did not arrive within `body_timeout` (408).
+        Timeout => "timeout",
+    }
+);
+
+label_enum!(
+    /// Why the exporter refused a record a drill sent (`reason` of
+    /// `lockwatch_drill_records_refused_total`): nothing of it was kept.
+    DrillRefused {
+        /// Bad JSON, a field missing or of the wrong shape, a bad id, a text too long (400).
+        Invalid => "invalid",
+        /// A target the config does not name (404).
+        UnknownTarget => "unknown_target",
+        /// A namespace the config does not name (404).
+        UnknownNamespace => "unknown_namespace",
+        /// A new freeze while as many as the exporter keeps are live already (429).
+        TooMany => "too_many",
+        /// A body over the size limit (413).
+        TooLarge => "too_large",
+        /// No or a wrong push token (401).
+        Unauthorized => "unauthorized",
+        /// A content type other than JSON (415).
+        Unsupported => "unsupported",
+        /// Every push slot taken (503).
+        Busy => "busy",
+        /// The body did not arrive within `body_timeout` (503).
         Timeout => "timeout",
     }
 );
@@ -252,6 +278,9 @@ pub const PUSH_SOURCES: [&str; 4] = [PUSH_SOURCE, OTLP_SOURCE, LOKI_SOURCE, HTTP
 /// The path each of `PUSH_SOURCES` is posted to, in the same order.
 pub const PUSH_PATHS: [&str; 4] = ["/api/v1/events", "/v1/logs", "/loki/api/v1/push", "/api/v1/logs"];
 
+/// Where a drill reports its freezes (`POST`); a push endpoint, guarded like them.
+pub const DRILL_FREEZES_PATH: &str = "/api/v1/drills/freezes";
+
 /// The names of every metric family lockwatch exports (DESIGN.md fixes them).
 pub mod metric {
     // The sampler's, labels target + namespace.
@@ -304,6 +333,10 @@ pub mod metric {
     pub const LOG_FILES: &str = "lockwatch_log_files";
     pub const LOG_FILES_NOT_REOPENED: &str = "lockwatch_log_files_not_reopened";
     pub const LOG_PUSHES_REFUSED_TOTAL: &str = "lockwatch_log_pushes_refused_total";
+    // What drills report.
+    pub const DRILL_FROZEN: &str = "lockwatch_drill_frozen";
+    pub const DRILL_THAW_DUE_TIMESTAMP_SECONDS: &str = "lockwatch_drill_thaw_due_timestamp_seconds";
+    pub const DRILL_RECORDS_REFUSED_TOTAL: &str = "lockwatch_drill_records_refused_total";
     // lockwatch itself.
     pub const BUILD_INFO: &str = "lockwatch_build_info";
     pub const CONFIG_LAST_RELOAD_SUCCESSFUL: &str = "lockwatch_config_last_reload_successful";

@@ -86,7 +86,7 @@ fn shipped_files_are_the_rendering_of_the_defaults() {
         .unwrap();
     std::fs::write(dir.path().join("all.yml"), &out.stdout).unwrap();
     let (ok, text) = promtool(&["check", "rules", dir.path().join("all.yml").to_str().unwrap()]);
-    assert!(ok && text.contains("50 rules found"), "{text}");
+    assert!(ok && text.contains("51 rules found"), "{text}");
 }
 
 #[test]
@@ -272,6 +272,7 @@ fn every_alert_links_a_runbook_with_the_required_sections() {
         "LockEvicted",
         "LockFenceTokenRegression",
         "LockLostInFailover",
+        "LockDrillLeftFrozen",
         "LockwatchDown",
         "LockwatchSampleFailing",
         "LockwatchSampleTruncated",

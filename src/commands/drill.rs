@@ -16,6 +16,9 @@ use crate::cli::{DrillArgs, DrillFormat, DrillWorkerArgs};
 use crate::drill::{self, DrillError};
 
 pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
+    if let Some(spec) = &args.thaw {
+        return super::freeze::thaw_left(spec, &args).await;
+    }
     let config = super::load(&args.config, None)?;
     if args.cleanup {
         return cleanup(&config, &args).await;
@@ -51,7 +54,7 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
 
 fn options(args: &DrillArgs, sustain: Option<std::time::Duration>) -> drill::Options {
     drill::Options {
-        config_path: args.config.config.clone(),
+        config_path: args.config.config.clone().unwrap_or_default(),
         namespace: args.namespace.clone(),
         scenario: args.scenario,
         target: args.target.clone(),

@@ -1,7 +1,7 @@
 //! `lockwatch drill --freeze` / `--freeze-cmd`: the target checked, the question asked
 //! (unless `--yes`: it names the process or the cgroup's processes), the drill run — thawed
 //! at once on SIGINT, SIGTERM, SIGHUP and SIGQUIT —, the report printed and recorded. Exit 0
-//! safe, 1 unsafe, not exercised or interrupted, 2 refused. Also the hidden `drill-watchdog`.
+//! safe, 1 unsafe, not exercised or interrupted, 2 refused, 3 the thaw failed. Also the hidden `drill-watchdog`.
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +39,7 @@ pub(super) async fn run(config: &Config, args: &DrillArgs) -> Result<Status, Com
         prometheus: args.prometheus.clone(),
         allow_production: args.allow_production,
         monitor: !args.no_monitor,
+        push_token_file: args.push_token_file.clone(),
         program: None,
     };
     let plan = freeze::plan(config, opts).await.map_err(command_error)?;
@@ -54,15 +55,41 @@ pub(super) async fn run(config: &Config, args: &DrillArgs) -> Result<Status, Com
     let report = freeze::run(plan, &mut say, cancel).await.map_err(command_error)?;
     output(&report, args.format, args.report.as_deref())?;
     Ok(match (report.verdict, report.interrupted) {
+        _ if report.thaw.failed.is_some() => Status::LeftFrozen,
         (Verdict::Safe, false) => Status::Fine,
         _ => Status::Unhealthy,
     })
+}
+
+/// `lockwatch drill --thaw TARGET`.
+pub(super) async fn thaw_left(spec: &str, args: &DrillArgs) -> Result<Status, CommandError> {
+    use crate::drill::freeze::leftover::{self, LeftoverError};
+    let s = spec.to_string();
+    let done = tokio::task::spawn_blocking(move || leftover::thaw(&s))
+        .await
+        .map_err(|e| CommandError::LeftFrozen(e.to_string()))?;
+    match done {
+        Ok(done) => {
+            eprintln!("{done}");
+            if let Some(exporter) = &args.exporter {
+                let named = leftover::spec_of(spec);
+                match freeze::notice::thawed_by_hand(exporter, &named, args.push_token_file.clone()).await {
+                    Ok(n) => eprintln!("told the exporter: {n} freeze(s) of {named} thawed"),
+                    Err(e) => eprintln!("{e}"),
+                }
+            }
+            Ok(Status::Fine)
+        }
+        Err(e @ LeftoverError::Spec(_)) => Err(CommandError::Usage(e.to_string())),
+        Err(LeftoverError::Still(m)) => Err(CommandError::LeftFrozen(format!("not thawed: {m}"))),
+    }
 }
 
 fn command_error(e: FreezeError) -> CommandError {
     match e {
         FreezeError::Usage(m) => CommandError::Usage(m),
         FreezeError::Failed(m) => CommandError::Failed(anyhow::anyhow!(m)),
+        FreezeError::LeftFrozen(m) => CommandError::LeftFrozen(m),
     }
 }
 
@@ -70,7 +97,9 @@ fn command_error(e: FreezeError) -> CommandError {
 pub(super) async fn watchdog(args: DrillWatchdogArgs) -> Result<Status, CommandError> {
     let args = freeze::WatchdogArgs {
         thaw: args.thaw,
+        freeze_cmd: args.freeze_cmd,
         thaw_cmd: args.thaw_cmd,
+        notice: args.notice,
         hold: std::time::Duration::from_millis(args.hold_ms),
     };
     freeze::watchdog_main(args).await.context("the watchdog failed")?;

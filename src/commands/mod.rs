@@ -27,6 +27,8 @@ pub enum Status {
     Fine,
     /// 1: the thing checked is unhealthy (a drill deviation, a missing key, a failed check).
     Unhealthy,
+    /// 3: a freeze drill could not confirm the thaw: something may still be frozen.
+    LeftFrozen,
 }
 
 /// Why a command could not do what was asked.
@@ -41,9 +43,13 @@ pub enum CommandError {
     /// 1: the work itself failed (Redis unreachable, a file not writable…).
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
+    /// 3: a freeze drill failed and could not thaw what it froze.
+    #[error("{0}")]
+    LeftFrozen(String),
 }
 
-/// The exit status of a command's result: 0 fine, 1 unhealthy or failed, 2 usage or config.
+/// The exit status of a command's result: 0 fine, 1 unhealthy or failed, 2 usage or config,
+/// 3 something a freeze drill froze may still be frozen.
 pub fn exit_code(result: &Result<Status, CommandError>) -> ExitCode {
     match result {
         Ok(Status::Fine) => ExitCode::SUCCESS,
@@ -51,6 +57,7 @@ pub fn exit_code(result: &Result<Status, CommandError>) -> ExitCode {
         Err(CommandError::Failed(e)) if e.chain().any(|c| c.is::<ConfigError>()) => ExitCode::from(2),
         Ok(Status::Unhealthy) | Err(CommandError::Failed(_)) => ExitCode::from(1),
         Err(CommandError::Usage(_) | CommandError::Config(_)) => ExitCode::from(2),
+        Ok(Status::LeftFrozen) | Err(CommandError::LeftFrozen(_)) => ExitCode::from(3),
     }
 }
 
@@ -107,7 +114,14 @@ pub fn init_tracing(format: LogFormat, level: &str) {
 
 /// Load the config named by a command's `-c` and overrides.
 fn load(args: &crate::cli::ConfigArgs, listen: Option<String>) -> Result<Config, CommandError> {
-    Ok(Config::load(&args.config, &args.overrides(listen))?)
+    Ok(Config::load(config_path(args)?, &args.overrides(listen))?)
+}
+
+/// The `-c` path, which every command but `drill --thaw` needs.
+fn config_path(args: &crate::cli::ConfigArgs) -> Result<&std::path::Path, CommandError> {
+    args.config
+        .as_deref()
+        .ok_or_else(|| CommandError::Usage("--config (-c, or LOCKWATCH_CONFIG) is required: the config file".into()))
 }
 
 /// Load the config as `serve` runs it: with `--web.config.file` too (`serve`, `check-config`).
@@ -118,5 +132,5 @@ fn load_served(
 ) -> Result<Config, CommandError> {
     let mut overrides = args.overrides(listen);
     overrides.web_config_file = web_config_file;
-    Ok(Config::load(&args.config, &overrides)?)
+    Ok(Config::load(config_path(args)?, &overrides)?)
 }

@@ -13,7 +13,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<Status, CommandError> {
     overrides.web_config_file = args.web_config_file.clone();
     let options = serve::Options {
         reload_from: Some(serve::ConfigSource {
-            path: args.config.config.clone(),
+            path: args.config.config.clone().unwrap_or_default(),
             overrides,
         }),
         enable_lifecycle: args.enable_lifecycle,

@@ -2,6 +2,8 @@
 //! `lockwatch rules` renders into the alert rules, and where their links point. One of them,
 //! `headroom_fraction`, is applied by the exporter itself: it decides what counts as a near miss.
 
+use std::time::Duration;
+
 use super::ConfigError;
 use super::Cx;
 use super::raw::{RawAlerts, RawThresholds, S};
@@ -33,6 +35,9 @@ pub struct Thresholds {
     /// Acceptable fraction of renewals and releases that are near misses; `LockHeadroomLow`
     /// fires at 14.4× this (fast) or 6× (slow).
     pub near_miss_budget: f64,
+    /// How long past its planned end a drill's freeze may stay unthawed (no thaw reported)
+    /// before `LockDrillLeftFrozen` fires.
+    pub drill_left_frozen_after: Duration,
 }
 
 impl Default for Thresholds {
@@ -45,6 +50,7 @@ impl Default for Thresholds {
             min_contention_timeouts: 100,
             headroom_fraction: 0.2,
             near_miss_budget: 0.01,
+            drill_left_frozen_after: Duration::from_secs(60),
         }
     }
 }
@@ -103,6 +109,7 @@ impl Cx<'_> {
             min_contention_timeouts: raw.min_contention_timeouts,
             headroom_fraction: raw.headroom_fraction,
             near_miss_budget: raw.near_miss_budget,
+            drill_left_frozen_after: raw.drill_left_frozen_after,
         };
         a.defaults = self.thresholds(&defaults, Thresholds::default(), "alerts")?;
         Ok(a)
@@ -174,6 +181,9 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.near_miss_budget {
             t.near_miss_budget = fraction(v, "near_miss_budget")?;
+        }
+        if let Some(v) = &raw.drill_left_frozen_after {
+            t.drill_left_frozen_after = self.duration(v, &format!("{at}.drill_left_frozen_after"))?;
         }
         Ok(t)
     }

@@ -121,6 +121,7 @@ pub struct RawAlerts {
     pub min_contention_timeouts: Option<S<i64>>,
     pub headroom_fraction: Option<S<f64>>,
     pub near_miss_budget: Option<S<f64>>,
+    pub drill_left_frozen_after: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -133,4 +134,5 @@ pub struct RawThresholds {
     pub min_contention_timeouts: Option<S<i64>>,
     pub headroom_fraction: Option<S<f64>>,
     pub near_miss_budget: Option<S<f64>>,
+    pub drill_left_frozen_after: Option<S<String>>,
 }

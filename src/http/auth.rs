@@ -38,7 +38,8 @@ enum Verdict {
 pub(crate) struct WebAuth {
     users: BTreeMap<String, Secret>,
     headers: Vec<(HeaderName, HeaderValue)>,
-    /// `POST /api/v1/events` has its own bearer token: basic auth is not asked there.
+    /// The push endpoints (`POST /api/v1/events`, the shippers', the drills') have their own
+    /// bearer token when it is set: basic auth is not asked there.
     push_token: bool,
     /// (user, password) → allowed. Plain passwords stay in memory, as they must arrive
     /// in every request anyway; the map is bounded.
@@ -67,7 +68,8 @@ impl WebAuth {
     }
 
     fn open(&self, path: &str) -> bool {
-        self.users.is_empty() || path == "/healthz" || (self.push_token && crate::vocab::PUSH_PATHS.contains(&path))
+        let push = crate::vocab::PUSH_PATHS.contains(&path) || path == crate::vocab::DRILL_FREEZES_PATH;
+        self.users.is_empty() || path == "/healthz" || (self.push_token && push)
     }
 
     /// Whether the request's basic auth names a user and that user's password.

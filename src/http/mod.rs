@@ -1,5 +1,6 @@
 //! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, the status page `/`, the JSON API
-//! the event push and the log shippers' endpoints, over HTTP or HTTPS, behind basic auth when the web config asks.
+//! the event push, the log shippers' and the drills' endpoints, over HTTP or HTTPS, behind
+//! basic auth when the web config asks.
 //!
 //! Handlers only read what the collectors published; none of them talks to Redis, so any
 //! scrape rate costs Redis nothing. `router` is built from shared state so tests can call
@@ -8,6 +9,8 @@
 mod api;
 mod auth;
 mod charts;
+mod freeze_view;
+mod freezes;
 mod gate;
 mod key_page;
 mod logs;
@@ -53,6 +56,8 @@ pub(crate) struct AppState {
     pub(crate) intake: IntakeMetrics,
     /// `POST /api/v1/events`.
     pub(crate) push: Arc<push::PushIntake>,
+    /// The drills' live freezes (`POST /api/v1/drills/freezes`, the status page).
+    pub(crate) freezes: Arc<crate::freezes::Freezes>,
     /// Bounds the answers that walk the lock tables (API, status page).
     pub(crate) views: gate::Gate,
     /// `POST /-/reload`, with `--web.enable-lifecycle` (403 without).
@@ -94,6 +99,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/logs", post(logs::otlp))
         .route("/loki/api/v1/push", post(logs::loki))
         .route("/api/v1/logs", post(logs::plain))
+        .route(crate::vocab::DRILL_FREEZES_PATH, post(freezes::record))
         .route("/-/reload", post(reload::reload).put(reload::reload))
         .fallback(not_found)
         .with_state(state);
@@ -173,7 +179,7 @@ async fn not_found(uri: axum::http::Uri) -> HttpError {
     HttpError(
         StatusCode::NOT_FOUND,
         format!(
-            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks, /api/v1/locks/history?key=K, /api/v1/status, /locks/<namespace>?key=K or POST /api/v1/events",
+            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks, /api/v1/locks/history?key=K, /api/v1/status, /locks/<namespace>?key=K, POST /api/v1/events or POST /api/v1/drills/freezes",
             uri.path()
         ),
     )

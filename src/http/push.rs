@@ -118,16 +118,25 @@ pub(crate) async fn events(State(s): State<AppState>, headers: HeaderMap, body: 
 /// body that did not arrive within `body_timeout` is answered `503` with `Retry-After`,
 /// which every shipper sends again (the OTLP specification has exporters retry 429, 502,
 /// 503 and 504 only, not a `408`): nothing of it was counted.
-pub(super) fn account(s: &AppState, source: &'static str, mut answer: Response) -> Response {
-    if answer.status() == StatusCode::REQUEST_TIMEOUT {
-        s.intake.refused(source, Refused::Timeout);
-        *answer.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-        answer
-            .headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-        return answer;
+pub(super) fn account(s: &AppState, source: &'static str, answer: Response) -> Response {
+    let (answer, reason) = settle(answer);
+    if let Some(reason) = reason {
+        s.intake.refused(source, reason);
     }
+    answer
+}
+
+/// A push's answer as sent, and why it was refused, by its status: a `408` (the body not
+/// arrived within `body_timeout`) becomes the `503` with `Retry-After` that senders retry.
+pub(super) fn settle(mut answer: Response) -> (Response, Option<Refused>) {
     let reason = match answer.status() {
+        StatusCode::REQUEST_TIMEOUT => {
+            *answer.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            answer
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            Some(Refused::Timeout)
+        }
         StatusCode::UNAUTHORIZED => Some(Refused::Unauthorized),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => Some(Refused::Unsupported),
         StatusCode::PAYLOAD_TOO_LARGE => Some(Refused::TooLarge),
@@ -135,10 +144,7 @@ pub(super) fn account(s: &AppState, source: &'static str, mut answer: Response) 
         StatusCode::SERVICE_UNAVAILABLE => Some(Refused::Busy),
         _ => None,
     };
-    if let Some(reason) = reason {
-        s.intake.refused(source, reason);
-    }
-    answer
+    (answer, reason)
 }
 
 async fn take_events(s: &AppState, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
@@ -197,22 +203,21 @@ fn content_kind(headers: &HeaderMap) -> Result<Kind, HttpError> {
             format!("{what}: send application/x-ndjson (one event object per line) or text/plain (log lines)"),
         )
     };
-    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+    let Some(essence) = content_type(headers) else {
         return Err(unsupported("no Content-Type".into()));
     };
-    let essence = value
-        .to_str()
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
     match essence.as_str() {
         "application/x-ndjson" | "application/ndjson" | "application/jsonl" | "application/json" => Ok(Kind::Events),
         "text/plain" => Ok(Kind::Text),
         other => Err(unsupported(format!("Content-Type `{other}` is not taken"))),
     }
+}
+
+/// The request's media type, lowercase, without parameters (`application/json`).
+pub(super) fn content_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?;
+    let essence = value.to_str().unwrap_or("").split(';').next().unwrap_or("");
+    Some(essence.trim().to_ascii_lowercase())
 }
 
 /// The body, refused with 413 as soon as it is known to exceed `limit`.

@@ -1,8 +1,9 @@
-//! `GET /`: a small HTML status page for when Grafana is not at hand. First the state of
-//! each target and namespace, one line each, worst first, and the incidents grouped by kind
-//! and namespace (keys a click away, `summary`); then per target its health, the counts of
-//! the last pass and the charts of the last hour; the lock events reported by logs and
-//! pushes — failures, and contention apart —, and what each log source read.
+//! `GET /`: a small HTML status page for when Grafana is not at hand. First the workers a
+//! drill holds frozen (`freeze_view`), then the state of each target and namespace, one
+//! line each, worst first, and the incidents grouped by kind and namespace (keys a click
+//! away, `summary`); then per target its health, the counts of the last pass and the charts
+//! of the last hour; the lock events reported by logs and pushes — failures, and contention
+//! apart —, and what each log source read.
 //!
 //! Self-contained (no external requests) and relative links only, so it works offline and
 //! behind a proxy path prefix. Rendered on the server; the inline script only polls
@@ -98,7 +99,10 @@ fn render(s: &AppState) -> String {
     );
     // What matters first: the state of each target and namespace, worst first; then the
     // incidents, grouped, so repeats add to a count and never push the summary down.
-    h.push_str(r#"<section id="lead"><h2 id="state">state</h2><div id="summary">"#);
+    // A worker a drill holds stopped comes before everything: it may need a hand now.
+    h.push_str(r#"<section id="lead"><div id="drills">"#);
+    h.push_str(&status.drill_freezes_html);
+    h.push_str(r#"</div><h2 id="state">state</h2><div id="summary">"#);
     h.push_str(&status.summary_html);
     h.push_str(r#"</div><h2 id="timeline">incidents <small>grouped by kind and namespace, latest first</small></h2><div id="incidents">"#);
     h.push_str(&status.timeline_html);
@@ -203,6 +207,7 @@ const SCRIPT: &str = r#"<script>
     });
     document.getElementById('incidents').innerHTML=st.timeline_html;
     document.getElementById('summary').innerHTML=st.summary_html;
+    document.getElementById('drills').innerHTML=st.drill_freezes_html;
     var g=document.getElementById('generated'); g.textContent=new Date(st.generated_ms).toISOString().slice(0,19)+'Z';
     document.getElementById('live').dataset.updates=String(1+Number(document.getElementById('live').dataset.updates||0));
   }

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::charts::{self, Metric, esc};
+use super::freeze_view::{self, FreezeView};
 use super::summary::{self, Counts, Level, Line};
 use super::{AppState, HttpError, gate};
 use crate::locks::TargetLocks;
@@ -32,6 +33,9 @@ pub(super) struct Status {
     pub(super) timeline_html: String,
     /// Rotated log files still written while the file at their path is not.
     pub(super) not_reopened: Vec<crate::intake::reopen::NotReopened>,
+    /// The drills' live freezes, the earliest first, and their lines for the page's top.
+    pub(super) drill_freezes: Vec<FreezeView>,
+    pub(super) drill_freezes_html: String,
 }
 
 #[derive(Serialize)]
@@ -248,7 +252,10 @@ pub(super) fn status(s: &AppState) -> Status {
     incidents.sort_by_key(|i| std::cmp::Reverse(i.at_ms));
     let timeline_html = summary::grouped_html(&incidents, s.config.server.trace_url.as_ref());
     let summary_html = summary::summary_html(&mut lines);
+    let drill_freezes = freeze_view::views(s.freezes.live(), now);
     Status {
+        drill_freezes_html: freeze_view::html(&drill_freezes),
+        drill_freezes,
         generated_ms: now,
         targets,
         summary: lines,

@@ -1,5 +1,5 @@
 //! The alerting group of the rules: one alert per lock failure class (and one for sustained
-//! contention, `contention`), each with severity,
+//! contention, `contention`; one for a drill's worker left frozen, `drill`), each with severity,
 //! summary, description, runbook and dashboard links; per-namespace thresholds become
 //! extra branches of the same alert, joined by `or`.
 
@@ -370,6 +370,7 @@ pub(super) fn alerts(config: &Config) -> String {
             cfg,
         );
     }
+    super::drill::alert(o, config);
     let job = &cfg.job;
     let meta: [(&str, String, &str, &str, String); 5] = [
         (

@@ -15,6 +15,7 @@ use std::path::Path;
 
 mod alerts;
 mod contention;
+mod drill;
 mod headroom;
 mod replicas;
 

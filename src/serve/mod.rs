@@ -1,6 +1,7 @@
 //! `lockwatch serve`: wires the sampler and lifecycle watcher of each target, the log
-//! sources and the event push to the HTTP server, and runs them until shutdown, reloading
-//! the config on SIGHUP and `POST /-/reload` (`reload`; what runs per target and source: `parts`).
+//! sources, the event push and the drills' freezes to the HTTP server, and runs them until
+//! shutdown, reloading the config on SIGHUP and `POST /-/reload` (`reload`; what runs per
+//! target and source: `parts`).
 //!
 //! `run` takes an already-bound listener and a cancellation token, so tests (and the demo)
 //! start the real exporter on port 0 and stop it when they are done.
@@ -15,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::freezes::Freezes;
 use crate::http::push::PushIntake;
 use crate::http::reload::{Answer, Reloads};
 use crate::http::{self, AppState};
@@ -81,6 +83,8 @@ pub async fn run_in(
     let registry = families.registry.clone();
     let reload_metrics = reload::ReloadMetrics::register(&registry)?;
     let mut parts = Parts::start(&config, families.clone(), shutdown.clone()).await?;
+    // After the parts: `[state] dir` exists.
+    let freezes = Arc::new(Freezes::start(&config, &registry)?);
     let addr = listener.local_addr()?;
     log_serving(addr, &config);
     let (reloads, mut asks): (_, mpsc::Receiver<Answer>) = match options.enable_lifecycle {
@@ -106,6 +110,7 @@ pub async fn run_in(
             nodes: parts.nodes(),
             intake: families.intake.clone(),
             push,
+            freezes: freezes.clone(),
             views: Default::default(),
             reload: reloads.clone(),
         }
@@ -131,6 +136,7 @@ pub async fn run_in(
         )
         .await;
         if let Ok(changes) = &done {
+            freezes.reconfigure(&current);
             // The old state (and the tables of removed targets) goes first: nothing can
             // publish a removed target's series again once they are dropped.
             live.send_replace(http::live(state(&current, &parts)));

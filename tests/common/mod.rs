@@ -447,7 +447,7 @@ pub fn fill_variables(expr: &str, namespace: &str) -> String {
 }
 
 /// Metric names on a live `/metrics` of `lockwatch serve` with every family exported:
-/// keyspace notifications on, a fence pattern, a log source.
+/// keyspace notifications on, a fence pattern, a log source, a drill's freeze live.
 pub async fn exported_metric_names() -> std::collections::BTreeSet<String> {
     let r = redis(&["--notify-keyspace-events", "KEA"]);
     let dir = tempfile::tempdir().unwrap();
@@ -470,9 +470,46 @@ pub async fn exported_metric_names() -> std::collections::BTreeSet<String> {
             && names.contains("lockwatch_target_info")
     })
     .await;
+    post_freeze(
+        s.addr,
+        &freeze_record("exported", "main", "wf", "frozen", wall_ms(), 8000),
+    )
+    .await;
     let names = s.metrics().await.names();
     s.stop().await;
     names
+}
+
+/// Wall-clock ms now.
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A drill's record of freeze `id` (`pid:4242`, the thaw by hand named), as JSON.
+pub fn freeze_record(id: &str, target: &str, namespace: &str, state: &str, since_ms: u64, for_ms: u64) -> String {
+    serde_json::json!({
+        "id": id, "target": target, "namespace": namespace, "state": state,
+        "frozen": "pid:4242", "what": "process 4242 (python3 worker.py)",
+        "since_ms": since_ms, "for_ms": for_ms, "at_ms": wall_ms(), "by": "drill",
+        "thaw_by_hand": "lockwatch drill --thaw pid:4242",
+    })
+    .to_string()
+}
+
+/// `POST /api/v1/drills/freezes` of `body` as JSON, asserting the 204.
+pub async fn post_freeze(addr: SocketAddr, body: &str) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{addr}/api/v1/drills/freezes"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    assert_eq!(status, 204, "{}", resp.text().await.unwrap());
 }
 
 /// A duration as lockwatch writes and reads them (`1s500ms`), read the way the config does.

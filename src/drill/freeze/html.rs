@@ -235,6 +235,7 @@ mod tests {
             alerts: vec![],
             notes: vec![],
             interrupted: false,
+            thaw: Default::default(),
         };
         r.build_timeline();
         r

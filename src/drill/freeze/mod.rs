@@ -7,6 +7,7 @@
 //! with a report (`report`, `html`).
 
 mod deletion;
+mod escape;
 mod finding;
 mod found;
 mod freezer;
@@ -14,13 +15,19 @@ mod guard;
 mod held;
 mod html;
 mod identity;
+mod keeper;
+pub mod leftover;
+pub mod notice;
 mod observe;
 mod on_key;
+mod ptrace;
 mod reader;
 pub mod report;
 mod run;
 mod seen;
 mod sockets;
+mod span;
+mod stop;
 pub mod target;
 mod verdict;
 mod watchdog;
@@ -29,11 +36,11 @@ mod witness;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use self::keeper::{WatchdogArgs, main as watchdog_main};
 pub use self::report::FreezeReport;
 pub use self::run::run;
 pub use self::target::Frozen;
 pub use self::verdict::Verdict;
-pub use self::watchdog::{WatchdogArgs, main as watchdog_main};
 use crate::config::{Config, NamespaceConfig, TargetConfig};
 
 /// The longest freeze or observation the drill takes.
@@ -54,6 +61,8 @@ pub struct Options {
     pub allow_production: bool,
     /// Run the `MONITOR` witness.
     pub monitor: bool,
+    /// The file holding the exporter's push token, for telling it of the freeze.
+    pub push_token_file: Option<PathBuf>,
     /// The `lockwatch` executable the watchdog runs from; `None`: this one.
     pub program: Option<PathBuf>,
 }
@@ -66,6 +75,9 @@ pub enum FreezeError {
     /// Exit 1: the drill could not be carried out (the worker is thawed).
     #[error("{0}")]
     Failed(String),
+    /// Exit 3: the drill could not be carried out, and the thaw failed.
+    #[error("{0}")]
+    LeftFrozen(String),
 }
 
 /// A freeze drill, settled before anything is touched.

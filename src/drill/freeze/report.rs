@@ -69,8 +69,10 @@ pub struct FreezeReport {
     pub frozen: String,
     /// What that is (a command line, a cgroup's processes).
     pub what: String,
-    /// SIGSTOP/SIGCONT, the cgroup v2 or v1 freezer, the commands.
+    /// A ptrace stop, SIGSTOP/SIGCONT, the cgroup v2 or v1 freezer, the commands.
     pub method: String,
+    /// How the freeze ended: by whom, after how long (measured), whether the thaw failed.
+    pub thaw: super::span::Thaw,
     pub for_ms: u64,
     pub observe_ms: u64,
     pub window: Option<Window>,

@@ -9,16 +9,18 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 use super::found;
-use super::guard::Armed;
 use super::identity::Identity;
+use super::notice::Notice;
 use super::observe::{Counting, Exporter};
 use super::report::{FreezeReport, Witness as WitnessSummary};
 use super::seen::{KeySeen, WallMs, Window, Witnessed};
-use super::target::{CgroupVersion, Frozen};
+use super::span::Span;
+use super::stop;
+use super::target::Frozen;
 use super::verdict::{self, Finding, Verdict};
 use super::watchdog::Watchdog;
 use super::witness::{Phase, Witness};
-use super::{FreezeError, Plan, freezer};
+use super::{FreezeError, Plan};
 
 /// How often the exporter is scraped while the drill waits.
 const POLL: Duration = Duration::from_millis(250);
@@ -27,21 +29,6 @@ fn wall_ms() -> WallMs {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn method(f: &Frozen) -> &'static str {
-    match f {
-        Frozen::Pid(_) => "SIGSTOP/SIGCONT",
-        Frozen::Cgroup {
-            version: CgroupVersion::V2,
-            ..
-        } => "the cgroup v2 freezer",
-        Frozen::Cgroup {
-            version: CgroupVersion::V1,
-            ..
-        } => "the cgroup v1 freezer",
-        Frozen::Commands { .. } => "the freeze and thaw commands",
-    }
 }
 
 /// Run the drill `plan` settles, telling `say` as it goes.
@@ -60,7 +47,7 @@ pub async fn run(
         namespace: plan.ns.name.clone(),
         frozen: frozen.spec(),
         what: frozen.describe(),
-        method: method(&frozen).into(),
+        method: stop::method(&frozen).into(),
         for_ms: u64::try_from(plan.hold.as_millis()).unwrap_or(u64::MAX),
         observe_ms: u64::try_from(plan.observe.as_millis()).unwrap_or(u64::MAX),
         window: None,
@@ -73,6 +60,7 @@ pub async fn run(
         alerts: vec![],
         notes: vec![],
         interrupted: false,
+        thaw: Default::default(),
     };
     let program = match &plan.opts.program {
         Some(p) => p.clone(),
@@ -80,7 +68,18 @@ pub async fn run(
             std::env::current_exe().map_err(|e| FreezeError::Failed(format!("cannot find lockwatch itself: {e}")))?
         }
     };
-    let mut watchdog = Watchdog::spawn(&program, &frozen, plan.hold)
+    let notice = Notice {
+        exporter: plan.opts.exporter.clone(),
+        id: format!("{}-{}", std::process::id(), wall_ms()),
+        target: plan.target.name.clone(),
+        namespace: plan.ns.name.clone(),
+        frozen: frozen.spec(),
+        what: report.what.clone(),
+        for_ms: report.for_ms,
+        thaw_by_hand: stop::by_hand(&frozen),
+        token_file: plan.opts.push_token_file.clone(),
+    };
+    let watchdog = Watchdog::spawn(&program, &frozen, plan.hold, Some(&notice))
         .await
         .map_err(|e| FreezeError::Failed(format!("nothing was frozen: the watchdog could not start ({e})")))?;
     let mut counting = Counting::default();
@@ -110,33 +109,33 @@ pub async fn run(
         }
     }
 
-    // The freeze: the watchdog's clock starts first, the guard thaws on any way out.
+    // The freeze: the watchdog freezes and thaws; its clock starts when the freeze landed.
     say(format!(
         "freezing {} ({}) for {}",
         frozen.spec(),
-        method(&frozen),
+        stop::method(&frozen),
         crate::duration::format(plan.hold)
     ));
-    watchdog
-        .freezing()
-        .await
-        .map_err(|e| FreezeError::Failed(format!("nothing was frozen: the watchdog does not listen ({e})")))?;
     let stopped_before = match frozen {
         Frozen::Commands { .. } => Some(found::frozen_now()),
         _ => None,
     };
-    let armed = Armed::arm(&frozen);
-    let f = frozen.clone();
-    let froze = tokio::task::spawn_blocking(move || freezer::freeze(&f)).await;
-    let frozen_ms = wall_ms();
-    let frozen_at = Instant::now();
-    if let Err(e) = froze
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
-    {
-        drop(armed);
-        watchdog.thawed().await;
-        return Err(FreezeError::Failed(format!("the freeze failed: {e} (thawed)")));
+    let landed = Span::land(watchdog, &frozen, Some(notice), cancel.cancelled())
+        .await
+        .map_err(|e| match e.left_frozen {
+            true => FreezeError::LeftFrozen(e.said),
+            false => FreezeError::Failed(e.said),
+        })?;
+    let Some(mut span) = landed else {
+        return Err(FreezeError::Failed(
+            "interrupted while freezing (the watchdog undoes a freeze that lands after)".into(),
+        ));
+    };
+    let frozen_ms = span.landed_ms;
+    let frozen_at = Instant::now() - Duration::from_millis(u64::try_from(wall_ms() - frozen_ms).unwrap_or(0));
+    report.method = span.method.clone();
+    if let Some(n) = span.note.take() {
+        report.notes.push(n);
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     if let Some(w) = &witness {
@@ -177,33 +176,52 @@ pub async fn run(
         plan.ns.name,
         crate::duration::format(plan.hold)
     ));
-    let interrupted = wait(&exporter, &mut counting, frozen_at + plan.hold, &cancel, say, "thaw").await;
+    let interrupted = wait(
+        &exporter,
+        &mut counting,
+        frozen_at + plan.hold,
+        &cancel,
+        say,
+        "thaw",
+        Some(&mut span),
+    )
+    .await;
 
-    // The thaw, then the guard and the watchdog stand down. Its moment is taken before:
-    // a worker may act the instant it runs again.
-    let thawed_ms = wall_ms();
+    // The thaw; its moment is taken before: a worker may act the instant it runs again.
+    let asked_ms = wall_ms();
     if let Some(w) = &witness {
         w.enter(Phase::Thawed);
     }
-    let f = frozen.clone();
-    let thawed = tokio::task::spawn_blocking(move || freezer::thaw(&f)).await;
-    match thawed
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
-    {
-        Ok(()) => {
-            armed.disarm();
-            watchdog.thawed().await;
-            say(format!("thawed {}", frozen.spec()));
-        }
-        Err(e) => {
-            // The guard tries again when dropped; the watchdog at its deadline.
+    span.thaw(asked_ms).await;
+    let thawed_ms = span.ended_ms.unwrap_or(asked_ms).min(asked_ms);
+    match (&span.thaw.failed, span.thaw.by.as_str()) {
+        (Some(e), _) => {
+            say(format!(
+                "THE THAW FAILED: {} may still be frozen ({e}); thaw it by hand: {}",
+                frozen.spec(),
+                span.thaw.by_hand
+            ));
             report
                 .notes
-                .push(format!("the thaw failed: {e}; the watchdog tries again"));
-            drop(armed);
+                .push(format!("the thaw failed: {e}; thaw it by hand: {}", span.thaw.by_hand));
+        }
+        (None, "drill") if span.thaw.why.is_none() => say(format!("thawed {}", frozen.spec())),
+        (None, by) => {
+            let why = span.thaw.why.clone().unwrap_or_default();
+            say(format!("thawed {} by the {by}: {why}", frozen.spec()));
+            report.notes.push(format!(
+                "the freeze ended after {} of the --for {}: thawed by the {by} ({why})",
+                crate::duration::format(Duration::from_millis(span.thaw.frozen_ms)),
+                crate::duration::format(plan.hold)
+            ));
         }
     }
+    if span.thaw.watchdog_died {
+        report
+            .notes
+            .push("the watchdog died while the target was frozen".into());
+    }
+    report.thaw = span.thaw.clone();
     report.interrupted = interrupted;
     let mut keys: Vec<KeySeen> = held
         .iter()
@@ -222,7 +240,7 @@ pub async fn run(
             crate::duration::format(plan.observe)
         ));
         let end = Instant::now() + plan.observe;
-        report.interrupted = wait(&exporter, &mut counting, end, &cancel, say, "the end").await;
+        report.interrupted = wait(&exporter, &mut counting, end, &cancel, say, "the end", None).await;
         wall_ms()
     };
     identity.learn(&worker_pids);
@@ -278,7 +296,7 @@ pub async fn run(
 }
 
 /// Scrape the exporter every [`POLL`] until `until`, saying the seconds left now and then;
-/// `true` when cancelled first.
+/// `true` when cancelled first. While `span` is frozen, a freeze that ends early ends it.
 async fn wait(
     exporter: &Exporter,
     counting: &mut Counting,
@@ -286,13 +304,21 @@ async fn wait(
     cancel: &CancellationToken,
     say: &mut (dyn FnMut(String) + Send),
     what: &str,
+    mut span: Option<&mut Span>,
 ) -> bool {
     let mut last_said = Instant::now();
     while Instant::now() < until {
         let step = POLL.min(until.saturating_duration_since(Instant::now()));
+        let ended = async {
+            match span.as_deref_mut() {
+                Some(s) => s.ended_early(wall_ms()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = cancel.cancelled() => return true,
             () = tokio::time::sleep(step) => {}
+            true = ended => return false,
         }
         if let Some(m) = exporter.scrape().await {
             counting.update(wall_ms(), exporter.refusals(&m));

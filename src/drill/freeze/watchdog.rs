@@ -1,33 +1,75 @@
-//! The watchdog that outlives the drill: `lockwatch drill-watchdog` (hidden), started before
-//! anything is frozen, in a process group of its own (a Ctrl-C at the terminal does not
-//! reach it). The drill writes `freezing` before it freezes and `thawed` once it thawed;
-//! the watchdog thaws the target itself when the drill's pipe closes without `thawed` (the
-//! drill was killed) or when `--for` plus a grace has passed (the drill is frozen or stuck).
+//! The drill's handle on its watchdog, `lockwatch drill-watchdog` (hidden; its life is in
+//! `keeper`): the process that freezes and thaws the target, so that the freeze outlives no
+//! way the drill can end. The drill writes `freeze` and `thaw`; the watchdog answers with
+//! one JSON line per step ([`Said`]). A closed pipe is the drill's death to the watchdog,
+//! and the watchdog's to the drill.
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
 
-use super::freezer;
-use super::target::{CgroupVersion, Frozen};
+use super::notice::Notice;
+use super::target::Frozen;
 
 /// After `--for`, how long the watchdog leaves the thaw to the drill.
 pub const GRACE: Duration = Duration::from_secs(2);
+
+/// How long a freeze may take: the commands' limit and the kernel's, with a margin.
+const FREEZE_LIMIT: Duration = Duration::from_secs(75);
+
+/// What the watchdog says, one JSON object per line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "said", rename_all = "snake_case")]
+pub enum Said {
+    /// Listening; the cgroups it moved into and what it could not leave.
+    Ready { moved: Vec<String>, stayed: Vec<String> },
+    /// The freeze landed at `at_ms` (wall clock).
+    Frozen {
+        at_ms: i64,
+        method: String,
+        note: Option<String>,
+    },
+    /// Nothing is left frozen (or, when the error says so, the undo failed too).
+    FreezeFailed { error: String },
+    /// Thawed and confirmed; `at_ms` is taken just before the thaw. `why`: the watchdog's own
+    /// reason when the drill did not ask.
+    Thawed { at_ms: i64, why: Option<String> },
+    /// The thaw failed after its retries.
+    ThawFailed { error: String },
+}
+
+/// What became of the watchdog, as the drill sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heard {
+    Said(Said),
+    /// Its pipe closed: it died (or exited after its last word).
+    Gone,
+}
 
 /// The drill's handle on its watchdog.
 pub struct Watchdog {
     child: Child,
     stdin: Option<ChildStdin>,
+    said: mpsc::Receiver<Said>,
+    /// The cgroups it moved into and what it could not leave.
+    pub moved: Vec<String>,
+    pub stayed: Vec<String>,
 }
 
 impl Watchdog {
-    /// Start `program drill-watchdog` for `frozen`, to thaw it `hold` + [`GRACE`] after the
-    /// drill says `freezing`.
-    pub async fn spawn(program: &Path, frozen: &Frozen, hold: Duration) -> std::io::Result<Watchdog> {
+    /// Start `program drill-watchdog` for `frozen`, which thaws it `hold` + [`GRACE`] after
+    /// the freeze landed unless the drill does first; `notice` tells the exporter.
+    pub async fn spawn(
+        program: &Path,
+        frozen: &Frozen,
+        hold: Duration,
+        notice: Option<&Notice>,
+    ) -> std::io::Result<Watchdog> {
         let mut cmd = Command::new(program);
         cmd.arg("drill-watchdog")
             .arg("--hold-ms")
@@ -35,155 +77,100 @@ impl Watchdog {
         match frozen {
             Frozen::Pid(p) => cmd.arg("--thaw").arg(format!("pid:{p}")),
             Frozen::Cgroup { path, .. } => cmd.arg("--thaw").arg(format!("cgroup:{}", path.display())),
-            Frozen::Commands { thaw, .. } => cmd.arg("--thaw-cmd").arg(thaw),
+            Frozen::Commands { freeze, thaw } => cmd.arg("--freeze-cmd").arg(freeze).arg("--thaw-cmd").arg(thaw),
         };
+        if let Some(n) = notice {
+            cmd.arg("--notice")
+                .arg(serde_json::to_string(n).map_err(std::io::Error::other)?);
+        }
         let mut child = cmd
-            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(false)
             .spawn()?;
-        // It says `ready` once its signal handlers are in place.
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
-        let mut lines = BufReader::new(stdout).lines();
-        match tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await {
-            Ok(Ok(Some(l))) if l == "ready" => {}
+        let (tx, mut said) = mpsc::channel(8);
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                if let Ok(s) = serde_json::from_str::<Said>(&l)
+                    && tx.send(s).await.is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let (moved, stayed) = match tokio::time::timeout(Duration::from_secs(10), said.recv()).await {
+            Ok(Some(Said::Ready { moved, stayed })) => (moved, stayed),
             other => {
                 let _ = child.start_kill();
                 return Err(std::io::Error::other(format!("the watchdog did not start: {other:?}")));
             }
-        }
+        };
         let stdin = child.stdin.take();
-        Ok(Watchdog { child, stdin })
+        Ok(Watchdog {
+            child,
+            stdin,
+            said,
+            moved,
+            stayed,
+        })
     }
 
-    /// The drill is about to freeze: the watchdog's clock starts.
-    pub async fn freezing(&mut self) -> std::io::Result<()> {
-        self.say("freezing").await
+    /// Ask for the freeze; its answer (`Frozen` or `FreezeFailed`), or `Gone`.
+    pub async fn freeze(&mut self) -> Heard {
+        if self.tell("freeze").await.is_err() {
+            return Heard::Gone;
+        }
+        match tokio::time::timeout(FREEZE_LIMIT, self.said.recv()).await {
+            Ok(Some(s)) => Heard::Said(s),
+            Ok(None) => Heard::Gone,
+            Err(_) => Heard::Said(Said::FreezeFailed {
+                error: format!("no answer within {} s", FREEZE_LIMIT.as_secs()),
+            }),
+        }
     }
 
-    /// The drill thawed the target itself: the watchdog ends without touching it.
-    pub async fn thawed(mut self) {
-        let _ = self.say("thawed").await;
+    /// Its next word, or `Gone` (for a `select!` while the target is frozen).
+    pub async fn heard(&mut self) -> Heard {
+        match self.said.recv().await {
+            Some(s) => Heard::Said(s),
+            None => Heard::Gone,
+        }
+    }
+
+    /// Ask for the thaw and wait for its confirmation (`Thawed` or `ThawFailed`), or `Gone`.
+    /// A thaw it did on its own while the drill was not listening (stopped, frozen) is
+    /// answered first: its word is still in the pipe after it exits.
+    pub async fn thaw(&mut self) -> Heard {
+        while let Ok(s) = self.said.try_recv() {
+            if matches!(s, Said::Thawed { .. } | Said::ThawFailed { .. }) {
+                return Heard::Said(s);
+            }
+        }
+        if self.tell("thaw").await.is_err() {
+            return match tokio::time::timeout(Duration::from_secs(1), self.said.recv()).await {
+                Ok(Some(s)) => Heard::Said(s),
+                _ => Heard::Gone,
+            };
+        }
+        // The thaw's own limits (the kernel's 5 s, a command's 60 s, two retries) and a margin.
+        match tokio::time::timeout(FREEZE_LIMIT + Duration::from_secs(10), self.said.recv()).await {
+            Ok(Some(s)) => Heard::Said(s),
+            _ => Heard::Gone,
+        }
+    }
+
+    /// Close the pipe and reap it: a watchdog still holding a freeze thaws it at once.
+    pub async fn close(mut self) {
         self.stdin = None;
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
     }
 
-    async fn say(&mut self, what: &str) -> std::io::Result<()> {
+    async fn tell(&mut self, what: &str) -> std::io::Result<()> {
         let stdin = self.stdin.as_mut().ok_or_else(|| std::io::Error::other("closed"))?;
         stdin.write_all(format!("{what}\n").as_bytes()).await?;
         stdin.flush().await
-    }
-}
-
-/// What the hidden subcommand is given.
-#[derive(Debug, Clone)]
-pub struct WatchdogArgs {
-    /// `pid:N` or `cgroup:PATH`.
-    pub thaw: Option<String>,
-    pub thaw_cmd: Option<String>,
-    pub hold: Duration,
-}
-
-/// The target as the watchdog thaws it, not checked again (the drill did that).
-fn target(args: &WatchdogArgs) -> Option<Frozen> {
-    if let Some(cmd) = &args.thaw_cmd {
-        return Some(Frozen::Commands {
-            freeze: String::new(),
-            thaw: cmd.clone(),
-        });
-    }
-    let spec = args.thaw.as_deref()?;
-    if let Some(p) = spec.strip_prefix("pid:") {
-        return p.parse().ok().map(Frozen::Pid);
-    }
-    let path = Path::new(spec.strip_prefix("cgroup:")?).to_path_buf();
-    let version = match path.join("cgroup.freeze").is_file() {
-        true => CgroupVersion::V2,
-        false => CgroupVersion::V1,
-    };
-    Some(Frozen::Cgroup { path, version })
-}
-
-/// The watchdog's life: `ready`, then wait for `freezing`; thaw when the pipe closes after
-/// it without `thawed`, when `hold` + [`GRACE`] pass, or on a terminating signal.
-pub async fn main(args: WatchdogArgs) -> std::io::Result<()> {
-    let frozen = target(&args).ok_or_else(|| std::io::Error::other("nothing to thaw"))?;
-    let mut signals = Vec::new();
-    for kind in [
-        SignalKind::interrupt(),
-        SignalKind::terminate(),
-        SignalKind::hangup(),
-        SignalKind::quit(),
-    ] {
-        signals.push(signal(kind)?);
-    }
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<&'static str>(4);
-    for mut s in signals {
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            if s.recv().await.is_some() {
-                let _ = tx.send("signal").await;
-            }
-        });
-    }
-    let stdin_tx = tx.clone();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            match line.trim() {
-                "freezing" => {
-                    let _ = stdin_tx.send("freezing").await;
-                }
-                "thawed" => {
-                    let _ = stdin_tx.send("thawed").await;
-                    return;
-                }
-                _ => {}
-            }
-        }
-        let _ = stdin_tx.send("closed").await;
-    });
-    drop(tx);
-    let mut out = tokio::io::stdout();
-    out.write_all(b"ready\n").await?;
-    out.flush().await?;
-    let mut deadline: Option<tokio::time::Instant> = None;
-    loop {
-        let next = match deadline {
-            Some(d) => match tokio::time::timeout_at(d, rx.recv()).await {
-                Ok(m) => m,
-                Err(_) => {
-                    thaw(
-                        &frozen,
-                        "--for and its grace have passed and the drill has not thawed it",
-                    );
-                    return Ok(());
-                }
-            },
-            None => rx.recv().await,
-        };
-        match (next, deadline.is_some()) {
-            (Some("freezing"), _) => deadline = Some(tokio::time::Instant::now() + args.hold + GRACE),
-            (Some("thawed"), _) => return Ok(()),
-            (Some(_) | None, true) => {
-                thaw(&frozen, "the drill ended without thawing it");
-                return Ok(());
-            }
-            // Nothing was frozen yet: nothing to do.
-            (Some(_) | None, false) => return Ok(()),
-        }
-    }
-}
-
-fn thaw(frozen: &Frozen, why: &str) {
-    let what = match frozen {
-        Frozen::Commands { thaw, .. } => format!("`{thaw}`"),
-        other => other.spec(),
-    };
-    match freezer::thaw(frozen) {
-        Ok(()) => eprintln!("lockwatch drill watchdog: thawed {what}: {why}"),
-        Err(e) => eprintln!("lockwatch drill watchdog: could not thaw {what} ({why}): {e}; thaw it by hand"),
     }
 }

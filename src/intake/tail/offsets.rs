@@ -1,9 +1,7 @@
 //! Saved read offsets of one log source in `state.dir`, with the counts they cover, so a
 //! restart resumes where the last run stopped and its counters continue from there. Written
-//! atomically: a temporary file, fsync, rename, fsync of the directory.
+//! atomically (`durable::replace`): a temporary file, fsync, rename, fsync of the directory.
 
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -118,16 +116,7 @@ impl Store {
             source,
         };
         let body = serde_json::to_vec_pretty(&saved).map_err(|e| err(std::io::Error::other(e)))?;
-        let tmp = self.path.with_extension("json.tmp");
-        let mut f = File::create(&tmp).map_err(err)?;
-        f.write_all(&body).map_err(err)?;
-        f.sync_all().map_err(err)?;
-        drop(f);
-        std::fs::rename(&tmp, &self.path).map_err(err)?;
-        if let Some(dir) = self.path.parent() {
-            File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
-        }
-        Ok(())
+        crate::durable::replace(&self.path, &body).map_err(err)
     }
 }
 

@@ -1,0 +1,171 @@
+//! What the exporter is told while a drill holds something frozen: `POST
+//! /api/v1/drills/freezes` when the freeze lands and when it is thawed (or the thaw failed),
+//! by whichever of the drill and its watchdog did it. Credentials in the `--exporter` URL
+//! (`http://user:pass@host:port`) are sent as basic auth; where the exporter's push
+//! endpoints want a bearer token instead, `--push-token-file` names the file holding it
+//! (read when sending, so the token never shows in a command line).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The freeze as the exporter is told of it; passed to the watchdog as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Notice {
+    pub exporter: String,
+    pub id: String,
+    pub target: String,
+    pub namespace: String,
+    pub frozen: String,
+    pub what: String,
+    pub for_ms: u64,
+    pub thaw_by_hand: String,
+    /// The file holding the exporter's push token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    id: &'a str,
+    target: &'a str,
+    namespace: &'a str,
+    state: &'a str,
+    frozen: &'a str,
+    what: &'a str,
+    since_ms: i64,
+    for_ms: u64,
+    at_ms: i64,
+    by: &'a str,
+    thaw_by_hand: &'a str,
+}
+
+/// The exporter's answer when it is not a success, or why it could not be asked.
+#[derive(Debug, thiserror::Error)]
+#[error("the exporter was not told the freeze is {state}: {why}")]
+pub struct NoticeError {
+    state: String,
+    why: String,
+}
+
+/// One live freeze as `/api/v1/status` lists it.
+#[derive(Deserialize)]
+struct Listed {
+    id: String,
+    target: String,
+    namespace: String,
+    frozen: String,
+    #[serde(default)]
+    since_ms: i64,
+}
+
+#[derive(Deserialize)]
+struct Status {
+    #[serde(default)]
+    drill_freezes: Vec<Listed>,
+}
+
+/// After `lockwatch drill --thaw SPEC`: each freeze of `spec` the exporter still lists is told
+/// thawed; how many.
+pub async fn thawed_by_hand(
+    exporter: &str,
+    spec: &str,
+    token_file: Option<std::path::PathBuf>,
+) -> Result<usize, NoticeError> {
+    let fail = |why: String| NoticeError {
+        state: "thawed".into(),
+        why,
+    };
+    let mut url = reqwest::Url::parse(exporter).map_err(|e| fail(format!("`{exporter}`: {e}")))?;
+    url.set_path("/api/v1/status");
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    let mut req = http.get(url.clone());
+    if !url.username().is_empty() {
+        req = req.basic_auth(url.username(), url.password());
+    }
+    let status: Status = req
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| fail(e.to_string()))?
+        .json()
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let now = now_ms();
+    let mut told = 0;
+    for f in status.drill_freezes.into_iter().filter(|f| f.frozen == spec) {
+        let n = Notice {
+            exporter: exporter.into(),
+            id: f.id,
+            target: f.target,
+            namespace: f.namespace,
+            frozen: f.frozen,
+            what: String::new(),
+            for_ms: 0,
+            thaw_by_hand: String::new(),
+            token_file: token_file.clone(),
+        };
+        n.tell("thawed", f.since_ms, now, "drill").await?;
+        told += 1;
+    }
+    Ok(told)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Notice {
+    /// Tell the exporter the freeze (landed at `since_ms`) is `state` (`frozen`, `thawed`,
+    /// `thaw_failed`) as of `at_ms`, done `by` the drill or the watchdog.
+    pub async fn tell(&self, state: &str, since_ms: i64, at_ms: i64, by: &str) -> Result<(), NoticeError> {
+        let fail = |why: String| NoticeError {
+            state: state.into(),
+            why,
+        };
+        let mut url = reqwest::Url::parse(&self.exporter).map_err(|e| fail(format!("`{}`: {e}", self.exporter)))?;
+        let user = url.username().to_string();
+        let pass = url.password().map(str::to_string);
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        url.set_path("/api/v1/drills/freezes");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let mut req = http.post(url).json(&Body {
+            id: &self.id,
+            target: &self.target,
+            namespace: &self.namespace,
+            state,
+            frozen: &self.frozen,
+            what: &self.what,
+            since_ms,
+            for_ms: self.for_ms,
+            at_ms,
+            by,
+            thaw_by_hand: &self.thaw_by_hand,
+        });
+        if let Some(f) = &self.token_file {
+            let token = std::fs::read_to_string(f).map_err(|e| fail(format!("{}: {e}", f.display())))?;
+            req = req.bearer_auth(token.trim());
+        } else if !user.is_empty() {
+            req = req.basic_auth(user, pass);
+        }
+        let resp = req.send().await.map_err(|e| fail(e.to_string()))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let body = resp.text().await.unwrap_or_default();
+        Err(fail(format!(
+            "{status}: {}",
+            body.trim().chars().take(300).collect::<String>()
+        )))
+    }
+}

@@ -1,0 +1,81 @@
+//! The families of what drills report — `lockwatch_drill_frozen`,
+//! `lockwatch_drill_thaw_due_timestamp_seconds`, `lockwatch_drill_records_refused_total` —
+//! registered here and set only by the store (`Freezes`), from the configured target and
+//! namespace names: no label value comes from a sender.
+
+use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec};
+
+use super::Freeze;
+use crate::metrics::Registry;
+use crate::vocab::{DrillRefused, metric};
+
+#[derive(Clone)]
+pub(super) struct FreezeMetrics {
+    /// Labels target, namespace: live freezes, 0 for every configured pair.
+    frozen: IntGaugeVec,
+    /// Labels target, namespace: the earliest planned end among the pair's live freezes,
+    /// Unix seconds; absent when none is live.
+    due: GaugeVec,
+    /// Label reason: records refused.
+    refused: IntCounterVec,
+}
+
+impl FreezeMetrics {
+    pub(super) fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let m = FreezeMetrics {
+            frozen: registry.int_gauges(
+                metric::DRILL_FROZEN,
+                "Freezes of lockwatch drill --freeze live now (a worker stopped and not yet reported thawed), per target and namespace.",
+                &["target", "namespace"],
+            )?,
+            due: registry.gauges(
+                metric::DRILL_THAW_DUE_TIMESTAMP_SECONDS,
+                "When the earliest live drill freeze of the target and namespace was planned to end, Unix seconds; absent when none is live.",
+                &["target", "namespace"],
+            )?,
+            refused: registry.counters(
+                metric::DRILL_RECORDS_REFUSED_TOTAL,
+                "Records sent by drills refused, nothing of them kept, by reason.",
+                &["reason"],
+            )?,
+        };
+        for reason in DrillRefused::ALL {
+            m.refused.with_label_values(&[reason.as_str()]);
+        }
+        Ok(m)
+    }
+
+    /// Set both gauges of every configured pair from the live freezes (`live` holds only
+    /// configured pairs).
+    pub(super) fn publish<'a>(
+        &self,
+        targets: &[String],
+        namespaces: &[String],
+        live: impl Iterator<Item = &'a Freeze>,
+    ) {
+        let live: Vec<&Freeze> = live.collect();
+        for t in targets {
+            for ns in namespaces {
+                let of_pair = || live.iter().filter(|f| f.target == *t && f.namespace == *ns);
+                let count = i64::try_from(of_pair().count()).unwrap_or(i64::MAX);
+                self.frozen.with_label_values(&[t.as_str(), ns.as_str()]).set(count);
+                match of_pair().map(|f| f.due_ms()).min() {
+                    Some(due) => self
+                        .due
+                        .with_label_values(&[t.as_str(), ns.as_str()])
+                        .set(due as f64 / 1000.0),
+                    None => {
+                        let _ = self.due.remove_label_values(&[t.as_str(), ns.as_str()]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A record refused for `reason`: counted, and logged at debug (the sender got the
+    /// sentence naming the problem).
+    pub(super) fn refused(&self, reason: DrillRefused, message: &str) {
+        tracing::debug!(reason = reason.as_str(), message, "drill record refused");
+        self.refused.with_label_values(&[reason.as_str()]).inc();
+    }
+}
