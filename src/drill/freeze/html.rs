@@ -44,13 +44,14 @@ impl FreezeReport {
             o,
             "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>lockwatch freeze drill: {v}</title><style>{STYLE}</style></head><body><main>\
              <h1>Freeze drill <span class=\"verdict {class}\">{v}</span></h1><p>{result}</p>\
-             <p class=\"muted\">Froze <code>{frozen}</code> — {what} — by {method} for {hold:.1} s, watched {obs:.1} s after the thaw. Target {target}, namespace <code>{ns}</code>, started {started}. {held} lock(s) held at the freeze, {mine} the frozen worker's.</p>",
+             <p class=\"muted\">Froze <code>{frozen}</code> — {what} — by {method} for {hold:.1} s (measured; --for {asked:.1} s), watched {obs:.1} s after the thaw. Target {target}, namespace <code>{ns}</code>, started {started}. {held} lock(s) held at the freeze, {mine} the frozen worker's.</p>",
             v = esc(headline(self.verdict, self.interrupted)),
             result = esc(&self.result),
             frozen = esc(&self.frozen),
             what = esc(&self.what),
             method = esc(&self.method),
-            hold = self.for_ms as f64 / 1000.0,
+            hold = self.frozen_ms() as f64 / 1000.0,
+            asked = self.for_ms as f64 / 1000.0,
             obs = self.observe_ms as f64 / 1000.0,
             target = esc(&self.target),
             ns = esc(&self.namespace),
@@ -132,7 +133,7 @@ impl FreezeReport {
             "<svg viewBox=\"0 0 {w} {height}\" role=\"img\" aria-label=\"timeline\"><rect class=\"frozen\" x=\"{fx:.1}\" y=\"0\" width=\"{fw:.1}\" height=\"{fh:.1}\" opacity=\".6\"/>",
             w = left + width,
             fx = x(0),
-            fw = x(self.for_ms as i64) - x(0),
+            fw = x(self.frozen_ms() as i64) - x(0),
             fh = lane * ACTORS.len() as f64,
         );
         for (i, a) in ACTORS.iter().enumerate() {
@@ -173,7 +174,7 @@ impl FreezeReport {
             o,
             "<text x=\"{x0:.1}\" y=\"{ty:.1}\">freeze</text><text x=\"{x1:.1}\" y=\"{ty:.1}\">thaw</text></svg>",
             x0 = x(0),
-            x1 = x(self.for_ms as i64),
+            x1 = x(self.frozen_ms() as i64),
             ty = height - 6.0
         );
     }

@@ -103,6 +103,28 @@ fn until(m: &Moment) -> String {
 }
 
 impl FreezeReport {
+    /// How long it was frozen: measured from the landing to the thaw (`--for` until then).
+    pub fn frozen_ms(&self) -> u64 {
+        match self.thaw.frozen_ms {
+            0 => self.for_ms,
+            ms => ms,
+        }
+    }
+
+    /// The frozen time as said: measured, with `--for` beside it when they differ by more
+    /// than half a second (the drill or its watchdog was stopped, the watchdog died).
+    fn frozen_for(&self) -> String {
+        let measured = self.frozen_ms();
+        match measured.abs_diff(self.for_ms) > 500 {
+            true => format!(
+                "{:.1} s (--for {:.1} s)",
+                measured as f64 / 1000.0,
+                self.for_ms as f64 / 1000.0
+            ),
+            false => format!("{:.1} s", measured as f64 / 1000.0),
+        }
+    }
+
     /// The timeline, from the window and the judged locks.
     pub fn build_timeline(&mut self) {
         let Some(w) = self.window else {
@@ -232,11 +254,11 @@ impl FreezeReport {
         );
         let _ = writeln!(
             o,
-            "froze {} — {} — by {} for {:.1} s, watched {:.1} s after the thaw",
+            "froze {} — {} — by {} for {}, watched {:.1} s after the thaw",
             self.frozen,
             self.what,
             self.method,
-            self.for_ms as f64 / 1000.0,
+            self.frozen_for(),
             self.observe_ms as f64 / 1000.0
         );
         if !self.worker.is_empty() {
@@ -304,11 +326,11 @@ impl FreezeReport {
         let _ = writeln!(o, "# Freeze drill: {}\n", headline(self.verdict, self.interrupted));
         let _ = writeln!(
             o,
-            "- **Frozen**: `{}` — {} — by {} for {:.1} s, watched {:.1} s after the thaw\n- **Target**: {}, namespace `{}`\n- **Started**: {}\n- **Locks held at the freeze**: {}, the frozen worker's: {}\n",
+            "- **Frozen**: `{}` — {} — by {} for {}, watched {:.1} s after the thaw\n- **Target**: {}, namespace `{}`\n- **Started**: {}\n- **Locks held at the freeze**: {}, the frozen worker's: {}\n",
             self.frozen,
             self.what,
             self.method,
-            self.for_ms as f64 / 1000.0,
+            self.frozen_for(),
             self.observe_ms as f64 / 1000.0,
             self.target,
             self.namespace,

@@ -111,9 +111,8 @@ pub async fn run(
 
     // The freeze: the watchdog freezes and thaws; its clock starts when the freeze landed.
     say(format!(
-        "freezing {} ({}) for {}",
+        "freezing {} for {}",
         frozen.spec(),
-        stop::method(&frozen),
         crate::duration::format(plan.hold)
     ));
     let stopped_before = match frozen {
@@ -171,7 +170,8 @@ pub async fn run(
     }
     report.held_at_freeze = held.len();
     say(format!(
-        "frozen; {} lock(s) of namespace {} held; thawing in {}",
+        "frozen ({}); {} lock(s) of namespace {} held; thawing in {}",
+        report.method,
         held.len(),
         plan.ns.name,
         crate::duration::format(plan.hold)
