@@ -313,6 +313,7 @@ async fn each_death_thaws(in_cgroup: bool) {
         let what = format!("{death:?} of the drill freezing {spec}");
         if death.kills_the_drill() {
             let after = worker.wait(false, Duration::from_secs(10), &what);
+            eprintln!("{what}: thawed {after:?} after");
             assert!(after < AT_ONCE, "{what}: thawed {after:?} after, not at once");
             continue;
         }
@@ -323,6 +324,10 @@ async fn each_death_thaws(in_cgroup: bool) {
         };
         worker.wait(false, limit + Duration::from_secs(5), &what);
         let thawed = seen_frozen.elapsed();
+        eprintln!(
+            "{what}: thawed {:?} after, {thawed:?} after the freeze was seen",
+            struck.elapsed()
+        );
         if ptrace_released {
             assert!(
                 struck.elapsed() < AT_ONCE,
@@ -393,6 +398,7 @@ async fn commands_thaw_whatever_happens_to_the_drill() {
         match death.kills_the_drill() {
             true => {
                 let after = worker.wait(false, Duration::from_secs(10), &what);
+                eprintln!("{what}: thawed {after:?} after");
                 assert!(after < AT_ONCE, "{what}: thawed {after:?} after");
             }
             false => {
@@ -458,6 +464,7 @@ async fn a_freeze_that_lands_after_the_drill_died_is_undone_at_once() {
         stopped > killed,
         "the freeze landed before the drill died: the test did not test"
     );
+    eprintln!("the freeze that landed after the drill died lasted {frozen_for:?}");
     assert!(frozen_for < AT_ONCE, "the late freeze lasted {frozen_for:?}");
 }
 
@@ -575,8 +582,9 @@ async fn the_exporter_knows_while_a_drill_holds_a_freeze() {
             .await
             .unwrap()
     };
-    // A drill that ends as it should: 1 while frozen, 0 after.
-    let worker = Worker::start(true);
+    // A drill that ends as it should: 1 while frozen, 0 after. A process whose command line
+    // holds a newline (the exporter refuses control characters: the drill sends spaces).
+    let worker = Worker::start(false);
     let spec = worker.spec();
     let mut drill = Drill::start(&config, &url, &["--freeze", &spec, "--for", "2s"]);
     worker.wait(true, Duration::from_secs(15), "the freeze");
@@ -627,4 +635,51 @@ async fn the_exporter_knows_while_a_drill_holds_a_freeze() {
     assert!(text(&out.stderr).contains("1 freeze(s)"), "{}", text(&out.stderr));
     worker.wait(false, Duration::from_secs(1), "--thaw");
     s.wait_for(Duration::from_secs(2), "frozen 0", frozen_is(0.0)).await;
+}
+
+/// The exporter is told aside: one that takes the connection and never answers holds back
+/// neither the thaw when the drill dies nor the watchdog's word (the watchdog run directly).
+#[test]
+fn an_exporter_that_never_answers_does_not_hold_the_thaw_back() {
+    use std::io::{BufRead, BufReader, Write};
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || silent.incoming().take(8).flatten().collect::<Vec<_>>());
+    let worker = Worker::start(false);
+    let spec = worker.spec();
+    let notice = serde_json::json!({
+        "exporter": format!("http://127.0.0.1:{port}"), "id": "t-1", "target": "staging",
+        "namespace": "drill", "frozen": spec, "what": "a worker", "for_ms": 60000,
+        "thaw_by_hand": format!("lockwatch drill --thaw {spec}"),
+    });
+    let mut w = Command::new(BIN)
+        .args([
+            "drill-watchdog",
+            "--hold-ms",
+            "60000",
+            "--thaw",
+            &spec,
+            "--notice",
+            &notice.to_string(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(w.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().contains("ready"));
+    let mut stdin = w.stdin.take().unwrap();
+    stdin.write_all(b"freeze\n").unwrap();
+    let frozen = lines.next().unwrap().unwrap();
+    assert!(frozen.contains("\"frozen\""), "{frozen}");
+    assert!(worker.frozen());
+    std::thread::sleep(Duration::from_millis(100));
+    drop(stdin);
+    let after = worker.wait(false, Duration::from_secs(10), "the drill's pipe closed");
+    eprintln!("thawed {after:?} after the pipe closed, the exporter silent");
+    assert!(after < AT_ONCE, "thawed {after:?} after the pipe closed");
+    let _ = w.kill();
+    let _ = w.wait();
+    drop(held);
 }

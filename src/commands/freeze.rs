@@ -53,9 +53,17 @@ pub(super) async fn run(config: &Config, args: &DrillArgs) -> Result<Status, Com
     cancel_on_signals(&cancel)?;
     let mut say = |line: String| eprintln!("{line}");
     let report = freeze::run(plan, &mut say, cancel).await.map_err(command_error)?;
-    output(&report, args.format, args.report.as_deref())?;
+    let written = output(&report, args.format, args.report.as_deref());
+    if let Some(failed) = &report.thaw.failed {
+        // Exit 3 whatever else went wrong: something may still be frozen.
+        if let Err(e) = written {
+            eprintln!("lockwatch: {e:#}");
+        }
+        eprintln!("THE THAW FAILED: {failed}; thaw it by hand: {}", report.thaw.by_hand);
+        return Ok(Status::LeftFrozen);
+    }
+    written?;
     Ok(match (report.verdict, report.interrupted) {
-        _ if report.thaw.failed.is_some() => Status::LeftFrozen,
         (Verdict::Safe, false) => Status::Fine,
         _ => Status::Unhealthy,
     })

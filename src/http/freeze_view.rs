@@ -62,14 +62,20 @@ fn thing(frozen: &str) -> String {
     }
 }
 
-/// How to thaw it by hand: the drill's own command, and the kernel's way beside it.
+/// How to thaw it by hand: the drill's own command, and the kernel's way beside it. A
+/// process has none: a ptrace stop ignores SIGCONT (`lockwatch drill --thaw` ends it).
 fn by_hand(f: &Freeze) -> String {
     let kernel = if let Some(pid) = f.frozen.strip_prefix("pid:") {
-        Some(format!("kill -CONT {pid}"))
+        f.thaw_by_hand
+            .is_empty()
+            .then(|| format!("lockwatch drill --thaw pid:{pid}"))
     } else {
         f.frozen
             .strip_prefix("cgroup:")
-            .map(|path| format!("echo 0 > {path}/cgroup.freeze"))
+            .map(|path| match path.contains("/freezer/") {
+                true => format!("echo THAWED > {path}/freezer.state"),
+                false => format!("echo 0 > {path}/cgroup.freeze"),
+            })
     };
     match (f.thaw_by_hand.is_empty(), kernel) {
         (false, Some(k)) => format!("<code>{}</code> (or <code>{}</code>)", esc(&f.thaw_by_hand), esc(&k)),
@@ -170,7 +176,7 @@ mod tests {
                 late,
                 vec![
                     "lvl-bad",
-                    "thaw overdue by 73 s</strong> — thaw it by hand: <code>lockwatch drill --thaw pid:4242</code> (or <code>kill -CONT 4242</code>)",
+                    "thaw overdue by 73 s</strong> — thaw it by hand: <code>lockwatch drill --thaw pid:4242</code>",
                 ],
             ),
             (

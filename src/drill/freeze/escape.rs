@@ -2,12 +2,17 @@
 //! group (`setsid`), and its cgroup in each hierarchy through which a group is killed or
 //! frozen (the v2 one: `cgroup.kill`, `cgroup.freeze`; the v1 `freezer` and `name=systemd`
 //! ones), for `lockwatch-drill-watchdog` at the root of each hierarchy it can see. Where it
-//! may not (no write access, a hierarchy it cannot see the root of), it says so.
+//! may not (no write access, a hierarchy it cannot see the root of, a container's cgroup or
+//! PID namespace), it says so.
 
 use std::path::{Path, PathBuf};
 
 /// The cgroup the watchdog moves into, below the root of each hierarchy.
 pub const CGROUP: &str = "lockwatch-drill-watchdog";
+
+/// The inode numbers of the initial cgroup and PID namespaces (`include/linux/proc_ns.h`).
+const INIT_CGROUP_NS: u32 = 0xEFFF_FFFB;
+const INIT_PID_NS: u32 = 0xEFFF_FFFC;
 
 /// Where the watchdog went, and what it could not leave.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -24,6 +29,26 @@ pub fn escape() -> Escaped {
     if let Err(e) = nix::unistd::setsid() {
         out.stayed
             .push(format!("the drill's session and process group (setsid: {e})"));
+    }
+    // In a container the roots seen here are the container's: what kills it kills this too.
+    for (ns, init, why) in [
+        (
+            "cgroup",
+            INIT_CGROUP_NS,
+            "a cgroup namespace (a container's): the cgroup roots seen here are its own, so a kill or freeze of the container reaches the watchdog too",
+        ),
+        (
+            "pid",
+            INIT_PID_NS,
+            "a PID namespace (a container's): when its PID 1 dies (`docker kill`, `kubectl delete pod`) the kernel kills every process in it, the watchdog too",
+        ),
+    ] {
+        let link = std::fs::read_link(format!("/proc/self/ns/{ns}")).map(|l| l.display().to_string());
+        if let Ok(l) = link
+            && l != format!("{ns}:[{init}]")
+        {
+            out.stayed.push(why.into());
+        }
     }
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();

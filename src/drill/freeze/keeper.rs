@@ -135,32 +135,35 @@ pub async fn main(args: WatchdogArgs) -> std::io::Result<()> {
     let mut gone: Option<&'static str> = None;
     let stopped = loop {
         tokio::select! {
-            r = &mut freezing => break r.map_err(|e| e.to_string()).and_then(|r| r),
+            r = &mut freezing => break r.map_err(|e| (format!("the freeze did not finish: {e}"), true)).and_then(|r| r),
             h = rx.recv(), if gone.is_none() => gone = Some(match h {
                 Some(Heard::Signal) => "the watchdog was signalled while freezing",
                 _ => "the drill ended while the freeze was landing",
             }),
         }
     };
-    let at_ms = wall_ms();
+    // The clock starts when the freeze has landed.
+    let (at_ms, landed) = (wall_ms(), tokio::time::Instant::now());
     let (held, method, note) = match stopped {
         Ok(s) => s,
-        Err(error) => {
-            say(&Said::FreezeFailed { error }).await;
+        Err((error, left_frozen)) => {
+            say(&Said::FreezeFailed { error, left_frozen }).await;
             return Ok(());
         }
     };
     if let Some(why) = gone {
-        return thaw(held, &frozen, notice.as_ref(), at_ms, Some(why), false).await;
+        return thaw(held, &frozen, notice.as_ref(), (at_ms, None), Some(why), false).await;
     }
     say(&Said::Frozen { at_ms, method, note }).await;
-    if let Some(n) = &notice
-        && let Err(e) = n.tell("frozen", at_ms, at_ms, "watchdog").await
-    {
-        log(&e.to_string());
-    }
-    // The clock starts when the freeze has landed.
-    let deadline = tokio::time::Instant::now() + args.hold + GRACE;
+    // Told aside: a slow exporter must not hold the thaw back.
+    let told = notice.clone().map(|n| {
+        tokio::spawn(async move {
+            if let Err(e) = n.tell("frozen", at_ms, at_ms, "watchdog").await {
+                log(&e.to_string());
+            }
+        })
+    });
+    let deadline = landed + args.hold + GRACE;
     let why = tokio::select! {
         () = tokio::time::sleep_until(deadline) => Some("--for and its grace have passed and the drill has not thawed it"),
         h = rx.recv() => match h {
@@ -169,7 +172,7 @@ pub async fn main(args: WatchdogArgs) -> std::io::Result<()> {
             _ => Some("the drill ended without thawing it"),
         },
     };
-    thaw(held, &frozen, notice.as_ref(), at_ms, why, why.is_none()).await
+    thaw(held, &frozen, notice.as_ref(), (at_ms, told), why, why.is_none()).await
 }
 
 /// Thaw and confirm, say so to the drill, the exporter and (when the drill did not ask) stderr.
@@ -177,7 +180,7 @@ async fn thaw(
     held: Held,
     frozen: &Frozen,
     notice: Option<&Notice>,
-    since_ms: i64,
+    (since_ms, told): (i64, Option<tokio::task::JoinHandle<()>>),
     why: Option<&'static str>,
     asked: bool,
 ) -> std::io::Result<()> {
@@ -214,6 +217,10 @@ async fn thaw(
         }
     };
     say(&said).await;
+    // The exporter hears of the freeze before its thaw.
+    if let Some(t) = told {
+        let _ = t.await;
+    }
     if let Some(n) = notice
         && let Err(e) = n.tell(state, since_ms, wall_ms(), by).await
     {

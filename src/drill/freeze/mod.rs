@@ -1,10 +1,12 @@
-//! `lockwatch drill --freeze`: the drill on the team's own worker. It freezes a real
-//! process, cgroup or whatever a pair of commands stops (`target`, `freezer`) past the
-//! namespace's TTL, thaws it (always: `guard` on every way out, `watchdog` when the drill
-//! itself is killed or frozen), watches what the woken worker does (`observe` through the
-//! exporter, `witness` by `MONITOR`, `sockets`, `identity` and `found` from `/proc`), tells which
-//! locks were its (`held`) and judges each by what its work did (`verdict`, `finding`),
-//! with a report (`report`, `html`).
+//! `lockwatch drill --freeze`: the drill on the team's own worker. Its watchdog (`keeper`,
+//! out of the drill's session and cgroups by `escape`) freezes a real process (`ptrace`,
+//! `stop`), cgroup or whatever a pair of commands stops (`target`, `freezer`) past the
+//! namespace's TTL and thaws it whatever happens to the drill (`watchdog`, `span`; `guard`
+//! once the drill holds it alone; `leftover` for `--thaw`), telling the exporter (`notice`).
+//! The drill watches what the woken worker does (`observe` through the exporter, `witness` by
+//! `MONITOR`, `sockets`, `identity` and `found` from `/proc`), tells which locks were its
+//! (`held`) and judges each by what its work did (`verdict`, `finding`), with a report
+//! (`report`, `html`).
 
 mod deletion;
 mod escape;

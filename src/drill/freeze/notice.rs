@@ -114,6 +114,16 @@ pub async fn thawed_by_hand(
     Ok(told)
 }
 
+/// A sender's text as the exporter takes it: control characters (a command line's newlines)
+/// made spaces, cut to `max` characters.
+fn clean(s: &str, max: usize) -> String {
+    let mut out: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if out.chars().count() > max {
+        out = out.chars().take(max - 1).collect::<String>() + "…";
+    }
+    out
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -138,34 +148,65 @@ impl Notice {
             .timeout(Duration::from_secs(3))
             .build()
             .map_err(|e| fail(e.to_string()))?;
-        let mut req = http.post(url).json(&Body {
+        let (frozen, what, by_hand) = (
+            clean(&self.frozen, 1024),
+            clean(&self.what, 512),
+            clean(&self.thaw_by_hand, 1024),
+        );
+        let body = Body {
             id: &self.id,
             target: &self.target,
             namespace: &self.namespace,
             state,
-            frozen: &self.frozen,
-            what: &self.what,
+            frozen: &frozen,
+            what: &what,
             since_ms,
             for_ms: self.for_ms,
             at_ms,
             by,
-            thaw_by_hand: &self.thaw_by_hand,
-        });
-        if let Some(f) = &self.token_file {
-            let token = std::fs::read_to_string(f).map_err(|e| fail(format!("{}: {e}", f.display())))?;
-            req = req.bearer_auth(token.trim());
-        } else if !user.is_empty() {
-            req = req.basic_auth(user, pass);
+            thaw_by_hand: &by_hand,
+        };
+        let token = match &self.token_file {
+            Some(f) => Some(std::fs::read_to_string(f).map_err(|e| fail(format!("{}: {e}", f.display())))?),
+            None => None,
+        };
+        // A busy or restarting exporter (a connection refused, 429, 5xx) is asked again.
+        let mut last = String::new();
+        for pause in [0, 500, 1000, 2000] {
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            let mut req = http.post(url.clone()).json(&body);
+            if let Some(t) = &token {
+                req = req.bearer_auth(t.trim());
+            } else if !user.is_empty() {
+                req = req.basic_auth(&user, pass.as_deref());
+            }
+            match req.send().await {
+                Ok(resp) if resp.status().is_success() => return Ok(()),
+                Ok(resp) => {
+                    let status = resp.status();
+                    let text = resp.text().await.unwrap_or_default();
+                    last = format!("{status}: {}", text.trim().chars().take(300).collect::<String>());
+                    if !(status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS) {
+                        break;
+                    }
+                }
+                Err(e) => last = e.to_string(),
+            }
         }
-        let resp = req.send().await.map_err(|e| fail(e.to_string()))?;
-        let status = resp.status();
-        if status.is_success() {
-            return Ok(());
-        }
-        let body = resp.text().await.unwrap_or_default();
-        Err(fail(format!(
-            "{status}: {}",
-            body.trim().chars().take(300).collect::<String>()
-        )))
+        Err(fail(last))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_line_is_sent_on_one_line_within_the_limit() {
+        assert_eq!(clean("python3 -c 'a\nb'\t", 100), "python3 -c 'a b' ");
+        let long = "x".repeat(600);
+        let cut = clean(&long, 512);
+        assert_eq!(cut.chars().count(), 512);
+        assert!(cut.ends_with('…'));
     }
 }

@@ -118,7 +118,12 @@ fn tracer(pid: i32, ready: &Ready, asked: &Asked) {
 fn seize_all(pid: i32, held: &mut BTreeMap<i32, Option<Signal>>) -> Result<(), PtraceError> {
     let deadline = Instant::now() + SETTLE;
     loop {
-        let new: Vec<i32> = tasks(pid)?.into_iter().filter(|t| !held.contains_key(t)).collect();
+        // A thread that exited (a zombie leader whose other threads run on) cannot be seized
+        // and needs no stop.
+        let new: Vec<i32> = tasks(pid)?
+            .into_iter()
+            .filter(|t| !held.contains_key(t) && state_of_task(pid, *t) != Some('Z'))
+            .collect();
         if new.is_empty() {
             return match held.is_empty() {
                 true => Err(PtraceError::Gone(pid)),
@@ -184,7 +189,7 @@ fn tasks(pid: i32) -> Result<Vec<i32>, PtraceError> {
 }
 
 /// Wait until no thread of `pid` is in a tracing stop (a gone process is resumed).
-fn resumed(pid: i32) -> Result<(), PtraceError> {
+pub fn resumed(pid: i32) -> Result<(), PtraceError> {
     let deadline = Instant::now() + SETTLE;
     loop {
         let traced = tasks(pid)

@@ -114,6 +114,12 @@ impl FreezeReport {
     /// The frozen time as said: measured, with `--for` beside it when they differ by more
     /// than half a second (the drill or its watchdog was stopped, the watchdog died).
     fn frozen_for(&self) -> String {
+        if self.thaw.failed.is_some() {
+            return format!(
+                "{:.1} s, and it may still be frozen: the thaw failed",
+                self.for_ms as f64 / 1000.0
+            );
+        }
         let measured = self.frozen_ms();
         match measured.abs_diff(self.for_ms) > 500 {
             true => format!(

@@ -82,6 +82,17 @@ pub async fn run(
     let watchdog = Watchdog::spawn(&program, &frozen, plan.hold, Some(&notice))
         .await
         .map_err(|e| FreezeError::Failed(format!("nothing was frozen: the watchdog could not start ({e})")))?;
+    for stayed in &watchdog.stayed {
+        let line = format!(
+            "the watchdog could not leave {stayed}: if the drill and its watchdog die together there, {}",
+            match frozen {
+                Frozen::Pid(_) => "the kernel still ends a ptrace stop (not a SIGSTOP, where ptrace is refused)",
+                _ => "the target stays frozen (the exporter's LockDrillLeftFrozen says so)",
+            }
+        );
+        say(line.clone());
+        report.notes.push(line);
+    }
     let mut counting = Counting::default();
     if let Some(m) = exporter.scrape().await {
         counting.update(wall_ms(), exporter.refusals(&m));
@@ -119,17 +130,12 @@ pub async fn run(
         Frozen::Commands { .. } => Some(found::frozen_now()),
         _ => None,
     };
-    let landed = Span::land(watchdog, &frozen, Some(notice), cancel.cancelled())
+    let mut span = Span::land(watchdog, &frozen, Some(notice))
         .await
         .map_err(|e| match e.left_frozen {
             true => FreezeError::LeftFrozen(e.said),
             false => FreezeError::Failed(e.said),
         })?;
-    let Some(mut span) = landed else {
-        return Err(FreezeError::Failed(
-            "interrupted while freezing (the watchdog undoes a freeze that lands after)".into(),
-        ));
-    };
     let frozen_ms = span.landed_ms;
     let frozen_at = Instant::now() - Duration::from_millis(u64::try_from(wall_ms() - frozen_ms).unwrap_or(0));
     report.method = span.method.clone();
@@ -311,7 +317,7 @@ async fn wait(
         let step = POLL.min(until.saturating_duration_since(Instant::now()));
         let ended = async {
             match span.as_deref_mut() {
-                Some(s) => s.ended_early(wall_ms()).await,
+                Some(s) => s.ended_early().await,
                 None => std::future::pending().await,
             }
         };

@@ -1,16 +1,22 @@
 //! The freeze from the drill's side, from landing to the confirmed thaw: the watchdog
-//! freezes and thaws; when it dies the drill knows what that did (a ptrace stop ended with
-//! it: the worker runs again now) and, for a freezer's stop, holds on and thaws at its end
-//! itself, guarded. The thaw as it happened is the report's [`Thaw`].
+//! freezes and thaws. When it dies the drill knows what that did: a ptrace stop ended with
+//! it (the worker runs again now; the drill confirms and tells the exporter), a freezer's
+//! stop did not (the drill ends what the watchdog left running, holds on and thaws at its
+//! end itself, guarded). The thaw as it happened is the report's [`Thaw`].
 
+use std::time::SystemTime;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use serde::Serialize;
 
 use super::freezer;
 use super::guard::Armed;
 use super::notice::Notice;
+use super::ptrace;
 use super::stop::{PTRACE, by_hand};
 use super::target::Frozen;
-use super::watchdog::{Heard, Said, Watchdog};
+use super::watchdog::{Heard, Said, THAW_LIMIT, Watchdog};
 
 /// How the freeze ended, for the report.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -56,22 +62,41 @@ pub struct NotLanded {
     pub left_frozen: bool,
 }
 
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// End whatever a dead watchdog left running: a freeze or thaw command, which shares its
+/// process group (it leads one, having made its own session).
+fn end_orphans(watchdog_pid: Option<u32>) {
+    if let Some(pid) = watchdog_pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// After the watchdog's death: its orphans ended, then `f` thawed here and confirmed (a
+/// ptrace stop ends with its tracer: that it did is confirmed too); `Err` when it failed.
+async fn after_the_watchdog(watchdog_pid: Option<u32>, f: &Frozen) -> Result<(), String> {
+    end_orphans(watchdog_pid);
+    let f = f.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Frozen::Pid(pid) = &f {
+            ptrace::resumed(*pid).map_err(|e| e.to_string())?;
+        }
+        freezer::thaw(&f).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r)
+}
+
 impl Span {
-    /// Ask `watchdog` to freeze; `None` for `cancelled` first (the watchdog undoes a freeze
-    /// that lands after).
-    pub async fn land(
-        mut watchdog: Watchdog,
-        frozen: &Frozen,
-        notice: Option<Notice>,
-        cancelled: impl std::future::Future<Output = ()>,
-    ) -> Result<Option<Span>, NotLanded> {
-        let heard = tokio::select! {
-            h = watchdog.freeze() => h,
-            () = cancelled => {
-                watchdog.close().await;
-                return Ok(None);
-            }
-        };
+    /// Ask `watchdog` to freeze, and wait for the freeze to land (a signal meanwhile is the
+    /// caller's to act on once it has: the countdown thaws at once).
+    pub async fn land(mut watchdog: Watchdog, frozen: &Frozen, notice: Option<Notice>) -> Result<Span, NotLanded> {
+        let heard = watchdog.freeze().await;
         let thaw = Thaw {
             by_hand: by_hand(frozen),
             watchdog_moved: watchdog.moved.clone(),
@@ -79,7 +104,7 @@ impl Span {
             ..Thaw::default()
         };
         match heard {
-            Heard::Said(Said::Frozen { at_ms, method, note }) => Ok(Some(Span {
+            Heard::Said(Said::Frozen { at_ms, method, note }) => Ok(Span {
                 frozen: frozen.clone(),
                 watchdog: Some(watchdog),
                 armed: None,
@@ -89,25 +114,31 @@ impl Span {
                 note,
                 ended_ms: None,
                 thaw,
-            })),
-            Heard::Said(Said::FreezeFailed { error }) => {
+            }),
+            Heard::Said(Said::FreezeFailed { error, left_frozen }) => {
                 watchdog.close().await;
                 Err(NotLanded {
-                    left_frozen: error.contains("failed too"),
                     said: format!("the freeze failed: {error}"),
+                    left_frozen,
                 })
             }
             other => {
-                // Whatever a freezer stopped before the watchdog died is thawed here.
-                let (undone, left_frozen) = match freezer::thaw(frozen) {
+                // Gone, or silent: whatever it stopped or still runs is ended here.
+                let pid = watchdog.pid();
+                watchdog.hang_up();
+                let (undone, left_frozen) = match after_the_watchdog(pid, frozen).await {
                     Ok(()) => ("nothing is left frozen".to_string(), false),
                     Err(e) => (
                         format!("the thaw failed: {e}; thaw it by hand: {}", by_hand(frozen)),
                         true,
                     ),
                 };
+                let what = match other {
+                    Heard::Silent => "did not answer",
+                    _ => "died",
+                };
                 Err(NotLanded {
-                    said: format!("the watchdog did not freeze ({other:?}): {undone}"),
+                    said: format!("the watchdog {what} while freezing: {undone}"),
                     left_frozen,
                 })
             }
@@ -116,7 +147,7 @@ impl Span {
 
     /// The watchdog's next word while frozen: `true` when the freeze ended (the watchdog
     /// thawed it, or died with its ptrace stop). Pending forever once nothing more can come.
-    pub async fn ended_early(&mut self, now_ms: i64) -> bool {
+    pub async fn ended_early(&mut self) -> bool {
         let Some(w) = self.watchdog.as_mut() else {
             return std::future::pending().await;
         };
@@ -128,25 +159,38 @@ impl Span {
             }
             Heard::Said(Said::ThawFailed { error }) => {
                 self.thaw.failed = Some(error);
-                self.ended("nobody", None, now_ms);
+                self.ended("nobody", None, wall_ms());
                 self.watchdog = None;
                 true
             }
-            Heard::Said(_) => false,
+            Heard::Said(_) | Heard::Silent => false,
             Heard::Gone => {
-                self.watchdog = None;
+                let at_ms = wall_ms();
+                let pid = self.watchdog.take().and_then(|w| w.pid());
                 self.thaw.watchdog_died = true;
                 if self.method == PTRACE {
-                    self.ended(
-                        "kernel",
-                        Some("the watchdog died, and the kernel ended its ptrace stop".into()),
-                        now_ms,
-                    );
+                    self.kernel_ended(pid, at_ms).await;
                     return true;
                 }
                 // A freezer's stop outlives it: the drill thaws at its end, guarded.
                 self.armed = Some(Armed::arm(&self.frozen));
                 false
+            }
+        }
+    }
+
+    /// The watchdog died with its ptrace stop: confirm the worker runs, tell the exporter.
+    async fn kernel_ended(&mut self, watchdog_pid: Option<u32>, at_ms: i64) {
+        let why = "the watchdog died, and the kernel ended its ptrace stop".to_string();
+        match after_the_watchdog(watchdog_pid, &self.frozen).await {
+            Ok(()) => {
+                self.ended("kernel", Some(why), at_ms);
+                self.tell("thawed", at_ms).await;
+            }
+            Err(e) => {
+                self.thaw.failed = Some(format!("{why}, but: {e}"));
+                self.ended("nobody", None, at_ms);
+                self.tell("thaw_failed", at_ms).await;
             }
         }
     }
@@ -169,43 +213,47 @@ impl Span {
                     self.thaw.failed = Some(error);
                     return self.ended("nobody", None, at_ms);
                 }
-                _ => {
-                    self.watchdog = None;
+                Heard::Silent | Heard::Said(_) => {
+                    // Alive but unheard: the thaw is not confirmed, and not run twice.
+                    self.thaw.failed = Some(format!(
+                        "the watchdog did not confirm the thaw within {} s",
+                        THAW_LIMIT.as_secs()
+                    ));
+                    return self.ended("nobody", None, at_ms);
+                }
+                Heard::Gone => {
+                    let pid = self.watchdog.take().and_then(|w| w.pid());
                     self.thaw.watchdog_died = true;
                     if self.method == PTRACE {
-                        return self.ended(
-                            "kernel",
-                            Some("the watchdog died, and the kernel ended its ptrace stop".into()),
-                            at_ms,
-                        );
+                        return self.kernel_ended(pid, at_ms).await;
                     }
+                    end_orphans(pid);
                 }
             }
         }
         // The watchdog is gone: the drill thaws it itself.
-        let f = self.frozen.clone();
-        let done = tokio::task::spawn_blocking(move || freezer::thaw(&f))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
-        match done {
+        match after_the_watchdog(None, &self.frozen).await {
             Ok(()) => {
                 if let Some(a) = self.armed.take() {
                     a.disarm();
                 }
                 let why = "the watchdog had died: the drill thawed it itself".to_string();
                 self.ended("drill", Some(why), at_ms);
-                if let Some(n) = &self.notice {
-                    let _ = n.tell("thawed", self.landed_ms, at_ms, "drill").await;
-                }
+                self.tell("thawed", at_ms).await;
             }
             Err(e) => {
                 self.thaw.failed = Some(e);
                 self.ended("nobody", None, at_ms);
-                if let Some(n) = &self.notice {
-                    let _ = n.tell("thaw_failed", self.landed_ms, at_ms, "drill").await;
-                }
+                self.tell("thaw_failed", at_ms).await;
             }
+        }
+    }
+
+    async fn tell(&self, state: &str, at_ms: i64) {
+        if let Some(n) = &self.notice
+            && let Err(e) = n.tell(state, self.landed_ms, at_ms, "drill").await
+        {
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("lockwatch drill: {e}\n").as_bytes());
         }
     }
 

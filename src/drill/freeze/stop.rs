@@ -20,8 +20,9 @@ pub enum Held {
 
 impl Held {
     /// Stop `f`; the method as the report says it, and a note where ptrace was refused. On
-    /// an error, whatever may have been stopped is thawed again (the error says if that failed).
-    pub fn stop(f: &Frozen) -> Result<(Held, String, Option<String>), String> {
+    /// an error, whatever may have been stopped is thawed again: the error, and whether that
+    /// failed too (it may be left frozen).
+    pub fn stop(f: &Frozen) -> Result<(Held, String, Option<String>), (String, bool)> {
         if let Frozen::Pid(pid) = f {
             match ptrace::Stop::new(*pid) {
                 Ok(stop) => {
@@ -46,7 +47,7 @@ impl Held {
                         Err(e) => Err(undo(f, e.to_string())),
                     };
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err((e.to_string(), false)),
             }
         }
         match freezer::freeze(f) {
@@ -101,10 +102,10 @@ pub fn method(f: &Frozen) -> &'static str {
 }
 
 /// A failed freeze thawed again: the error, and whether that thaw failed too.
-fn undo(f: &Frozen, error: String) -> String {
+fn undo(f: &Frozen, error: String) -> (String, bool) {
     match freezer::thaw(f) {
-        Ok(()) => format!("{error} (thawed)"),
-        Err(e) => format!("{error}; the thaw after it failed too: {e}"),
+        Ok(()) => (format!("{error} (thawed)"), false),
+        Err(e) => (format!("{error}; the thaw after it failed too: {e}"), true),
     }
 }
 

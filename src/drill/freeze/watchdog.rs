@@ -20,7 +20,11 @@ use super::target::Frozen;
 pub const GRACE: Duration = Duration::from_secs(2);
 
 /// How long a freeze may take: the commands' limit and the kernel's, with a margin.
-const FREEZE_LIMIT: Duration = Duration::from_secs(75);
+pub const FREEZE_LIMIT: Duration = Duration::from_secs(75);
+
+/// How long a confirmed thaw may take: a command's 60 s three times, the pauses between, a
+/// margin.
+pub const THAW_LIMIT: Duration = Duration::from_secs(200);
 
 /// What the watchdog says, one JSON object per line.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -34,8 +38,8 @@ pub enum Said {
         method: String,
         note: Option<String>,
     },
-    /// Nothing is left frozen (or, when the error says so, the undo failed too).
-    FreezeFailed { error: String },
+    /// The freeze failed; it was undone unless `left_frozen` (the undo failed too).
+    FreezeFailed { error: String, left_frozen: bool },
     /// Thawed and confirmed; `at_ms` is taken just before the thaw. `why`: the watchdog's own
     /// reason when the drill did not ask.
     Thawed { at_ms: i64, why: Option<String> },
@@ -49,6 +53,8 @@ pub enum Heard {
     Said(Said),
     /// Its pipe closed: it died (or exited after its last word).
     Gone,
+    /// No answer within the step's limit: alive, or not, but not heard.
+    Silent,
 }
 
 /// The drill's handle on its watchdog.
@@ -126,9 +132,7 @@ impl Watchdog {
         match tokio::time::timeout(FREEZE_LIMIT, self.said.recv()).await {
             Ok(Some(s)) => Heard::Said(s),
             Ok(None) => Heard::Gone,
-            Err(_) => Heard::Said(Said::FreezeFailed {
-                error: format!("no answer within {} s", FREEZE_LIMIT.as_secs()),
-            }),
+            Err(_) => Heard::Silent,
         }
     }
 
@@ -155,11 +159,26 @@ impl Watchdog {
                 _ => Heard::Gone,
             };
         }
-        // The thaw's own limits (the kernel's 5 s, a command's 60 s, two retries) and a margin.
-        match tokio::time::timeout(FREEZE_LIMIT + Duration::from_secs(10), self.said.recv()).await {
+        self.last_word(THAW_LIMIT).await
+    }
+
+    /// Its next word within `limit`: `Gone` once its pipe closed, `Silent` when none came.
+    pub async fn last_word(&mut self, limit: Duration) -> Heard {
+        match tokio::time::timeout(limit, self.said.recv()).await {
             Ok(Some(s)) => Heard::Said(s),
-            _ => Heard::Gone,
+            Ok(None) => Heard::Gone,
+            Err(_) => Heard::Silent,
         }
+    }
+
+    /// Its process id (also its process group's, and its session's: it leads them).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Close the pipe without waiting: a watchdog holding a freeze (or landing one) thaws it.
+    pub fn hang_up(&mut self) {
+        self.stdin = None;
     }
 
     /// Close the pipe and reap it: a watchdog still holding a freeze thaws it at once.
