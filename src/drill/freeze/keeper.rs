@@ -7,8 +7,7 @@
 //! (`notice`). Its stderr is the drill's, written without ever panicking.
 
 use std::io::Write;
-use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{SignalKind, signal};
@@ -17,8 +16,9 @@ use tokio::sync::mpsc;
 use super::escape;
 use super::notice::Notice;
 use super::stop::Held;
-use super::target::{CgroupVersion, Frozen};
+use super::target::Frozen;
 use super::watchdog::{GRACE, Said};
+use crate::locks::recent::wall_ms;
 
 /// What the hidden subcommand is given.
 #[derive(Debug, Clone)]
@@ -41,12 +41,6 @@ enum Heard {
     Signal,
 }
 
-fn wall_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// A line on the drill's stderr; a closed one is no reason to stop.
 fn log(line: &str) {
     let _ = writeln!(std::io::stderr(), "lockwatch drill watchdog: {line}");
@@ -54,22 +48,13 @@ fn log(line: &str) {
 
 /// The target as the watchdog freezes and thaws it, not checked again (the drill did that).
 fn target(args: &WatchdogArgs) -> Option<Frozen> {
-    if let (Some(freeze), Some(thaw)) = (&args.freeze_cmd, &args.thaw_cmd) {
-        return Some(Frozen::Commands {
+    match (&args.freeze_cmd, &args.thaw_cmd) {
+        (Some(freeze), Some(thaw)) => Some(Frozen::Commands {
             freeze: freeze.clone(),
             thaw: thaw.clone(),
-        });
+        }),
+        _ => Frozen::named(args.thaw.as_deref()?),
     }
-    let spec = args.thaw.as_deref()?;
-    if let Some(p) = spec.strip_prefix("pid:") {
-        return p.parse().ok().map(Frozen::Pid);
-    }
-    let path = Path::new(spec.strip_prefix("cgroup:")?).to_path_buf();
-    let version = match path.join("cgroup.freeze").is_file() {
-        true => CgroupVersion::V2,
-        false => CgroupVersion::V1,
-    };
-    Some(Frozen::Cgroup { path, version })
 }
 
 /// The drill's words and the signals, on one channel.

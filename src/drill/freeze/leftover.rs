@@ -10,7 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::freezer;
-use super::target::{CgroupVersion, Frozen, cmdline};
+use super::target::{Frozen, cmdline};
 
 /// Why it is not thawed.
 #[derive(Debug, thiserror::Error)]
@@ -29,29 +29,18 @@ pub fn thaw(spec: &str) -> Result<String, LeftoverError> {
         let pid: i32 = n.trim().parse().map_err(|_| LeftoverError::Spec(spec.into()))?;
         return thaw_pid(pid);
     }
-    let p = spec
-        .strip_prefix("cgroup:")
-        .ok_or_else(|| LeftoverError::Spec(spec.into()))?;
-    let path = Path::new("/sys/fs/cgroup").join(p.trim());
-    let version = match (
-        path.join("cgroup.freeze").is_file(),
-        path.join("freezer.state").is_file(),
-    ) {
-        (true, _) => CgroupVersion::V2,
-        (false, true) => CgroupVersion::V1,
-        _ => {
-            return Err(LeftoverError::Still(format!(
-                "{} is no freezable cgroup (no cgroup.freeze nor freezer.state)",
-                path.display()
-            )));
-        }
-    };
-    freezer::thaw(&Frozen::Cgroup {
-        path: path.clone(),
-        version,
-    })
-    .map_err(|e| LeftoverError::Still(e.to_string()))?;
-    Ok(format!("thawed cgroup {}", path.display()))
+    if !spec.starts_with("cgroup:") {
+        return Err(LeftoverError::Spec(spec.into()));
+    }
+    let named = spec_of(spec);
+    let f = Frozen::named(spec).ok_or_else(|| {
+        LeftoverError::Still(format!(
+            "{} is no freezable cgroup (no cgroup.freeze nor freezer.state)",
+            named.trim_start_matches("cgroup:")
+        ))
+    })?;
+    freezer::thaw(&f).map_err(|e| LeftoverError::Still(e.to_string()))?;
+    Ok(format!("thawed cgroup {}", named.trim_start_matches("cgroup:")))
 }
 
 /// The spec as a drill names it (a cgroup's path made absolute), to find its freezes.

@@ -76,17 +76,9 @@ pub async fn thawed_by_hand(
         state: "thawed".into(),
         why,
     };
-    let mut url = reqwest::Url::parse(exporter).map_err(|e| fail(format!("`{exporter}`: {e}")))?;
-    url.set_path("/api/v1/status");
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(3))
-        .build()
-        .map_err(|e| fail(e.to_string()))?;
-    let mut req = http.get(url.clone());
-    if !url.username().is_empty() {
-        req = req.basic_auth(url.username(), url.password());
-    }
-    let status: Status = req
+    let at = Endpoint::new(exporter, "/api/v1/status").map_err(fail)?;
+    let status: Status = at
+        .basic_auth(at.http.get(at.url.clone()))
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
@@ -94,7 +86,7 @@ pub async fn thawed_by_hand(
         .json()
         .await
         .map_err(|e| fail(e.to_string()))?;
-    let now = now_ms();
+    let now = crate::locks::recent::wall_ms();
     let mut told = 0;
     for f in status.drill_freezes.into_iter().filter(|f| f.frozen == spec) {
         let n = Notice {
@@ -124,10 +116,35 @@ fn clean(s: &str, max: usize) -> String {
     out
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// A path of the exporter: a client, the URL without credentials, and those it had.
+struct Endpoint {
+    http: reqwest::Client,
+    url: reqwest::Url,
+    user: String,
+    pass: Option<String>,
+}
+
+impl Endpoint {
+    fn new(exporter: &str, path: &str) -> Result<Endpoint, String> {
+        let mut url = reqwest::Url::parse(exporter).map_err(|e| format!("`{exporter}`: {e}"))?;
+        let (user, pass) = (url.username().to_string(), url.password().map(str::to_string));
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        url.set_path(path);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Endpoint { http, url, user, pass })
+    }
+
+    /// The URL's credentials, if it had any.
+    fn basic_auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self.user.is_empty() {
+            true => req,
+            false => req.basic_auth(&self.user, self.pass.as_deref()),
+        }
+    }
 }
 
 impl Notice {
@@ -138,16 +155,7 @@ impl Notice {
             state: state.into(),
             why,
         };
-        let mut url = reqwest::Url::parse(&self.exporter).map_err(|e| fail(format!("`{}`: {e}", self.exporter)))?;
-        let user = url.username().to_string();
-        let pass = url.password().map(str::to_string);
-        let _ = url.set_username("");
-        let _ = url.set_password(None);
-        url.set_path("/api/v1/drills/freezes");
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(3))
-            .build()
-            .map_err(|e| fail(e.to_string()))?;
+        let at = Endpoint::new(&self.exporter, "/api/v1/drills/freezes").map_err(fail)?;
         let (frozen, what, by_hand) = (
             clean(&self.frozen, 1024),
             clean(&self.what, 512),
@@ -174,12 +182,11 @@ impl Notice {
         let mut last = String::new();
         for pause in [0, 500, 1000, 2000] {
             tokio::time::sleep(Duration::from_millis(pause)).await;
-            let mut req = http.post(url.clone()).json(&body);
-            if let Some(t) = &token {
-                req = req.bearer_auth(t.trim());
-            } else if !user.is_empty() {
-                req = req.basic_auth(&user, pass.as_deref());
-            }
+            let req = at.http.post(at.url.clone()).json(&body);
+            let req = match &token {
+                Some(t) => req.bearer_auth(t.trim()),
+                None => at.basic_auth(req),
+            };
             match req.send().await {
                 Ok(resp) if resp.status().is_success() => return Ok(()),
                 Ok(resp) => {

@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::target::state_of;
+use super::target::thread_state;
 
 /// How long the threads get to stop, and to run again.
 const SETTLE: Duration = Duration::from_secs(5);
@@ -122,7 +122,7 @@ fn seize_all(pid: i32, held: &mut BTreeMap<i32, Option<Signal>>) -> Result<(), P
         // and needs no stop.
         let new: Vec<i32> = tasks(pid)?
             .into_iter()
-            .filter(|t| !held.contains_key(t) && state_of_task(pid, *t) != Some('Z'))
+            .filter(|t| !held.contains_key(t) && thread_state(pid, *t) != Some('Z'))
             .collect();
         if new.is_empty() {
             return match held.is_empty() {
@@ -195,7 +195,7 @@ pub fn resumed(pid: i32) -> Result<(), PtraceError> {
         let traced = tasks(pid)
             .unwrap_or_default()
             .into_iter()
-            .any(|t| state_of_task(pid, t) == Some('t'));
+            .any(|t| thread_state(pid, t) == Some('t'));
         if !traced {
             return Ok(());
         }
@@ -206,19 +206,11 @@ pub fn resumed(pid: i32) -> Result<(), PtraceError> {
     }
 }
 
-fn state_of_task(pid: i32, tid: i32) -> Option<char> {
-    if pid == tid {
-        return state_of(pid);
-    }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    stat.get(stat.rfind(')')? + 2..)?.chars().next()
-}
-
 /// Whether every thread of `pid` is in a tracing stop.
 #[cfg(test)]
 fn all_stopped(pid: i32) -> bool {
     let tids = tasks(pid).unwrap_or_default();
-    !tids.is_empty() && tids.iter().all(|t| state_of_task(pid, *t) == Some('t'))
+    !tids.is_empty() && tids.iter().all(|t| thread_state(pid, *t) == Some('t'))
 }
 
 #[cfg(test)]
@@ -258,7 +250,7 @@ mod tests {
             !tasks(pid)
                 .unwrap_or_default()
                 .iter()
-                .any(|t| state_of_task(pid, *t) == Some('t'))
+                .any(|t| thread_state(pid, *t) == Some('t'))
         );
         {
             let _stop = Stop::new(pid).unwrap_or_else(|e| panic!("{e}"));

@@ -4,8 +4,6 @@
 //! stop did not (the drill ends what the watchdog left running, holds on and thaws at its
 //! end itself, guarded). The thaw as it happened is the report's [`Thaw`].
 
-use std::time::SystemTime;
-
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -17,6 +15,7 @@ use super::ptrace;
 use super::stop::{PTRACE, by_hand};
 use super::target::Frozen;
 use super::watchdog::{Heard, Said, THAW_LIMIT, Watchdog};
+use crate::locks::recent::wall_ms;
 
 /// How the freeze ended, for the report.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -60,12 +59,6 @@ pub struct Span {
 pub struct NotLanded {
     pub said: String,
     pub left_frozen: bool,
-}
-
-fn wall_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// End whatever a dead watchdog left running: a freeze or thaw command, which shares its
@@ -166,8 +159,7 @@ impl Span {
             Heard::Said(_) | Heard::Silent => false,
             Heard::Gone => {
                 let at_ms = wall_ms();
-                let pid = self.watchdog.take().and_then(|w| w.pid());
-                self.thaw.watchdog_died = true;
+                let pid = self.watchdog_gone();
                 if self.method == PTRACE {
                     self.kernel_ended(pid, at_ms).await;
                     return true;
@@ -222,8 +214,7 @@ impl Span {
                     return self.ended("nobody", None, at_ms);
                 }
                 Heard::Gone => {
-                    let pid = self.watchdog.take().and_then(|w| w.pid());
-                    self.thaw.watchdog_died = true;
+                    let pid = self.watchdog_gone();
                     if self.method == PTRACE {
                         return self.kernel_ended(pid, at_ms).await;
                     }
@@ -255,6 +246,12 @@ impl Span {
         {
             let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("lockwatch drill: {e}\n").as_bytes());
         }
+    }
+
+    /// The watchdog died: said in the report; its pid, for its orphans.
+    fn watchdog_gone(&mut self) -> Option<u32> {
+        self.thaw.watchdog_died = true;
+        self.watchdog.take().and_then(|w| w.pid())
     }
 
     fn ended(&mut self, by: &str, why: Option<String>, at_ms: i64) {

@@ -46,6 +46,25 @@ pub enum Frozen {
 pub struct Refused(pub String);
 
 impl Frozen {
+    /// `pid:N` or `cgroup:PATH` as a drill named it, not checked again (the watchdog, and
+    /// `--thaw` for what a drill left): a cgroup's version from its files, `None` when it
+    /// has neither.
+    pub fn named(spec: &str) -> Option<Frozen> {
+        if let Some(p) = spec.strip_prefix("pid:") {
+            return p.trim().parse().ok().map(Frozen::Pid);
+        }
+        let path = Path::new(CGROUP_ROOT).join(spec.strip_prefix("cgroup:")?.trim());
+        let version = match (
+            path.join("cgroup.freeze").is_file(),
+            path.join("freezer.state").is_file(),
+        ) {
+            (true, _) => CgroupVersion::V2,
+            (false, true) => CgroupVersion::V1,
+            _ => return None,
+        };
+        Some(Frozen::Cgroup { path, version })
+    }
+
     /// `pid:N` or `cgroup:PATH` (absolute, or relative to `/sys/fs/cgroup`), checked.
     pub fn parse(spec: &str) -> Result<Frozen, Refused> {
         if let Some(n) = spec.strip_prefix("pid:") {
@@ -142,7 +161,16 @@ fn parent_of(pid: i32) -> Option<i32> {
 
 /// A process's state letter from `/proc/N/stat` (`T` stopped, `Z` zombie…); `None` if gone.
 pub fn state_of(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    state_in(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The state of thread `tid` of process `pid`, as [`state_of`].
+pub fn thread_state(pid: i32, tid: i32) -> Option<char> {
+    state_in(&std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?)
+}
+
+/// The state letter of a `stat` line (after the command name, which may hold `)`).
+fn state_in(stat: &str) -> Option<char> {
     stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
 }
 
