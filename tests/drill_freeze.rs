@@ -237,7 +237,9 @@ async fn run_with(case: &Case, freeze_the_waiter: bool, traffic: Traffic) -> Ran
     if !case.observe.is_empty() {
         args.extend(["--observe".into(), case.observe.into()]);
     }
-    let record = artifacts().join(format!("freeze-{}.txt", case.name));
+    // The incident's record is the HTML page, looked at in Chromium; the others' are text.
+    let ext = if case.name == "incident" { "html" } else { "txt" };
+    let record = artifacts().join(format!("freeze-{}.{ext}", case.name));
     args.extend(["--report".into(), record.display().to_string()]);
     let out = tokio::process::Command::new(BIN)
         .arg("drill")
@@ -518,8 +520,35 @@ async fn the_payout_incident_is_noticed_late_with_its_exposure() {
     // The store shows what the verdict says: the lost job's items paid beside the new owner's.
     let twice = r.paid_twice();
     assert!(twice.len() > 20, "{twice:?}\n{}", r.workers.report());
-    let text = std::fs::read_to_string(artifacts().join("freeze-incident.txt")).unwrap();
-    assert!(text.contains("UNSAFE") && text.contains("exposure:"), "{text}");
+    // Its HTML record, as Chromium renders it: self-contained, silent, the verdict and the
+    // exposure said, the woken worker's exposure drawn as a span of harm; screenshots kept.
+    let page = artifacts().join("freeze-incident.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for bad in ["<script", "<link", "<img", "@import", "url(", "src=\"", "href=\"http"] {
+        assert!(!html.contains(bad), "{bad} in the page");
+    }
+    let profile = tempfile::tempdir().unwrap();
+    let rendered = common::headless::render(&page, profile.path());
+    assert!(rendered.console.is_empty(), "console: {:?}", rendered.console);
+    let dom = rendered.dom;
+    assert!(
+        dom.contains("class=\"verdict unsafe\"") && dom.contains("<dt>exposure</dt>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<rect class=\"span deviation\""),
+        "the exposure drawn: {dom}"
+    );
+    assert!(dom.contains("<li class=\"lock finding deviation\""), "{dom}");
+    for (suffix, size, dark) in [
+        ("1280", (1280, 1800), false),
+        ("1280-dark", (1280, 1800), true),
+        ("390", (390, 3000), false),
+    ] {
+        let shot = artifacts().join(format!("freeze-report-incident-{suffix}.png"));
+        let bytes = common::headless::screenshot(&page, profile.path(), &shot, size, dark);
+        assert!(bytes > 20_000, "a screenshot of {bytes} bytes");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

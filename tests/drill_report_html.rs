@@ -218,7 +218,7 @@ async fn a_passing_run_with_its_counters() {
     happened_in_order(&drawn, &order);
     // A was frozen for the TTL at least: the period's bar spans it.
     assert!(at(&drawn, "SIGCONT") - at(&drawn, "SIGSTOP") >= 1000, "{drawn:#?}");
-    assert!(dom.contains("class=\"period\""));
+    assert!(dom.contains("<rect class=\"span\" data-from="));
     assert!(
         dom.contains("<svg class=\"timeline burst\""),
         "a close-up of the takeover"

@@ -226,18 +226,21 @@ async fn a_takeover_shows_live_on_the_timeline_and_the_key_page() {
     );
     assert!(!body.contains("\nB\n"), "owner token not shown");
     assert_eq!(
-        b.eval(&key, "document.querySelectorAll('svg.lifecycle rect.hold').length")
-            .await,
+        b.eval(
+            &key,
+            "document.querySelectorAll('svg.timeline.lifecycle rect.span').length"
+        )
+        .await,
         2,
         "two holds drawn: A's and B's"
     );
     assert_eq!(
-        b.eval(&key, "document.querySelectorAll('svg.lifecycle text.takeover').length")
+        b.eval(&key, "[...document.querySelectorAll('svg.timeline.lifecycle g.event.deviation title')].filter(t => t.textContent.endsWith(': takeover')).length")
             .await,
         1
     );
     assert_eq!(
-        b.eval(&key, "document.querySelectorAll('svg.lifecycle text.expiry').length")
+        b.eval(&key, "[...document.querySelectorAll('svg.timeline.lifecycle g.event.deviation title')].filter(t => t.textContent.endsWith(': expired')).length")
             .await,
         1
     );

@@ -92,45 +92,32 @@ pub(super) fn confirm(question: &str, without: &str) -> Result<(), CommandError>
     Ok(())
 }
 
-/// A drill's record in each of its forms.
+/// A drill's record: its facts (JSON) and its document (text, markdown, HTML).
 pub(super) trait Record: serde::Serialize {
-    fn text(&self) -> String;
-    fn markdown(&self) -> String;
-    fn html(&self) -> String;
+    fn document(&self) -> crate::document::Document;
 }
 
 impl Record for drill::Report {
-    fn text(&self) -> String {
-        drill::Report::text(self)
-    }
-    fn markdown(&self) -> String {
-        drill::Report::markdown(self)
-    }
-    fn html(&self) -> String {
-        drill::Report::html(self)
+    fn document(&self) -> crate::document::Document {
+        drill::Report::document(self)
     }
 }
 
 impl Record for drill::freeze::FreezeReport {
-    fn text(&self) -> String {
-        drill::freeze::FreezeReport::text(self)
-    }
-    fn markdown(&self) -> String {
-        drill::freeze::FreezeReport::markdown(self)
-    }
-    fn html(&self) -> String {
-        drill::freeze::FreezeReport::html(self)
+    fn document(&self) -> crate::document::Document {
+        drill::freeze::FreezeReport::document(self)
     }
 }
 
 /// Print the report in `format` (a closed stdout is no error) and write the record to
 /// `path`: HTML for a name ending in `.html` / `.htm`, text for `.txt`, else markdown.
 pub(super) fn output(report: &impl Record, format: DrillFormat, path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let doc = report.document();
     let rendered = match format {
-        DrillFormat::Text => report.text(),
+        DrillFormat::Text => doc.text(),
         DrillFormat::Json => serde_json::to_string_pretty(report).context("cannot render the report")? + "\n",
-        DrillFormat::Markdown => report.markdown(),
-        DrillFormat::Html => report.html(),
+        DrillFormat::Markdown => doc.markdown(),
+        DrillFormat::Html => doc.html(),
     };
     // A closed stdout (the terminal hung up) must not turn a rolled-back run into a panic.
     let _ = std::io::stdout().write_all(rendered.as_bytes());
@@ -141,9 +128,9 @@ pub(super) fn output(report: &impl Record, format: DrillFormat, path: Option<&st
             .unwrap_or("")
             .to_ascii_lowercase();
         let record = match ext.as_str() {
-            "html" | "htm" => report.html(),
-            "txt" | "text" => report.text(),
-            _ => report.markdown(),
+            "html" | "htm" => doc.html(),
+            "txt" | "text" => doc.text(),
+            _ => doc.markdown(),
         };
         std::fs::write(path, record).with_context(|| format!("cannot write {}", path.display()))?;
     }

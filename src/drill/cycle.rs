@@ -9,7 +9,7 @@ use super::late;
 use super::marks;
 use super::narrator::{Narrator, Progress, Said};
 use super::plan::Keys;
-use super::report::{Event, Lane, Period, Step};
+use super::report::{Event, Lane, Step};
 use super::scenario::{Action, StepSpec};
 use super::session::Session;
 use super::worker::{Request, WorkerError};
@@ -108,7 +108,7 @@ pub(crate) async fn run(
     // B is done: it releases its lock the safe way.
     let released = s.b.release(&mut s.conn, &c.keys.lock, &c.token_b).await?;
     s.record(Event::at(s.at_ms(), Lane::WorkerB, "B releases", released));
-    s.recording = false;
+    s.stop_recording();
     Ok(())
 }
 
@@ -180,7 +180,7 @@ async fn perform(
             let worker = s.worker()?;
             worker.pause().await?;
             let pid = worker.pid;
-            s.mark(Lane::WorkerA, "SIGSTOP", Some(Period::Begins));
+            s.open(Lane::WorkerA, "SIGSTOP");
             let pttl = past_ttl(s, narrator, c, Some(pid)).await?;
             expired(pttl, "while A was frozen")
         }
@@ -215,7 +215,7 @@ async fn perform(
         }
         Action::AWakesAndRenews => {
             s.worker()?.resume()?;
-            s.mark(Lane::WorkerA, "SIGCONT", Some(Period::Ends));
+            s.close(Lane::WorkerA, "SIGCONT");
             let req = Request::Renew {
                 key: lock,
                 token: c.token_a.clone(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::cycle::{self, Cycle, Outcome};
 use super::narrator::Narrator;
 use super::proxy::Proxy;
-use super::report::{Lane, Period};
+use super::report::Lane;
 use super::session::Session;
 use super::worker::{Request, WorkerError};
 
@@ -31,7 +31,7 @@ async fn send_held(s: &mut Session<'_>, req: &Request, what: &str) -> Result<boo
     s.worker()?.send(req).await?;
     let held = proxy(s)?.wait_held(IN_FLIGHT_WAIT).await;
     if held {
-        s.mark(Lane::Proxy, format!("{what} held"), Some(Period::Begins));
+        s.open(Lane::Proxy, format!("{what} held"));
     }
     Ok(held)
 }
@@ -39,10 +39,7 @@ async fn send_held(s: &mut Session<'_>, req: &Request, what: &str) -> Result<boo
 /// The proxy lets what it holds through; the timeline's held period, if one is open, ends.
 fn let_through(s: &mut Session<'_>) -> Result<(), WorkerError> {
     proxy(s)?.release();
-    let open = s.report.events.iter().rev().find(|e| e.lane == Lane::Proxy);
-    if open.is_some_and(|e| e.period == Some(Period::Begins)) {
-        s.mark(Lane::Proxy, "let through", Some(Period::Ends));
-    }
+    s.close(Lane::Proxy, "let through");
     Ok(())
 }
 
@@ -66,7 +63,7 @@ pub(super) async fn renewal_held_past_ttl(
         let worker = s.worker()?;
         worker.pause().await?;
         let pid = worker.pid;
-        s.mark(Lane::WorkerA, "SIGSTOP", Some(Period::Begins));
+        s.open(Lane::WorkerA, "SIGSTOP");
         Some(pid)
     } else {
         None
@@ -91,10 +88,10 @@ pub(super) async fn held_renewal_arrives(s: &mut Session<'_>, frozen: bool) -> R
     if frozen {
         answered_frozen = proxy(s)?.wait_replied(before, ANSWER_WAIT).await;
         if answered_frozen {
-            s.mark(Lane::Redis, "answers A, frozen", None);
+            s.mark(Lane::Redis, "answers A, frozen");
         }
         s.worker()?.resume()?;
-        s.mark(Lane::WorkerA, "SIGCONT", Some(Period::Ends));
+        s.close(Lane::WorkerA, "SIGCONT");
     }
     let reply = s.worker()?.receive().await?;
     let mut outcome = cycle::refused(reply, "delayed renewal");

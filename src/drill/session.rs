@@ -15,7 +15,7 @@ use super::narrator::{Narrator, Progress, Said};
 use super::plan::Plan;
 use super::probes::Probes;
 use super::proxy::Proxy;
-use super::report::{Event, Judged, Lane, Period, Report, Step, SustainSummary};
+use super::report::{Event, Judged, Lane, Report, Step, SustainSummary};
 use super::worker::{Worker, WorkerError};
 use crate::access::scripts::LockScripts;
 
@@ -43,6 +43,8 @@ pub(crate) struct Session<'a> {
     pub(crate) probes: Probes,
     /// The timeline's moments are marked (the narrated first cycle).
     pub(crate) recording: bool,
+    /// The spans of the timeline still open (indexes of `report.events`).
+    open: Vec<usize>,
 }
 
 impl<'a> Session<'a> {
@@ -72,22 +74,68 @@ impl<'a> Session<'a> {
             created: Vec::new(),
             probes: Probes::new(opts.exporter.clone(), opts.prometheus.clone()),
             recording: false,
+            open: Vec::new(),
         }
     }
 
     /// Milliseconds since the run started.
-    pub(crate) fn at_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    pub(crate) fn at_ms(&self) -> i64 {
+        i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
     }
 
     /// A moment inside the current step for the timeline, now.
-    pub(crate) fn mark(&mut self, lane: Lane, what: impl Into<String>, period: Option<Period>) {
+    pub(crate) fn mark(&mut self, lane: Lane, what: impl Into<String>) {
         let event = Event {
             step: Some(self.next_n()),
-            period,
             ..Event::at(self.at_ms(), lane, what, true)
         };
         self.record(event);
+    }
+
+    /// A span of `lane` begins now (A frozen, a request held), until `close`.
+    pub(crate) fn open(&mut self, lane: Lane, what: impl Into<String>) {
+        if !self.recording {
+            return;
+        }
+        let at = self.at_ms();
+        self.mark(lane, what);
+        if let Some(e) = self
+            .report
+            .events
+            .last_mut()
+            .filter(|e| e.lane == lane && e.at_ms == at)
+        {
+            e.until_ms = Some(at);
+            self.open.push(self.report.events.len() - 1);
+        }
+    }
+
+    /// The span open on `lane` ends now, marked `what`; nothing when none is open.
+    pub(crate) fn close(&mut self, lane: Lane, what: impl Into<String>) -> bool {
+        let Some(i) = self
+            .open
+            .iter()
+            .position(|i| self.report.events.get(*i).is_some_and(|e| e.lane == lane))
+        else {
+            return false;
+        };
+        let at = self.at_ms();
+        if let Some(e) = self.report.events.get_mut(self.open.remove(i)) {
+            e.until_ms = Some(at);
+        }
+        self.mark(lane, what);
+        true
+    }
+
+    /// The recording stops: spans still open end now.
+    pub(crate) fn stop_recording(&mut self) {
+        let at = self.at_ms();
+        for i in std::mem::take(&mut self.open) {
+            if let Some(e) = self.report.events.get_mut(i) {
+                e.until_ms = Some(at);
+            }
+        }
+        self.recording = false;
     }
 
     /// An event of the timeline; nothing outside the first cycle.

@@ -1,13 +1,14 @@
 //! The status page's pictures, drawn on the server as inline SVG so they exist without
 //! JavaScript: a namespace's last hour as small charts (gauges as lines, counts as bars),
-//! and a key's lifecycle as a timeline (holds as bars per owner hash, expiries and
-//! takeovers marked). Pure: values in, markup out.
+//! and a key's lifecycle as the reports' swimlane (holds as spans per owner hash, expiries
+//! and takeovers marked). Pure: values in, markup out.
 
 use std::fmt::Write;
 
+use crate::document::{LaneRow, Moment, Timeline};
 use crate::locks::recent::Bucket;
 
-pub(super) use crate::markup::esc;
+pub(super) use crate::document::esc;
 
 /// Which of a bucket's values a chart shows.
 #[derive(Debug, Clone, Copy)]
@@ -182,87 +183,67 @@ pub(super) fn chart(metric: Metric, hour: &[Option<Bucket>]) -> String {
 /// A key's lifecycle to draw: (at ms, kind, owner hash, takeover), oldest first.
 pub(super) type Transition<'a> = (i64, &'a str, Option<&'a str>, bool);
 
-/// The key's lifecycle from `from_ms` to `to_ms` as a timeline: a lane per owner hash with
-/// its holds as bars (an acquisition to the release, expiry or eviction that ends it, or to
-/// now), expiries and evictions marked ×, takeovers marked ▲.
-pub(super) fn lifecycle(transitions: &[Transition<'_>], from_ms: i64, to_ms: i64) -> String {
-    let span = (to_ms - from_ms).max(1) as f64;
-    const LW: f64 = 1000.0;
-    let x = |at: i64| ((at - from_ms) as f64 / span * LW).clamp(0.0, LW);
-    let mut lanes: Vec<&str> = Vec::new();
-    for (_, _, owner, _) in transitions {
-        let o = owner.unwrap_or("unknown");
-        if !lanes.contains(&o) {
-            lanes.push(o);
-        }
-    }
-    let lane_h = 26.0;
-    let height = (lanes.len().max(1) as f64) * lane_h + 22.0;
-    let mut svg = format!(
-        r#"<svg class="lifecycle" viewBox="0 0 1120 {height}" role="img" aria-label="lifecycle of the key"><title>holds per owner hash; × expired or evicted; ▲ takeover</title>"#
-    );
-    let lane_of = |owner: Option<&str>| lanes.iter().position(|l| *l == owner.unwrap_or("unknown")).unwrap_or(0);
-    for (i, l) in lanes.iter().enumerate() {
-        let ty = i as f64 * lane_h + 17.0;
-        let _ = write!(
-            svg,
-            r#"<text class="lane" x="0" y="{ty}">{}</text>"#,
-            esc(&l[..l.len().min(8)])
-        );
-    }
+/// The key's lifecycle up to `now_ms` as the swimlane: a lane per owner hash with its holds
+/// as spans (an acquisition to the release, expiry or eviction that ends it, or to now),
+/// expiries, evictions and takeovers marked as harm.
+pub(super) fn lifecycle(transitions: &[Transition<'_>], now_ms: i64) -> String {
+    let mut lanes: Vec<LaneRow> = Vec::new();
+    let mut lane_of = |owner: Option<&str>| {
+        let id = owner.unwrap_or("unknown");
+        let id = id.get(..8).unwrap_or(id);
+        lanes.iter().position(|l| l.id == id).unwrap_or_else(|| {
+            lanes.push(LaneRow {
+                id: id.into(),
+                name: id.into(),
+                empty: String::new(),
+            });
+            lanes.len() - 1
+        })
+    };
+    let mut moments: Vec<Moment<usize>> = Vec::new();
     let mut open: Option<(i64, usize)> = None;
-    let bar = |svg: &mut String, start: i64, end: i64, lane: usize| {
-        let (x0, x1) = (x(start), x(end));
-        let _ = write!(
-            svg,
-            r#"<rect class="hold" x="{:.1}" y="{:.1}" width="{:.1}" height="16"/>"#,
-            120.0 + x0,
-            lane as f64 * lane_h + 4.0,
-            (x1 - x0).max(2.0)
-        );
+    let held = |start: i64, end: i64, lane: usize, now: bool| {
+        let what = match now {
+            true => format!("held {:.1} s, now", (end - start) as f64 / 1000.0),
+            false => format!("held {:.1} s", (end - start) as f64 / 1000.0),
+        };
+        Moment::span(start - now_ms, end - now_ms, lane, what, true)
     };
     for &(at, kind, owner, takeover) in transitions {
         let lane = lane_of(owner);
         match kind {
             "acquired" => {
-                if let Some((start, l)) = open.take() {
-                    bar(&mut svg, start, at, l);
+                if let Some((start, l)) = open.replace((at, lane)) {
+                    moments.push(held(start, at, l, false));
                 }
-                open = Some((at, lane));
                 if takeover {
-                    let _ = write!(
-                        svg,
-                        r#"<text class="takeover" x="{:.1}" y="{:.1}">▲<title>takeover</title></text>"#,
-                        120.0 + x(at) - 5.0,
-                        lane as f64 * lane_h + 30.0
-                    );
+                    moments.push(Moment::at(at - now_ms, lane, "takeover", false));
                 }
             }
             "released" | "expired" | "evicted" => {
                 let lane = open.take().map_or(lane, |(start, l)| {
-                    bar(&mut svg, start, at, l);
+                    moments.push(held(start, at, l, false));
                     l
                 });
                 if kind != "released" {
-                    let _ = write!(
-                        svg,
-                        r#"<text class="expiry" x="{:.1}" y="{:.1}">×<title>{kind}</title></text>"#,
-                        120.0 + x(at) - 4.0,
-                        lane as f64 * lane_h + 17.0
-                    );
+                    moments.push(Moment::at(at - now_ms, lane, kind, false));
                 }
             }
             _ => {}
         }
     }
     if let Some((start, l)) = open {
-        bar(&mut svg, start, to_ms, l);
+        moments.push(held(start, now_ms, l, true));
     }
-    let secs = (to_ms - from_ms) / 1000;
-    let _ = write!(
-        svg,
-        r#"<text class="lane" x="120" y="{b}">−{secs} s</text><text class="lane" x="1080" y="{b}">now</text></svg>"#,
-        b = height - 4.0
-    );
-    svg
+    moments.sort_by_key(|m| m.at_ms);
+    let t = Timeline {
+        origin: "now".into(),
+        about: String::new(),
+        lanes,
+        moments,
+        at_least_to: 0,
+        label_rows: 2,
+        class: "lifecycle".into(),
+    };
+    crate::document::html::swimlane(&t)
 }

@@ -194,14 +194,12 @@ fn body(held: &[LockView], transitions: &[TransitionView], watched: bool) -> Str
         return h;
     }
     let now = wall_ms();
-    let from = transitions.first().map_or(now, |t| t.at_ms);
-    let from = from - (now - from) / 20 - 1000;
     let drawn: Vec<charts::Transition<'_>> = transitions
         .iter()
         .map(|t| (t.at_ms, t.kind, t.owner_hash.as_deref(), t.takeover))
         .collect();
     h.push_str(r#"<div class="scroll">"#);
-    h.push_str(&charts::lifecycle(&drawn, from, now));
+    h.push_str(&charts::lifecycle(&drawn, now));
     h.push_str("</div>");
     h.push_str(r#"<div class="scroll"><table class="transitions"><tr><th>time</th><th>target</th><th>transition</th><th>owner hash</th><th></th></tr>"#);
     for t in transitions.iter().rev() {

@@ -43,45 +43,15 @@ pub(crate) async fn page(State(s): State<AppState>) -> Response {
     }
 }
 
-/// Colours and layout: light and dark after the browser, one column on a phone.
-pub(super) const STYLE: &str = r#"
-:root{color-scheme:light dark;--fg:#1d2125;--mute:#5f6b76;--bg:#fff;--card:#f6f8fa;--line:#d0d7de;--bad:#c62828;--badbg:#fde8e8;--ok:#1b7a33;--accent:#1f6feb;--warn:#b45309}
-@media (prefers-color-scheme:dark){:root{--fg:#e6edf3;--mute:#9aa7b3;--bg:#0d1117;--card:#161b22;--line:#30363d;--bad:#ff7b72;--badbg:#3d1618;--ok:#56d364;--accent:#58a6ff;--warn:#e3b341}}
-*{box-sizing:border-box} body{font-family:system-ui,sans-serif;margin:0 auto;padding:1em 1.2em;max-width:1280px;color:var(--fg);background:var(--bg);line-height:1.4}
-a{color:var(--accent)} h1{margin:.2em 0} h2{margin:1.2em 0 .4em;font-size:1.25em} small,.quiet{color:var(--mute)}
-.scroll{overflow-x:auto} table{border-collapse:collapse;margin:.6em 0}
-th,td{border:1px solid var(--line);padding:.3em .6em;text-align:right} th:first-child,td:first-child{text-align:left}
-.bad{background:var(--badbg);color:var(--bad);font-weight:bold} .ok{color:var(--ok)} .down{color:var(--bad);font-weight:bold} code{background:var(--card);padding:0 .2em;word-break:break-all}
-.grid{display:grid;gap:.8em} .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:0 1.2em}
-.ns{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.5em .7em} .ns h3{margin:0 0 .3em;font-size:1em}
-.chart{margin:.5em 0;display:flex;flex-direction:column} .chart figcaption{display:flex;flex-wrap:wrap;align-items:baseline;align-content:flex-end;flex:1 0 auto;gap:0 .4em;font-size:.85em;color:var(--mute)} .chart b{color:var(--fg);font-size:1.3em;font-variant-numeric:tabular-nums}
-.chart .plot{display:grid;grid-template-columns:2.4em 1fr;gap:.3em} .chart .y{display:flex;flex-direction:column;justify-content:space-between;font-size:.72em;color:var(--mute);text-align:right;font-variant-numeric:tabular-nums;line-height:1}
-.chart svg{width:100%;height:64px;display:block;border-left:1px solid var(--mute);border-bottom:1px solid var(--mute)} .chart .mid{stroke:var(--line);stroke-dasharray:3 3;vector-effect:non-scaling-stroke}
-.chart .x{display:flex;justify-content:space-between;font-size:.72em;color:var(--mute);margin-left:2.7em}
-.chart.line path{fill:none;stroke:var(--accent);stroke-width:2;vector-effect:non-scaling-stroke} .chart.line path.area{fill:var(--accent);opacity:.15;stroke:none}
-.chart.bars rect{fill:var(--bad)} .chart[data-metric=contention] rect{fill:var(--mute)} .chart.line rect.last{fill:var(--accent)} .chart[data-metric=overdue] rect.last{fill:var(--warn)} .chart[data-metric=overdue] path{stroke:var(--warn)} .chart[data-metric=overdue] path.area{fill:var(--warn)}
-.chart figcaption small{flex-basis:100%;text-align:right}
-ol.summary{list-style:none;padding:0;margin:.3em 0} .summary .line{padding:.25em .5em;margin:.15em 0;border-left:5px solid var(--ok);background:var(--card);overflow-wrap:anywhere}
-.summary .lvl-bad{border-color:var(--bad);background:var(--badbg)} .summary .lvl-bad .mark,.summary .lvl-bad .what{color:var(--bad)} .summary .lvl-warn{border-color:var(--warn)} .summary .lvl-warn .mark{color:var(--warn)} .summary .lvl-ok .mark{color:var(--ok)}
-details{display:inline-block;margin-left:.5em} details[open]{display:block;margin:.2em 0 0 .5em} summary{cursor:pointer;color:var(--accent)} .keys a,.keys code{margin-right:.6em;font-size:.9em}
-ol.timeline{list-style:none;padding:0;margin:.4em 0} .incident{padding:.3em .5em;border-left:4px solid var(--line);margin:.2em 0;background:var(--card);overflow-wrap:anywhere}
-.incident time{font-variant-numeric:tabular-nums;color:var(--mute)} .incident .what{font-weight:bold}
-.incident.takeover,.incident.lost_in_failover{border-color:var(--bad)} .incident.overdue,.incident.without_ttl,.incident.failure_burst{border-color:var(--warn)}
-#live{font-size:.85em;color:var(--mute)}
-svg.lifecycle{width:100%;min-width:600px;height:auto;background:var(--card);border:1px solid var(--line)} .lifecycle .lane{fill:var(--mute);font-size:12px;font-family:monospace}
-.lifecycle .hold{fill:var(--accent);opacity:.75} .lifecycle .expiry{fill:var(--bad);font-size:18px} .lifecycle .takeover{fill:var(--bad);font-size:14px}
-table.transitions code{white-space:nowrap;word-break:normal} dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em} dl.facts dt{color:var(--mute)} dl.facts dd{margin:0}
-@media (max-width:600px){body{padding:.6em} th,td{padding:.2em .35em;font-size:.9em}}
-"#;
-
 /// The head of a page: title, viewport, style; without JavaScript, a refresh every 10 s.
 pub(super) fn head(h: &mut String, title: &str) {
     let _ = write!(
         h,
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,"><noscript><meta http-equiv="refresh" content="10"></noscript>
-<title>{}</title><style>{STYLE}</style></head><body>
+<title>{}</title><style>{}</style></head><body class="status">
 "#,
-        esc(title)
+        esc(title),
+        crate::document::html::STYLE
     );
 }
 

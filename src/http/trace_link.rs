@@ -2,7 +2,7 @@
 //! configured, the id as plain text without it.
 
 use crate::config::TraceUrl;
-use crate::markup::esc;
+use crate::document::esc;
 use crate::metrics::TraceContext;
 
 /// The HTML for `trace_id` (and its span), opening in a new tab when linked.

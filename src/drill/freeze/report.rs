@@ -1,11 +1,11 @@
 //! The freeze drill's record: what was frozen and how, each lock the frozen worker held
 //! with its verdict, consequence and fix, the application's timeline (freeze, last
-//! renewals, expiries, takeovers, thaw, refusals and deletions), the witness and alerts;
-//! as text, JSON (`verdict`, `locks`) and markdown here, HTML in `html`.
-
-use std::fmt::Write as _;
+//! renewals, expiries, takeovers, thaw, refusals and deletions), the witness and alerts.
+//! JSON is its serde (`verdict`, `locks`); `record` makes it a document.
 
 use serde::Serialize;
+
+use crate::document;
 
 use super::seen::{CountedRefusal, WallMs, Window};
 use super::verdict::{LockVerdict, Verdict};
@@ -22,7 +22,28 @@ pub enum Actor {
 }
 
 impl Actor {
-    pub fn name(self) -> &'static str {
+    /// Top to bottom, as the timeline draws them.
+    pub const ALL: [Actor; 5] = [
+        Actor::Drill,
+        Actor::Worker,
+        Actor::NewOwner,
+        Actor::Redis,
+        Actor::Lockwatch,
+    ];
+}
+
+impl document::Lane for Actor {
+    fn id(self) -> &'static str {
+        match self {
+            Actor::Drill => "drill",
+            Actor::Worker => "worker",
+            Actor::NewOwner => "new_owner",
+            Actor::Redis => "redis",
+            Actor::Lockwatch => "lockwatch",
+        }
+    }
+
+    fn name(self) -> &'static str {
         match self {
             Actor::Drill => "drill",
             Actor::Worker => "frozen worker",
@@ -34,17 +55,8 @@ impl Actor {
 }
 
 /// One moment, in milliseconds from the freeze (negative: before it); a span when it has an
-/// end.
-#[derive(Debug, Clone, Serialize)]
-pub struct Moment {
-    pub at_ms: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub until_ms: Option<i64>,
-    pub actor: Actor,
-    pub what: String,
-    /// `false`: a sign of harm.
-    pub ok: bool,
-}
+/// end (the freeze itself, the woken worker's exposure).
+pub type Moment = document::Moment<Actor>;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Witness {
@@ -93,15 +105,6 @@ pub struct FreezeReport {
 /// At most this many of the woken worker's commands per lock are moments of the timeline.
 const MOMENTS_SHOWN: usize = 20;
 
-fn secs(ms: i64) -> String {
-    format!("{:+.1} s", ms as f64 / 1000.0)
-}
-
-/// A span's end, as the text and markdown say it.
-fn until(m: &Moment) -> String {
-    m.until_ms.map_or_else(String::new, |u| format!(" (until {})", secs(u)))
-}
-
 impl FreezeReport {
     /// How long it was frozen: measured from the landing to the thaw (`--for` until then).
     pub fn frozen_ms(&self) -> u64 {
@@ -113,7 +116,7 @@ impl FreezeReport {
 
     /// The frozen time as said: measured, with `--for` beside it when they differ by more
     /// than half a second (the drill or its watchdog was stopped, the watchdog died).
-    fn frozen_for(&self) -> String {
+    pub(super) fn frozen_for(&self) -> String {
         if self.thaw.failed.is_some() {
             return format!(
                 "{:.1} s, and it may still be frozen: the thaw failed",
@@ -138,39 +141,22 @@ impl FreezeReport {
         };
         let rel = |at: WallMs| at - w.frozen_ms;
         let mut m = vec![
-            Moment {
-                at_ms: 0,
-                until_ms: None,
-                actor: Actor::Drill,
-                what: format!("froze {} ({})", self.frozen, self.method),
-                ok: true,
-            },
-            Moment {
-                at_ms: rel(w.thawed_ms),
-                until_ms: None,
-                actor: Actor::Drill,
-                what: format!("thawed {}", self.frozen),
-                ok: true,
-            },
-            Moment {
-                at_ms: rel(w.end_ms),
-                until_ms: None,
-                actor: Actor::Drill,
-                what: "observation ended".into(),
-                ok: true,
-            },
+            Moment::span(
+                0,
+                rel(w.thawed_ms),
+                Actor::Worker,
+                format!("frozen ({})", self.method),
+                true,
+            ),
+            Moment::at(0, Actor::Drill, format!("froze {}", self.frozen), true),
+            Moment::at(rel(w.thawed_ms), Actor::Drill, format!("thawed {}", self.frozen), true),
+            Moment::at(rel(w.end_ms), Actor::Drill, "observation ended", true),
         ];
         for l in &self.locks {
             let k = &l.key;
             let mut add = |at: Option<WallMs>, actor, what: String, ok| {
                 if let Some(at) = at {
-                    m.push(Moment {
-                        at_ms: rel(at),
-                        until_ms: None,
-                        actor,
-                        what,
-                        ok,
-                    });
+                    m.push(Moment::at(rel(at), actor, what, ok));
                 }
             };
             add(l.last_renewal_ms, Actor::Worker, format!("last renewal of {k}"), true);
@@ -183,13 +169,13 @@ impl FreezeReport {
                 false,
             );
             if let Some(e) = l.exposure_ms.filter(|e| *e > 0) {
-                m.push(Moment {
-                    at_ms: rel(w.thawed_ms),
-                    until_ms: Some(rel(w.thawed_ms) + e),
-                    actor: Actor::Worker,
-                    what: format!("acted {:.1} s under {k}, no longer its", e as f64 / 1000.0),
-                    ok: l.verdict != Verdict::Unsafe,
-                });
+                m.push(Moment::span(
+                    rel(w.thawed_ms),
+                    rel(w.thawed_ms) + e,
+                    Actor::Worker,
+                    format!("acted {:.1} s under {k}, no longer its", e as f64 / 1000.0),
+                    l.verdict != Verdict::Unsafe,
+                ));
             }
             // The woken worker's commands on the key, as the witness saw them.
             // (a script's own calls are in the JSON report only)
@@ -199,191 +185,49 @@ impl FreezeReport {
                 .filter(|c| !c.name.contains('>') || c.taken_as == "acting")
                 .collect();
             for c in shown.iter().take(MOMENTS_SHOWN) {
-                m.push(Moment {
-                    at_ms: rel(c.at_ms),
-                    until_ms: None,
-                    actor: Actor::Worker,
-                    what: format!("{} on {k} ({}, from {})", c.name, c.taken_as, c.by),
-                    ok: c.taken_as != "acting",
-                });
+                m.push(Moment::at(
+                    rel(c.at_ms),
+                    Actor::Worker,
+                    format!("{} on {k} ({}, from {})", c.name, c.taken_as, c.by),
+                    c.taken_as != "acting",
+                ));
             }
             if shown.len() > MOMENTS_SHOWN
                 && let Some(c) = shown.get(MOMENTS_SHOWN)
             {
-                m.push(Moment {
-                    at_ms: rel(c.at_ms),
-                    until_ms: None,
-                    actor: Actor::Worker,
-                    what: format!(
-                        "and {} more commands on {k} (in the JSON report's `commands`)",
-                        l.commands_seen.saturating_sub(MOMENTS_SHOWN)
-                    ),
-                    ok: true,
-                });
+                let more = l.commands_seen.saturating_sub(MOMENTS_SHOWN);
+                m.push(Moment::at(
+                    rel(c.at_ms),
+                    Actor::Worker,
+                    format!("and {more} more commands on {k} (in the JSON report's `commands`)"),
+                    true,
+                ));
             }
             for r in &l.refusals {
-                m.push(Moment {
-                    at_ms: rel(r.at_ms),
-                    until_ms: None,
-                    actor: Actor::Lockwatch,
-                    what: format!("the worker's refusal of {k} counted: {}", r.what),
-                    ok: true,
-                });
+                m.push(Moment::at(
+                    rel(r.at_ms),
+                    Actor::Lockwatch,
+                    format!("the worker's refusal of {k} counted: {}", r.what),
+                    true,
+                ));
             }
             for r in &l.not_credited {
-                m.push(Moment {
-                    at_ms: rel(r.at_ms),
-                    until_ms: None,
-                    actor: Actor::Lockwatch,
-                    what: format!("a refusal of {k} counted, not the worker's: {}", r.what),
-                    ok: true,
-                });
+                m.push(Moment::at(
+                    rel(r.at_ms),
+                    Actor::Lockwatch,
+                    format!("a refusal of {k} counted, not the worker's: {}", r.what),
+                    true,
+                ));
             }
-            m.push(Moment {
-                at_ms: rel(w.end_ms),
-                until_ms: None,
-                actor: Actor::Drill,
-                what: format!("{k}: {}", l.finding.words()),
-                ok: l.verdict != Verdict::Unsafe,
-            });
+            m.push(Moment::at(
+                rel(w.end_ms),
+                Actor::Drill,
+                format!("{k}: {}", l.finding.words()),
+                l.verdict != Verdict::Unsafe,
+            ));
         }
         m.sort_by_key(|x| x.at_ms);
         self.timeline = m;
-    }
-
-    pub fn text(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "lockwatch drill --freeze: {}",
-            headline(self.verdict, self.interrupted)
-        );
-        let _ = writeln!(
-            o,
-            "froze {} — {} — by {} for {}, watched {:.1} s after the thaw",
-            self.frozen,
-            self.what,
-            self.method,
-            self.frozen_for(),
-            self.observe_ms as f64 / 1000.0
-        );
-        if !self.worker.is_empty() {
-            let _ = writeln!(o, "the frozen worker, from /proc: {}", self.worker);
-        }
-        let _ = writeln!(
-            o,
-            "target {}, namespace {}: {} lock(s) held at the freeze, {} the frozen worker's",
-            self.target,
-            self.namespace,
-            self.held_at_freeze,
-            self.locks.len()
-        );
-        for l in &self.locks {
-            let _ = writeln!(o, "\nlock {} — {}", l.key, l.finding.words());
-            let _ = writeln!(o, "  attributed: {}", l.attributed_by);
-            if let Some(h) = &l.deleted_how {
-                let _ = writeln!(o, "  deletion: {h}");
-            }
-            if let Some(words) = l.exposure_words() {
-                let _ = writeln!(o, "  exposure: {words}");
-            }
-            if !l.refusals.is_empty() {
-                let _ = writeln!(o, "  the worker's refusals after the thaw: {}", l.refusal_words());
-            }
-            if !l.not_credited.is_empty() {
-                let _ = writeln!(
-                    o,
-                    "  refusals of the key not credited to it: {}",
-                    l.not_credited_words()
-                );
-            }
-            for n in &l.notes {
-                let _ = writeln!(o, "  note: {n}");
-            }
-            let _ = writeln!(o, "  consequence: {}", l.consequence);
-            let _ = writeln!(o, "  fix: {}", l.fix);
-        }
-        if !self.timeline.is_empty() {
-            let _ = writeln!(o, "\ntimeline (from the freeze)");
-            for m in &self.timeline {
-                let _ = writeln!(
-                    o,
-                    "  {:>8}  {:<13} {}{}",
-                    secs(m.at_ms),
-                    m.actor.name(),
-                    m.what,
-                    until(m)
-                );
-            }
-        }
-        let _ = writeln!(o, "\nwitness: {}", self.witness_words());
-        for (alert, state) in &self.alerts {
-            let _ = writeln!(o, "alert {alert}: {state}");
-        }
-        for n in &self.notes {
-            let _ = writeln!(o, "note: {n}");
-        }
-        let _ = writeln!(o, "result: {}", self.result);
-        o
-    }
-
-    pub fn markdown(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(o, "# Freeze drill: {}\n", headline(self.verdict, self.interrupted));
-        let _ = writeln!(
-            o,
-            "- **Frozen**: `{}` — {} — by {} for {}, watched {:.1} s after the thaw\n- **Target**: {}, namespace `{}`\n- **Started**: {}\n- **Locks held at the freeze**: {}, the frozen worker's: {}\n",
-            self.frozen,
-            self.what,
-            self.method,
-            self.frozen_for(),
-            self.observe_ms as f64 / 1000.0,
-            self.target,
-            self.namespace,
-            self.started_at,
-            self.held_at_freeze,
-            self.locks.len()
-        );
-        for l in &self.locks {
-            let _ = writeln!(o, "## `{}`: {}\n", l.key, l.finding.words());
-            let _ = writeln!(o, "- Attributed: {}", l.attributed_by);
-            if let Some(h) = &l.deleted_how {
-                let _ = writeln!(o, "- Deletion: {h}");
-            }
-            if let Some(words) = l.exposure_words() {
-                let _ = writeln!(o, "- **Exposure**: {words}");
-            }
-            if !l.refusals.is_empty() {
-                let _ = writeln!(o, "- The worker's refusals after the thaw: {}", l.refusal_words());
-            }
-            if !l.not_credited.is_empty() {
-                let _ = writeln!(
-                    o,
-                    "- Refusals of the key not credited to it: {}",
-                    l.not_credited_words()
-                );
-            }
-            for n in &l.notes {
-                let _ = writeln!(o, "- Note: {n}");
-            }
-            let _ = writeln!(o, "- **Consequence**: {}\n- **Fix**: {}\n", l.consequence, l.fix);
-        }
-        if !self.timeline.is_empty() {
-            let _ = writeln!(o, "## Timeline\n\n| from the freeze | who | what |\n|---:|---|---|");
-            for m in &self.timeline {
-                let _ = writeln!(o, "| {} | {} | {}{} |", secs(m.at_ms), m.actor.name(), m.what, until(m));
-            }
-            o.push('\n');
-        }
-        let _ = writeln!(o, "Witness: {}\n", self.witness_words());
-        for (alert, state) in &self.alerts {
-            let _ = writeln!(o, "- Alert `{alert}`: {state}");
-        }
-        for n in &self.notes {
-            let _ = writeln!(o, "- Note: {n}");
-        }
-        let _ = writeln!(o, "\n**Result**: {}", self.result);
-        o
     }
 
     pub fn witness_words(&self) -> String {
