@@ -7,6 +7,7 @@
 
 use std::io::Write;
 
+use super::check_grants::{Check, channels, db_of, refused};
 use super::{CommandError, Status};
 use crate::access::probe::{self, Missing};
 use crate::cli::CheckConfigArgs;
@@ -121,24 +122,6 @@ async fn check_node(config: &Config, t: &TargetConfig, mode: Mode, out: &mut imp
     }
 }
 
-/// What stopped a target's checks: the output, or Redis (connecting, a dropped connection).
-pub(super) enum Check {
-    Io(std::io::Error),
-    Redis(redis::RedisError),
-}
-
-impl From<std::io::Error> for Check {
-    fn from(e: std::io::Error) -> Self {
-        Check::Io(e)
-    }
-}
-
-impl From<redis::RedisError> for Check {
-    fn from(e: redis::RedisError) -> Self {
-        Check::Redis(e)
-    }
-}
-
 /// Reachability, then every permission serve, inspect and check-config need on `t`: each
 /// missing one named with the ACL rule that grants it, and when any is, the whole rule.
 async fn check_permissions(config: &Config, t: &TargetConfig, mode: Mode, out: &mut impl Write) -> Result<bool, Check> {
@@ -238,21 +221,6 @@ async fn check_permissions(config: &Config, t: &TargetConfig, mode: Mode, out: &
     Ok(healthy)
 }
 
-/// What the user may not do, and the rule that grants it.
-pub(super) fn refused(m: &Missing) -> String {
-    match m {
-        Missing::Command { name: "PSUBSCRIBE", .. } => {
-            "the user may not run PSUBSCRIBE (grant `+psubscribe`; its channels are checked once it may)".into()
-        }
-        Missing::Command { name, rule, .. } => format!("the user may not run {name} (grant `+{rule}`)"),
-        Missing::Keys { pattern } => format!("the user may not read the keys `{pattern}` (grant `%R~{pattern}`)"),
-        Missing::Channel { channel } => {
-            format!("the user may not PSUBSCRIBE `{channel}` (grant `&{channel}`)")
-        }
-        Missing::Other { name, why } => format!("{name} refused: {why}"),
-    }
-}
-
 /// [`refused`] in a namespace's words: which pattern a command was refused on, lock keys
 /// or fencing counters; keys granted read-only where the server can (`read_only`).
 fn refused_in(m: &Missing, n: &NamespaceConfig, read_only: bool) -> String {
@@ -270,20 +238,6 @@ fn refused_in(m: &Missing, n: &NamespaceConfig, read_only: bool) -> String {
         Missing::Other { name, why } => format!("{name} refused on `{}`: {why}", n.pattern),
         other => refused(other),
     }
-}
-
-pub(super) fn db_of(t: &TargetConfig) -> i64 {
-    t.connection.redis_settings().db()
-}
-
-/// The keyspace channels the watcher subscribes to: each namespace's locks and fencing counters.
-pub(super) fn channels(config: &Config, t: &TargetConfig) -> Vec<String> {
-    config
-        .namespaces
-        .iter()
-        .flat_map(|n| std::iter::once(&n.pattern).chain(&n.fence_pattern))
-        .map(|p| probe::keyspace_channel(db_of(t), p))
-        .collect()
 }
 
 /// The ACL rule that grants exactly what `serve`, `inspect` and `check-config` need on `t`

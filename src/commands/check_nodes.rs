@@ -6,6 +6,7 @@
 
 use std::io::Write;
 
+use super::check_grants::refused;
 use crate::access::connect::at_addr;
 use crate::access::probe::{self, Missing};
 use crate::access::sentinel::{self, SWITCH_CHANNEL, Sentinel};
@@ -215,8 +216,4 @@ async fn subscribe_switch(s: &Sentinel) -> redis::RedisResult<()> {
     tokio::time::timeout(crate::access::connect::TIMEOUT, pubsub.subscribe(SWITCH_CHANNEL))
         .await
         .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "SUBSCRIBE timed out")))?
-}
-
-fn refused(m: &Missing) -> String {
-    super::check_config::refused(m)
 }

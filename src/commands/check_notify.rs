@@ -8,7 +8,7 @@ use std::io::Write;
 
 use redis::aio::MultiplexedConnection;
 
-use super::check_config::{Check, channels, db_of, refused};
+use super::check_grants::{Check, channels, db_of, refused};
 use crate::access::canary::{self, Probe};
 use crate::access::notify;
 use crate::access::probe::{self, Missing};

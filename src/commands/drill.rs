@@ -8,9 +8,9 @@
 use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use super::drill_io::{cancel_on_signals, confirm, output};
 use super::{CommandError, Status};
 use crate::cli::{DrillArgs, DrillFormat, DrillWorkerArgs};
 use crate::drill::{self, DrillError};
@@ -74,91 +74,6 @@ fn command_error(e: DrillError) -> CommandError {
         DrillError::Usage(m) => CommandError::Usage(m),
         other => CommandError::Failed(other.into()),
     }
-}
-
-/// Ask `question` at the terminal; anything but `y` (or no terminal: `without`) is a usage error.
-pub(super) fn confirm(question: &str, without: &str) -> Result<(), CommandError> {
-    if !std::io::stdin().is_terminal() {
-        return Err(CommandError::Usage(without.into()));
-    }
-    eprint!("{question} [y/N] ");
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
-        .context("cannot read the answer")?;
-    if !answer.trim().eq_ignore_ascii_case("y") {
-        return Err(CommandError::Usage("not run: the drill was not confirmed".into()));
-    }
-    Ok(())
-}
-
-/// A drill's record: its facts (JSON) and its document (text, markdown, HTML).
-pub(super) trait Record: serde::Serialize {
-    fn document(&self) -> crate::document::Document;
-}
-
-impl Record for drill::Report {
-    fn document(&self) -> crate::document::Document {
-        drill::Report::document(self)
-    }
-}
-
-impl Record for drill::freeze::FreezeReport {
-    fn document(&self) -> crate::document::Document {
-        drill::freeze::FreezeReport::document(self)
-    }
-}
-
-/// Print the report in `format` (a closed stdout is no error) and write the record to
-/// `path`: HTML for a name ending in `.html` / `.htm`, text for `.txt`, else markdown.
-pub(super) fn output(report: &impl Record, format: DrillFormat, path: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let doc = report.document();
-    let rendered = match format {
-        DrillFormat::Text => doc.text(),
-        DrillFormat::Json => serde_json::to_string_pretty(report).context("cannot render the report")? + "\n",
-        DrillFormat::Markdown => doc.markdown(),
-        DrillFormat::Html => doc.html(),
-    };
-    // A closed stdout (the terminal hung up) must not turn a rolled-back run into a panic.
-    let _ = std::io::stdout().write_all(rendered.as_bytes());
-    if let Some(path) = path {
-        let ext = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        let record = match ext.as_str() {
-            "html" | "htm" => doc.html(),
-            "txt" | "text" => doc.text(),
-            _ => doc.markdown(),
-        };
-        std::fs::write(path, record).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
-}
-
-/// Cancel `token` on SIGINT, SIGTERM, SIGHUP or SIGQUIT, saying which: each ends the run the
-/// same way, with its rollback. Later signals are taken and ignored, so the rollback ends.
-pub(super) fn cancel_on_signals(token: &CancellationToken) -> anyhow::Result<()> {
-    let kinds = [
-        (SignalKind::interrupt(), "SIGINT"),
-        (SignalKind::terminate(), "SIGTERM"),
-        (SignalKind::hangup(), "SIGHUP"),
-        (SignalKind::quit(), "SIGQUIT"),
-    ];
-    for (kind, name) in kinds {
-        let mut signals = signal(kind).with_context(|| format!("cannot handle {name}"))?;
-        let token = token.clone();
-        tokio::spawn(async move {
-            while signals.recv().await.is_some() {
-                if !token.is_cancelled() {
-                    let _ = writeln!(std::io::stderr(), "\n{name} received");
-                    token.cancel();
-                }
-            }
-        });
-    }
-    Ok(())
 }
 
 /// `--cleanup`: the keys of interrupted runs removed, and said.

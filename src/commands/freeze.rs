@@ -3,10 +3,12 @@
 //! at once on SIGINT, SIGTERM, SIGHUP and SIGQUIT —, the report printed and recorded. Exit 0
 //! safe, 1 unsafe, not exercised or interrupted, 2 refused, 3 the thaw failed. Also the hidden `drill-watchdog`.
 
+use std::io::IsTerminal;
+
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::drill::{cancel_on_signals, confirm, output};
+use super::drill_io::{cancel_on_signals, confirm, output};
 use super::{CommandError, Status};
 use crate::cli::{DrillArgs, DrillWatchdogArgs};
 use crate::config::Config;
@@ -51,8 +53,10 @@ pub(super) async fn run(config: &Config, args: &DrillArgs) -> Result<Status, Com
     }
     let cancel = CancellationToken::new();
     cancel_on_signals(&cancel)?;
-    let mut say = |line: String| eprintln!("{line}");
-    let report = freeze::run(plan, &mut say, cancel).await.map_err(command_error)?;
+    let mut narrator = crate::drill::narrator::console(false, std::io::stderr().is_terminal());
+    let report = freeze::run(plan, narrator.as_mut(), cancel)
+        .await
+        .map_err(command_error)?;
     let written = output(&report, args.format, args.report.as_deref());
     if let Some(failed) = &report.thaw.failed {
         // Exit 3 whatever else went wrong: something may still be frozen.

@@ -4,12 +4,14 @@
 
 mod advise;
 mod check_config;
+mod check_grants;
 mod check_nodes;
 mod check_notify;
 mod classify;
 mod demo;
 mod discover;
 mod drill;
+mod drill_io;
 mod freeze;
 mod inspect;
 mod rules;

@@ -1,5 +1,5 @@
 //! How a run speaks: the `Narrator` trait every finding, step, countdown and rollback line
-//! goes through, and the console narrators of the binary — `Plain` (pipes and logs: the
+//! of a staged drill, and every moment of a freeze drill, goes through, and the console narrators of the binary — `Plain` (pipes and logs: the
 //! pause is one line), `Terminal` (redraws the countdown in place) and `Interactive`
 //! (explains each gated step and waits for Enter). The run decides; a narrator only tells.
 
@@ -16,7 +16,8 @@ use super::report::{CounterCheck, Judged, Step};
 /// What [`Narrator::gate`] returns: ready when the step may run.
 pub type Gate<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// What the run says, in the order it happens.
+/// What the run says, in the order it happens: a staged drill's moments first, then a
+/// freeze drill's (`Witnessing` to `Observing`, with its notes).
 #[derive(Debug, Clone, Copy)]
 pub enum Said<'a> {
     /// Before the scenario: the run, the pre-flight findings, and the plan on the keys of
@@ -45,6 +46,35 @@ pub enum Said<'a> {
     Interrupted,
     /// What the rollback did, one finding each.
     RolledBack(&'a [String]),
+    /// A freeze drill watches the namespace's commands for `lead` before it freezes.
+    Witnessing { lead: Duration },
+    /// A freeze drill freezes `spec` (`pid:N`, `cgroup:PATH`, the commands) for `hold`.
+    Freezing { spec: &'a str, hold: Duration },
+    /// The freeze landed, by `method`; `held` locks of `namespace` held; the thaw in `hold`.
+    Frozen {
+        method: &'a str,
+        held: usize,
+        namespace: &'a str,
+        hold: Duration,
+    },
+    /// Every 5 s of a freeze drill's wait: `left` until `until` (the thaw, the end).
+    Waiting { left: Duration, until: &'a str },
+    /// `spec` thawed by `by` (the drill, the watchdog, the kernel), `why` when not as planned.
+    Thawed {
+        spec: &'a str,
+        by: &'a str,
+        why: Option<&'a str>,
+    },
+    /// The thaw of `spec` failed with `error`: it may still be frozen; `by_hand` thaws it.
+    ThawFailed {
+        spec: &'a str,
+        error: &'a str,
+        by_hand: &'a str,
+    },
+    /// The freeze drill watches the woken worker for `observe`.
+    Observing { observe: Duration },
+    /// A freeze drill's note, said as it is added to the report.
+    Note(&'a str),
 }
 
 /// Something under way, told repeatedly; a terminal redraws it, a pipe gets one line.
@@ -281,6 +311,43 @@ impl<W: Write> Text<W> {
                     writeln!(out, "rollback: {r}")?;
                 }
             }
+            Said::Witnessing { lead } => writeln!(
+                out,
+                "watching the namespace's commands for {} before the freeze",
+                crate::duration::format(lead)
+            )?,
+            Said::Freezing { spec, hold } => {
+                writeln!(out, "freezing {spec} for {}", crate::duration::format(hold))?;
+            }
+            Said::Frozen {
+                method,
+                held,
+                namespace,
+                hold,
+            } => writeln!(
+                out,
+                "frozen ({method}); {held} lock(s) of namespace {namespace} held; thawing in {}",
+                crate::duration::format(hold)
+            )?,
+            Said::Waiting { left, until } => writeln!(out, "{} s to {until}", left.as_secs())?,
+            Said::Thawed {
+                spec,
+                by: "drill",
+                why: None,
+            } => writeln!(out, "thawed {spec}")?,
+            Said::Thawed { spec, by, why } => {
+                writeln!(out, "thawed {spec} by the {by}: {}", why.unwrap_or_default())?;
+            }
+            Said::ThawFailed { spec, error, by_hand } => writeln!(
+                out,
+                "THE THAW FAILED: {spec} may still be frozen ({error}); thaw it by hand: {by_hand}"
+            )?,
+            Said::Observing { observe } => writeln!(
+                out,
+                "watching the woken worker for {}",
+                crate::duration::format(observe)
+            )?,
+            Said::Note(line) => writeln!(out, "{line}")?,
         }
         Ok(())
     }
@@ -338,80 +405,5 @@ fn mark(ok: bool) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn step(ok: bool) -> Step {
-        Step {
-            n: 7,
-            title: "A tries to release".into(),
-            at_ms: 0,
-            happened: if ok { "refused" } else { "A's release was ACCEPTED" }.into(),
-            expected: "refused: compare-and-delete sees B's token".into(),
-            ok,
-            check: vec!["redis-cli -u 'redis://x' GET k".into()],
-            consequence: (!ok).then(|| "a plain DEL".into()),
-        }
-    }
-
-    fn text(b: Vec<u8>) -> String {
-        String::from_utf8_lossy(&b).into_owned()
-    }
-
-    #[test]
-    fn plain_says_each_step_and_the_pause_once() {
-        let mut n = Plain::new(Vec::new());
-        n.say(Said::Step(&step(true)));
-        n.say(Said::Step(&step(false)));
-        n.progress(Progress::PauseStarted {
-            pid: 42,
-            ttl: Duration::from_secs(1),
-        });
-        n.progress(Progress::Paused {
-            pid: 42,
-            left: Duration::from_millis(500),
-        });
-        n.progress(Progress::PauseOver);
-        n.say(Said::Interrupted);
-        n.say(Said::RolledBack(&["worker A (pid 42) continued and ended".into()]));
-        assert_eq!(
-            text(n.into_inner()),
-            "✓ step 7: A tries to release\n    happened: refused\n    expected: refused: compare-and-delete sees B's token\n    see it yourself: redis-cli -u 'redis://x' GET k\n\
-             ✗ step 7: A tries to release\n    happened: A's release was ACCEPTED\n    expected: refused: compare-and-delete sees B's token\n    DEVIATION: a plain DEL\n    see it yourself: redis-cli -u 'redis://x' GET k\n\
-             \x20   A paused (pid 42): the lock expires in 1.0s\n\
-             \ninterrupted: rolling back\nrollback: worker A (pid 42) continued and ended\n"
-        );
-    }
-
-    #[test]
-    fn a_terminal_redraws_the_countdown() {
-        let mut n = Terminal::new(Vec::new());
-        n.progress(Progress::PauseStarted {
-            pid: 42,
-            ttl: Duration::from_secs(1),
-        });
-        for ms in [1000, 900] {
-            n.progress(Progress::Paused {
-                pid: 42,
-                left: Duration::from_millis(ms),
-            });
-        }
-        n.progress(Progress::PauseOver);
-        assert_eq!(
-            text(n.into_inner()),
-            "\r    A paused (pid 42): the lock expires in   1.0s \r    A paused (pid 42): the lock expires in   0.9s \n"
-        );
-    }
-
-    #[tokio::test]
-    async fn interactive_explains_and_waits_for_each_line() {
-        let mut n = Interactive::new(Vec::new(), &b"\n\n"[..], false);
-        n.gate("A is frozen").await;
-        n.gate("B takes over").await;
-        // No more input: the gate does not hang.
-        n.gate("A wakes").await;
-        let t = text(n.into_inner());
-        assert_eq!(t.matches("press Enter to run it… ").count(), 3);
-        assert!(t.starts_with("\nnext: A is frozen\npress Enter to run it… "), "{t}");
-    }
-}
+#[path = "narrator_tests.rs"]
+mod tests;

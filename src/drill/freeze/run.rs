@@ -21,6 +21,7 @@ use super::verdict::{self, Finding, Verdict};
 use super::watchdog::Watchdog;
 use super::witness::{Phase, Witness};
 use super::{FreezeError, Plan};
+use crate::drill::narrator::{Narrator, Said};
 
 /// How often the exporter is scraped while the drill waits.
 const POLL: Duration = Duration::from_millis(250);
@@ -31,10 +32,10 @@ fn wall_ms() -> WallMs {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Run the drill `plan` settles, telling `say` as it goes.
+/// Run the drill `plan` settles, telling `narrator` as it goes.
 pub async fn run(
     plan: Plan<'_>,
-    say: &mut (dyn FnMut(String) + Send),
+    narrator: &mut dyn Narrator,
     cancel: CancellationToken,
 ) -> Result<FreezeReport, FreezeError> {
     let frozen = plan.opts.frozen.clone();
@@ -90,7 +91,7 @@ pub async fn run(
                 _ => "the target stays frozen (the exporter's LockDrillLeftFrozen says so)",
             }
         );
-        say(line.clone());
+        narrator.say(Said::Note(&line));
         report.notes.push(line);
     }
     let mut counting = Counting::default();
@@ -110,10 +111,7 @@ pub async fn run(
     let mut identity = Identity::default();
     identity.learn(&frozen.pids());
     if witness.is_some() {
-        say(format!(
-            "watching the namespace's commands for {} before the freeze",
-            crate::duration::format(plan.lead)
-        ));
+        narrator.say(Said::Witnessing { lead: plan.lead });
         tokio::select! {
             () = cancel.cancelled() => return Err(FreezeError::Failed("interrupted before anything was frozen".into())),
             () = tokio::time::sleep(plan.lead) => {}
@@ -121,11 +119,10 @@ pub async fn run(
     }
 
     // The freeze: the watchdog freezes and thaws; its clock starts when the freeze landed.
-    say(format!(
-        "freezing {} for {}",
-        frozen.spec(),
-        crate::duration::format(plan.hold)
-    ));
+    narrator.say(Said::Freezing {
+        spec: &frozen.spec(),
+        hold: plan.hold,
+    });
     let stopped_before = match frozen {
         Frozen::Commands { .. } => Some(found::frozen_now()),
         _ => None,
@@ -175,19 +172,18 @@ pub async fn run(
         }
     }
     report.held_at_freeze = held.len();
-    say(format!(
-        "frozen ({}); {} lock(s) of namespace {} held; thawing in {}",
-        report.method,
-        held.len(),
-        plan.ns.name,
-        crate::duration::format(plan.hold)
-    ));
+    narrator.say(Said::Frozen {
+        method: &report.method,
+        held: held.len(),
+        namespace: &plan.ns.name,
+        hold: plan.hold,
+    });
     let interrupted = wait(
         &exporter,
         &mut counting,
         frozen_at + plan.hold,
         &cancel,
-        say,
+        narrator,
         "thaw",
         Some(&mut span),
     )
@@ -202,19 +198,27 @@ pub async fn run(
     let thawed_ms = span.ended_ms.unwrap_or(asked_ms).min(asked_ms);
     match (&span.thaw.failed, span.thaw.by.as_str()) {
         (Some(e), _) => {
-            say(format!(
-                "THE THAW FAILED: {} may still be frozen ({e}); thaw it by hand: {}",
-                frozen.spec(),
-                span.thaw.by_hand
-            ));
+            narrator.say(Said::ThawFailed {
+                spec: &frozen.spec(),
+                error: e,
+                by_hand: &span.thaw.by_hand,
+            });
             report
                 .notes
                 .push(format!("the thaw failed: {e}; thaw it by hand: {}", span.thaw.by_hand));
         }
-        (None, "drill") if span.thaw.why.is_none() => say(format!("thawed {}", frozen.spec())),
+        (None, "drill") if span.thaw.why.is_none() => narrator.say(Said::Thawed {
+            spec: &frozen.spec(),
+            by: "drill",
+            why: None,
+        }),
         (None, by) => {
             let why = span.thaw.why.clone().unwrap_or_default();
-            say(format!("thawed {} by the {by}: {why}", frozen.spec()));
+            narrator.say(Said::Thawed {
+                spec: &frozen.spec(),
+                by,
+                why: Some(&why),
+            });
             report.notes.push(format!(
                 "the freeze ended after {} of the --for {}: thawed by the {by} ({why})",
                 crate::duration::format(Duration::from_millis(span.thaw.frozen_ms)),
@@ -241,12 +245,9 @@ pub async fn run(
     let end_ms = if interrupted {
         thawed_ms
     } else {
-        say(format!(
-            "watching the woken worker for {}",
-            crate::duration::format(plan.observe)
-        ));
+        narrator.say(Said::Observing { observe: plan.observe });
         let end = Instant::now() + plan.observe;
-        report.interrupted = wait(&exporter, &mut counting, end, &cancel, say, "the end", None).await;
+        report.interrupted = wait(&exporter, &mut counting, end, &cancel, narrator, "the end", None).await;
         wall_ms()
     };
     identity.learn(&worker_pids);
@@ -308,7 +309,7 @@ async fn wait(
     counting: &mut Counting,
     until: Instant,
     cancel: &CancellationToken,
-    say: &mut (dyn FnMut(String) + Send),
+    narrator: &mut dyn Narrator,
     what: &str,
     mut span: Option<&mut Span>,
 ) -> bool {
@@ -331,10 +332,10 @@ async fn wait(
         }
         if last_said.elapsed() >= Duration::from_secs(5) {
             last_said = Instant::now();
-            say(format!(
-                "{} s to {what}",
-                until.saturating_duration_since(Instant::now()).as_secs()
-            ));
+            narrator.say(Said::Waiting {
+                left: until.saturating_duration_since(Instant::now()),
+                until: what,
+            });
         }
     }
     false
