@@ -1,31 +1,14 @@
-//! A document as one self-contained HTML page — the one page shell and the one stylesheet
+//! A document as one self-contained HTML page: the one page shell and the one stylesheet
 //! (light and dark, shared with the exporter's pages), the swimlane inline, no script,
-//! font, image or any other resource from anywhere — and HTML escaping: text from outside
-//! (keys, owners, run data) never becomes markup.
+//! font, image or any other resource from anywhere; every string escaped.
 
 use std::fmt::Write as _;
 
-use super::{Cell, Document, Fact, Finding, Format, Item, Section, Table, Timeline, Tone, swimlane, timeline};
+use super::{Cell, Document, Fact, Finding, Format, Item, Section, Table, Timeline, Tone, esc, swimlane, timeline};
 
 /// The stylesheet of every page lockwatch draws: the reports (`body.doc`), the status and
 /// key pages (`body.status`), and the swimlane they share.
 pub const STYLE: &str = include_str!("style.css");
-
-/// `s` safe in HTML text and in a quoted attribute.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
 
 impl Document {
     /// The document as one self-contained HTML page.
@@ -258,11 +241,6 @@ impl Format for Html {
     }
 }
 
-/// The swimlane of the whole alone, for a page that lists the moments its own way.
-pub fn swimlane(t: &Timeline) -> String {
-    swimlane::svg(t, t.whole(), "whole")
-}
-
 fn moment_list(o: &mut String, t: &Timeline) {
     let stepped = t.stepped();
     let _ = write!(
@@ -290,15 +268,4 @@ fn moment_list(o: &mut String, t: &Timeline) {
         );
     }
     o.push_str("</tbody></table></div></details>");
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn markup_and_quotes_are_escaped() {
-        assert_eq!(
-            super::esc("<a href=\"x\">&'é"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;é"
-        );
-    }
 }

@@ -6,11 +6,10 @@
 
 pub mod html;
 pub mod markdown;
-mod swimlane;
+pub mod swimlane;
 pub mod text;
 pub mod timeline;
 
-pub use html::esc;
 pub use timeline::{Lane, LaneRow, Moment, Timeline};
 
 /// How a verdict, a row or a finding reads: fine, harmful, or neither.
@@ -279,4 +278,32 @@ impl Document {
 /// Seconds, signed, as the reports write a time from their origin: `+1.23 s`.
 pub fn signed_secs(ms: i64, decimals: usize) -> String {
     format!("{:+.*} s", decimals, ms as f64 / 1000.0)
+}
+
+/// `s` safe in HTML text and in a quoted attribute: text from outside (keys, owners, run
+/// data) never becomes markup.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn markup_and_quotes_are_escaped() {
+        assert_eq!(
+            super::esc("<a href=\"x\">&'é"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;é"
+        );
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::html::esc;
+use super::esc;
 use super::timeline::{Moment, Timeline, Window, at, tick_ms};
 
 /// The drawing's width in SVG units; the page scales it.
@@ -68,6 +68,11 @@ fn place<'a>(t: &'a Timeline, lane: usize, w: Window) -> Vec<Placed<'a>> {
         });
     }
     out
+}
+
+/// The whole of `t`, for a page that lists the moments its own way.
+pub fn whole(t: &Timeline) -> String {
+    svg(t, t.whole(), "whole")
 }
 
 /// The SVG of the moments inside `w`; `class` names the drawing (`whole`, `burst`).

@@ -245,5 +245,5 @@ pub(super) fn lifecycle(transitions: &[Transition<'_>], now_ms: i64) -> String {
         label_rows: 2,
         class: "lifecycle".into(),
     };
-    crate::document::html::swimlane(&t)
+    crate::document::swimlane::whole(&t)
 }
