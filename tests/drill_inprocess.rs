@@ -197,6 +197,14 @@ async fn cancelling_during_the_pause_rolls_back_and_reports_interrupted() {
     assert!(!report.passed());
     assert!(report.result.starts_with("interrupted"), "{}", report.result);
     assert_eq!(report.steps.len(), 2, "{}", report.text());
+    // A frozen until the interruption: its span on the timeline covers the 300 ms waited.
+    let frozen = report
+        .events
+        .iter()
+        .find(|e| e.what == "SIGSTOP")
+        .unwrap_or_else(|| panic!("no SIGSTOP in {:#?}", report.events));
+    let span = frozen.until_ms.unwrap_or(frozen.at_ms) - frozen.at_ms;
+    assert!(span >= 300, "A frozen for {span} ms on the timeline: {frozen:?}");
     assert_eq!(
         report.rollback.first().map(String::as_str),
         Some(format!("worker A (pid {pid}) continued and ended").as_str())

@@ -88,8 +88,8 @@ pub(super) fn svg(t: &Timeline, w: Window, class: &str) -> String {
         o,
         "<svg class=\"timeline {class}{extra}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" \
          aria-label=\"swimlane timeline, {} to {}\" preserveAspectRatio=\"xMinYMin meet\">",
-        at(w.from, &t.origin),
-        at(w.to, &t.origin),
+        esc(&at(w.from, &t.origin)),
+        esc(&at(w.to, &t.origin)),
         extra = if t.class.is_empty() {
             String::new()
         } else {

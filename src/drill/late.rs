@@ -39,7 +39,9 @@ async fn send_held(s: &mut Session<'_>, req: &Request, what: &str) -> Result<boo
 /// The proxy lets what it holds through; the timeline's held period, if one is open, ends.
 fn let_through(s: &mut Session<'_>) -> Result<(), WorkerError> {
     proxy(s)?.release();
-    s.close(Lane::Proxy, "let through");
+    if s.is_open(Lane::Proxy) {
+        s.close(Lane::Proxy, "let through");
+    }
     Ok(())
 }
 

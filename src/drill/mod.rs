@@ -4,7 +4,7 @@
 //! refused. This file owns the entry point [`run`], its options and errors; `plan`,
 //! `scenario` + `delays` + `cycle` + `late`, `proxy`, `probes` (judged by `expect`: the
 //! run's own key, so a live namespace's other traffic is no deviation), `narrator` and
-//! `rollback` are the parts; `report` with `html` + `timeline` (and `marks`) the record.
+//! `rollback` are the parts; `report` (and `marks`) the record, `record` its document.
 //! `freeze` is the other mode: the team's own worker frozen past its TTL, and the verdict.
 
 pub mod freeze;
@@ -139,6 +139,8 @@ pub async fn run(
         }
         r = session::scenario(&mut s, narrator) => r,
     };
+    // Interrupted or broken mid-cycle: what was open (A frozen, a request held) ends here.
+    s.stop_recording();
     if let Err(e) = outcome {
         s.broken(&e);
     }

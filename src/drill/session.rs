@@ -94,40 +94,39 @@ impl<'a> Session<'a> {
 
     /// A span of `lane` begins now (A frozen, a request held), until `close`.
     pub(crate) fn open(&mut self, lane: Lane, what: impl Into<String>) {
-        if !self.recording {
-            return;
-        }
         let at = self.at_ms();
-        self.mark(lane, what);
-        if let Some(e) = self
-            .report
-            .events
-            .last_mut()
-            .filter(|e| e.lane == lane && e.at_ms == at)
-        {
-            e.until_ms = Some(at);
+        let event = Event {
+            step: Some(self.next_n()),
+            ..Event::span(at, at, lane, what, true)
+        };
+        if self.recording {
+            self.report.events.push(event);
             self.open.push(self.report.events.len() - 1);
         }
     }
 
-    /// The span open on `lane` ends now, marked `what`; nothing when none is open.
-    pub(crate) fn close(&mut self, lane: Lane, what: impl Into<String>) -> bool {
-        let Some(i) = self
+    /// Whether a span of `lane` is open.
+    pub(crate) fn is_open(&self, lane: Lane) -> bool {
+        self.open
+            .iter()
+            .any(|i| self.report.events.get(*i).is_some_and(|e| e.lane == lane))
+    }
+
+    /// The span open on `lane`, if any, ends now; the moment `what` is marked either way.
+    pub(crate) fn close(&mut self, lane: Lane, what: impl Into<String>) {
+        let at = self.at_ms();
+        let open = self
             .open
             .iter()
-            .position(|i| self.report.events.get(*i).is_some_and(|e| e.lane == lane))
-        else {
-            return false;
-        };
-        let at = self.at_ms();
-        if let Some(e) = self.report.events.get_mut(self.open.remove(i)) {
+            .position(|i| self.report.events.get(*i).is_some_and(|e| e.lane == lane));
+        if let Some(e) = open.and_then(|i| self.report.events.get_mut(self.open.remove(i))) {
             e.until_ms = Some(at);
         }
         self.mark(lane, what);
-        true
     }
 
-    /// The recording stops: spans still open end now.
+    /// The recording stops (the cycle ended, was interrupted or broke): spans still open
+    /// end now.
     pub(crate) fn stop_recording(&mut self) {
         let at = self.at_ms();
         for i in std::mem::take(&mut self.open) {

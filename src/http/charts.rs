@@ -188,13 +188,13 @@ pub(super) type Transition<'a> = (i64, &'a str, Option<&'a str>, bool);
 /// expiries, evictions and takeovers marked as harm.
 pub(super) fn lifecycle(transitions: &[Transition<'_>], now_ms: i64) -> String {
     let mut lanes: Vec<LaneRow> = Vec::new();
+    // A lane per owner hash, named by its first 8 characters.
     let mut lane_of = |owner: Option<&str>| {
         let id = owner.unwrap_or("unknown");
-        let id = id.get(..8).unwrap_or(id);
         lanes.iter().position(|l| l.id == id).unwrap_or_else(|| {
             lanes.push(LaneRow {
                 id: id.into(),
-                name: id.into(),
+                name: id.get(..8).unwrap_or(id).into(),
                 empty: String::new(),
             });
             lanes.len() - 1

@@ -334,3 +334,39 @@ fn the_json_keeps_every_documented_key() {
     );
     assert_eq!(span["lane"], "worker");
 }
+
+#[test]
+fn many_commands_after_the_thaw_keep_the_drawing_a_page_high() {
+    let mut r = frozen();
+    let lock = r.locks[0].clone();
+    r.locks = (0..3)
+        .map(|n| LockVerdict {
+            key: format!("lock:payout:{n}"),
+            commands: (0..25)
+                .map(|i| Shown {
+                    at_ms: 1_006_000 + i * 16,
+                    name: "SET".into(),
+                    by: "127.0.0.1:50438".into(),
+                    taken_as: "acting",
+                })
+                .collect(),
+            commands_seen: 25,
+            ..lock.clone()
+        })
+        .collect();
+    r.build_timeline();
+    let html = r.document().html();
+    let svg = html.split("<svg class=\"timeline whole\"").nth(1).unwrap_or("");
+    let height: f64 = svg
+        .split("viewBox=\"0 0 1000 ")
+        .nth(1)
+        .and_then(|v| v.split('"').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::MAX);
+    assert!(height < 700.0, "a drawing {height} high");
+    // Every moment is still drawn, and listed.
+    assert_eq!(
+        svg.split("</svg>").next().unwrap_or("").matches("<circle").count(),
+        r.timeline.len()
+    );
+}

@@ -6,6 +6,9 @@ use super::report::{Actor, FreezeReport, headline};
 use super::verdict::{LockVerdict, Verdict};
 use crate::document::{Badge, Block, Document, Fact, Finding, Item, Section, Table, Timeline, Tone};
 
+/// Rows of labels per lane of the timeline.
+const LABEL_ROWS: usize = 4;
+
 impl FreezeReport {
     /// The report as a document.
     pub fn document(&self) -> Document {
@@ -51,7 +54,10 @@ impl FreezeReport {
         if !self.timeline.is_empty() {
             let about = "Each moment at its time from the freeze (negative: before it). Shaded: the worker frozen, \
                          and in red the time it acted under a lock it no longer held.";
-            let t = Timeline::of("freeze", about, &Actor::ALL, &self.timeline);
+            let mut t = Timeline::of("freeze", about, &Actor::ALL, &self.timeline);
+            // Many commands right after the thaw: labels in four rows, the rest in the
+            // tooltips and the list.
+            t.label_rows = LABEL_ROWS;
             sections.push(Section::new("timeline", "Timeline", vec![Block::Timeline(Box::new(t))]));
         }
         sections.push(Section::new(
