@@ -41,8 +41,9 @@ impl Format for Markdown {
         let _ = writeln!(self.0, "{p}\n");
     }
 
+    /// A paragraph in italics.
     fn note(&mut self, p: &str) {
-        let _ = writeln!(self.0, "_{p}_\n");
+        self.para(&format!("_{p}_"));
     }
 
     fn facts(&mut self, facts: &[Fact]) {

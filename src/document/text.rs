@@ -36,8 +36,9 @@ impl Format for Text {
         let _ = writeln!(self.0, "  {p}");
     }
 
+    /// A paragraph in brackets.
     fn note(&mut self, p: &str) {
-        let _ = writeln!(self.0, "  ({p})");
+        self.para(&format!("({p})"));
     }
 
     fn facts(&mut self, f: &[Fact]) {
