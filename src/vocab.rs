@@ -280,6 +280,11 @@ pub const PUSH_PATHS: [&str; 4] = ["/api/v1/events", "/v1/logs", "/loki/api/v1/p
 
 /// Where a drill reports its freezes (`POST`); a push endpoint, guarded like them.
 pub const DRILL_FREEZES_PATH: &str = "/api/v1/drills/freezes";
+/// Where a drill records its result (`POST`); a push endpoint, guarded like them.
+pub const DRILLS_PATH: &str = "/api/v1/drills";
+/// The verdicts a recorded drill can have, the values of `lockwatch_drill_verdict`'s
+/// `verdict` label (a state set).
+pub const DRILL_VERDICTS: [&str; 4] = ["safe", "unsafe", "not_exercised", "interrupted"];
 
 /// The names of every metric family lockwatch exports (DESIGN.md fixes them).
 pub mod metric {
@@ -337,6 +342,12 @@ pub mod metric {
     pub const DRILL_FROZEN: &str = "lockwatch_drill_frozen";
     pub const DRILL_THAW_DUE_TIMESTAMP_SECONDS: &str = "lockwatch_drill_thaw_due_timestamp_seconds";
     pub const DRILL_RECORDS_REFUSED_TOTAL: &str = "lockwatch_drill_records_refused_total";
+    // What recorded drills found, labels target + namespace + drill.
+    pub const DRILL_VERDICT: &str = "lockwatch_drill_verdict";
+    pub const DRILL_VERDICT_STREAK: &str = "lockwatch_drill_verdict_streak";
+    pub const DRILL_LAST_RUN_TIMESTAMP_SECONDS: &str = "lockwatch_drill_last_run_timestamp_seconds";
+    pub const DRILL_RUNS_TOTAL: &str = "lockwatch_drill_runs_total";
+    pub const DRILL_EXPOSURE_SECONDS: &str = "lockwatch_drill_exposure_seconds";
     // lockwatch itself.
     pub const BUILD_INFO: &str = "lockwatch_build_info";
     pub const CONFIG_LAST_RELOAD_SUCCESSFUL: &str = "lockwatch_config_last_reload_successful";
