@@ -277,10 +277,17 @@ pub struct DrillArgs {
     /// least the ttl, plus 2s); at least a job's length to measure all its exposure.
     #[arg(long, value_name = "DURATION", requires = "freezing")]
     pub observe: Option<String>,
-    /// With --freeze: the file holding the exporter's push token (its `push_token_file`), for
-    /// telling it while the worker is frozen; without it, credentials in the --exporter URL.
+    /// The file holding the exporter's push token (its `push_token_file`), for recording the
+    /// result and telling it of a freeze; without it, credentials in the --exporter URL.
     #[arg(long, value_name = "FILE", env = "LOCKWATCH_PUSH_TOKEN_FILE")]
     pub push_token_file: Option<PathBuf>,
+    /// The drill's name where --exporter records its result (`lockwatch_drill_*{drill=NAME}`,
+    /// `/drills/NAME`): 1-64 of A-Z a-z 0-9 _ - . : [default: the namespace].
+    #[arg(long, value_name = "NAME", env = "LOCKWATCH_DRILL_NAME", conflicts_with_all = ["cleanup", "thaw"])]
+    pub name: Option<String>,
+    /// Do not record the result at --exporter (by default a drill given --exporter records it).
+    #[arg(long, requires = "exporter", conflicts_with = "name")]
+    pub no_record: bool,
     /// With --freeze: no MONITOR witness (deletions are then told by the refusals after them,
     /// and no lock is judged stopped).
     #[arg(long, requires = "freezing")]

@@ -1,8 +1,8 @@
 //! `lockwatch drill`: ask before running against a target (unless `--yes` or
 //! `--interactive`), run the drill — rolled back on SIGINT, SIGTERM, SIGHUP and SIGQUIT
 //! alike —, print the report in the asked format and write the record (HTML for a `.html`
-//! or `.htm` file, else markdown); exit 1 on any
-//! deviation or interruption. `--cleanup` removes what interrupted runs left. Also the
+//! or `.htm` file, else markdown), record the result at `--exporter` (unless
+//! `--no-record`); exit 1 on any deviation or interruption, or a result not recorded. `--cleanup` removes what interrupted runs left. Also the
 //! hidden `drill-worker` (worker A). `--freeze` is `freeze`'s.
 
 use std::io::{IsTerminal, Write};
@@ -10,7 +10,7 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::drill_io::{cancel_on_signals, confirm, output};
+use super::drill_io::{cancel_on_signals, confirm, output, record, record_name};
 use super::{CommandError, Status};
 use crate::cli::{DrillArgs, DrillFormat, DrillWorkerArgs};
 use crate::drill::{self, DrillError};
@@ -36,6 +36,7 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
             "pass --yes to run the drill without a terminal, or --interactive",
         )?;
     }
+    let name = record_name(&args)?;
     let opts = options(&args, sustain);
     let mut narrator = drill::narrator::console(args.interactive, std::io::stderr().is_terminal());
     // Any of the usual signals stops the scenario; the drill still rolls back and reports.
@@ -45,7 +46,11 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
         .await
         .map_err(command_error)?;
     output(&report, args.format, args.report.as_deref())?;
-    Ok(if report.passed() {
+    let recorded = record(&args, &config, name.as_deref(), |name, ended| {
+        drill::result::staged(&report, name, ended)
+    })
+    .await;
+    Ok(if report.passed() && recorded {
         Status::Fine
     } else {
         Status::Unhealthy

@@ -10,7 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::CommandError;
-use crate::cli::DrillFormat;
+use crate::cli::{DrillArgs, DrillFormat};
 use crate::document::Document;
 use crate::drill;
 
@@ -73,6 +73,53 @@ pub(super) fn output(report: &impl Record, format: DrillFormat, path: Option<&st
         std::fs::write(path, record).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The name the result is recorded under, checked before anything runs; `None` when it is
+/// not recorded (no --exporter, or --no-record).
+pub(super) fn record_name(args: &DrillArgs) -> Result<Option<String>, CommandError> {
+    if args.exporter.is_none() || args.no_record {
+        return Ok(None);
+    }
+    let name = args.name.clone().unwrap_or_else(|| args.namespace.clone());
+    match crate::drills::results::valid_name(&name) {
+        true => Ok(Some(name)),
+        false => Err(CommandError::Usage(format!(
+            "--name `{name}` is not a drill's name: use 1-64 characters from A-Z a-z 0-9 _ - . :"
+        ))),
+    }
+}
+
+/// Record the result at --exporter under `name` (`None`: not recorded), with the push token
+/// of --push-token-file, else the config's, else the URL's credentials; and say where it
+/// is. Whether it was recorded (a failure is said).
+pub(super) async fn record(
+    args: &DrillArgs,
+    config: &crate::config::Config,
+    name: Option<&str>,
+    make: impl FnOnce(&str, u64) -> Result<crate::drills::results::Record, drill::result::NotRecorded>,
+) -> bool {
+    let (Some(name), Some(exporter)) = (name, &args.exporter) else {
+        return true;
+    };
+    let ended = u64::try_from(crate::locks::recent::wall_ms()).unwrap_or(0);
+    let sent = match make(name, ended) {
+        Ok(record) => {
+            let token = config.server.push_token.as_ref().map(|t| t.expose());
+            drill::result::send(exporter, args.push_token_file.as_deref(), token, &record).await
+        }
+        Err(e) => Err(e),
+    };
+    match sent {
+        Ok(at) => {
+            eprintln!("recorded: {at}");
+            true
+        }
+        Err(e) => {
+            eprintln!("lockwatch: {e}");
+            false
+        }
+    }
 }
 
 /// Cancel `token` on SIGINT, SIGTERM, SIGHUP or SIGQUIT, saying which: each ends the run the

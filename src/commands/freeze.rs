@@ -1,14 +1,15 @@
 //! `lockwatch drill --freeze` / `--freeze-cmd`: the target checked, the question asked
 //! (unless `--yes`: it names the process or the cgroup's processes), the drill run — thawed
-//! at once on SIGINT, SIGTERM, SIGHUP and SIGQUIT —, the report printed and recorded. Exit 0
-//! safe, 1 unsafe, not exercised or interrupted, 2 refused, 3 the thaw failed. Also the hidden `drill-watchdog`.
+//! at once on SIGINT, SIGTERM, SIGHUP and SIGQUIT —, the report printed, written and recorded
+//! at the exporter (unless `--no-record`). Exit 0 safe, 1 unsafe, not exercised, interrupted
+//! or not recorded, 2 refused, 3 the thaw failed. Also the hidden `drill-watchdog`.
 
 use std::io::IsTerminal;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::drill_io::{cancel_on_signals, confirm, output};
+use super::drill_io::{cancel_on_signals, confirm, output, record, record_name};
 use super::{CommandError, Status};
 use crate::cli::{DrillArgs, DrillWatchdogArgs};
 use crate::config::Config;
@@ -31,6 +32,7 @@ pub(super) async fn run(config: &Config, args: &DrillArgs) -> Result<Status, Com
     let exporter = args.exporter.clone().ok_or_else(|| {
         CommandError::Usage("--freeze needs --exporter: the running serve that watches the namespace".into())
     })?;
+    let name = record_name(args)?;
     let opts = freeze::Options {
         namespace: args.namespace.clone(),
         target: args.target.clone(),
@@ -58,6 +60,10 @@ pub(super) async fn run(config: &Config, args: &DrillArgs) -> Result<Status, Com
         .await
         .map_err(command_error)?;
     let written = output(&report, args.format, args.report.as_deref());
+    let recorded = record(args, config, name.as_deref(), |name, ended| {
+        crate::drill::result::freeze(&report, name, ended)
+    })
+    .await;
     if let Some(failed) = &report.thaw.failed {
         // Exit 3 whatever else went wrong: something may still be frozen.
         if let Err(e) = written {
@@ -67,8 +73,8 @@ pub(super) async fn run(config: &Config, args: &DrillArgs) -> Result<Status, Com
         return Ok(Status::LeftFrozen);
     }
     written?;
-    Ok(match (report.verdict, report.interrupted) {
-        (Verdict::Safe, false) => Status::Fine,
+    Ok(match (report.verdict, report.interrupted, recorded) {
+        (Verdict::Safe, false, true) => Status::Fine,
         _ => Status::Unhealthy,
     })
 }

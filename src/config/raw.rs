@@ -36,6 +36,7 @@ pub struct RawServer {
     pub body_timeout: Option<S<String>>,
     pub idle_timeout: Option<S<String>>,
     pub trace_url: Option<S<String>>,
+    pub max_drills: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

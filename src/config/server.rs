@@ -28,7 +28,16 @@ pub struct ServerConfig {
     pub limits: HttpLimits,
     /// Where a trace id links to, on the status page and the key page.
     pub trace_url: Option<TraceUrl>,
+    /// The most drills whose results are kept (`POST /api/v1/drills`); a record of one
+    /// more is refused.
+    pub max_drills: usize,
 }
+
+/// `max_drills` unless set.
+pub const MAX_DRILLS: usize = 100;
+/// `max_drills` may not go past this: each drill is a handful of series and up to a
+/// report's body in memory.
+pub const MAX_DRILLS_LIMIT: usize = 10_000;
 
 /// `[server] trace_url`: an `http(s)` URL template with `{trace_id}` (and optionally
 /// `{span_id}`), e.g. Grafana Explore on Tempo, Jaeger's `/trace/{trace_id}`.
@@ -135,6 +144,19 @@ impl Cx<'_> {
             }
             None => None,
         };
+        let max_drills = match &raw.max_drills {
+            None => MAX_DRILLS,
+            Some(v) => usize::try_from(*v.get_ref())
+                .ok()
+                .filter(|n| (1..=MAX_DRILLS_LIMIT).contains(n))
+                .ok_or_else(|| {
+                    self.err(
+                        Some(&v.span()),
+                        "server.max_drills",
+                        format!("{} is out of range 1..={MAX_DRILLS_LIMIT}", v.get_ref()),
+                    )
+                })?,
+        };
         Ok(ServerConfig {
             listen,
             push_token,
@@ -142,6 +164,7 @@ impl Cx<'_> {
             web,
             limits,
             trace_url,
+            max_drills,
         })
     }
 

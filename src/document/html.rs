@@ -63,7 +63,7 @@ impl Html {
             Tone::Neutral => " neutral",
         };
         let o = &mut self.0;
-        let _ = write!(o, "<li class=\"{} finding{tone}\"", f.kind);
+        let _ = write!(o, "<li class=\"{} finding{tone}\"", esc(&f.kind));
         if let Some(a) = &f.anchor {
             let _ = write!(o, " id=\"{}\"", esc(a));
         }

@@ -4,6 +4,7 @@
 //! and `html` render any document, and the exporter's pages share its stylesheet and its
 //! swimlane. Pure: values in, words and markup out.
 
+pub mod checked;
 pub mod html;
 pub mod markdown;
 pub mod swimlane;
@@ -12,8 +13,11 @@ pub mod timeline;
 
 pub use timeline::{Lane, LaneRow, Moment, Timeline};
 
+use serde::{Deserialize, Serialize};
+
 /// How a verdict, a row or a finding reads: fine, harmful, or neither.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Tone {
     Good,
     Bad,
@@ -36,7 +40,7 @@ impl Tone {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Document {
     /// What it is: `Drill record, stale holder`, `Freeze drill`.
     pub title: String,
@@ -50,14 +54,14 @@ pub struct Document {
 }
 
 /// The verdict as a word, and the class that colours it (`passed`, `unsafe`, …).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Badge {
     pub word: String,
     pub class: String,
 }
 
 /// A labelled value; `code` values are identifiers (keys, series, run ids) set as code.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fact {
     pub label: String,
     pub value: String,
@@ -81,7 +85,7 @@ impl Fact {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Section {
     /// The anchor (`id` in HTML).
     pub id: String,
@@ -102,7 +106,8 @@ impl Section {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Block {
     Para(String),
     /// A quieter paragraph: what is missing and why, how to read what follows.
@@ -121,7 +126,7 @@ pub enum Block {
 
 /// A list item: `lead` (a link to `link`'s anchor, when given), then `text`, then what it
 /// means (`stress`), stressed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Item {
     pub lead: Option<String>,
     pub link: Option<String>,
@@ -140,7 +145,7 @@ impl Item {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Table {
     pub head: Vec<String>,
     pub rows: Vec<Row>,
@@ -163,14 +168,14 @@ impl Table {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     pub cells: Vec<Cell>,
     /// `data-ok` in HTML, when not neutral.
     pub tone: Tone,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
     pub text: String,
     pub code: bool,
@@ -214,10 +219,10 @@ impl Cell {
 
 /// One judged thing — a step of the drill, a lock of the freeze — with its facts, and when
 /// it went wrong what that means and what to do.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
     /// Its class (`step`, `lock`) and anchor (`step-7`).
-    pub kind: &'static str,
+    pub kind: String,
     pub anchor: Option<String>,
     /// Its number (`data-step`), when numbered.
     pub n: Option<usize>,

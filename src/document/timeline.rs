@@ -2,7 +2,7 @@
 //! end), and the stretches of time a drawing shows — the whole, and a close-up of a burst
 //! that would fall a few pixels apart in the whole.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Who a moment belongs to: a lane of the swimlane.
 pub trait Lane: Copy + PartialEq {
@@ -18,7 +18,7 @@ pub trait Lane: Copy + PartialEq {
 
 /// One moment, in milliseconds from the timeline's origin (negative: before it); a span
 /// when it has an end.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Moment<L> {
     pub at_ms: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -56,14 +56,14 @@ impl<L> Moment<L> {
 }
 
 /// A lane as drawn: its id, name, and what it says when empty.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaneRow {
     pub id: String,
     pub name: String,
     pub empty: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Timeline {
     /// What time 0 is, as the axis says it: `start`, `freeze`, `now`.
     pub origin: String,

@@ -10,11 +10,13 @@
 pub mod freeze;
 pub mod narrator;
 pub mod report;
+pub mod result;
 
 mod cleanup;
 mod cycle;
 mod delays;
 mod expect;
+pub(crate) mod exporter;
 mod late;
 mod lease;
 mod marks;

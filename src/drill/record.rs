@@ -186,7 +186,7 @@ impl Report {
 
 fn finding(s: &Step) -> Finding {
     Finding {
-        kind: "step",
+        kind: "step".into(),
         anchor: Some(format!("step-{}", s.n)),
         n: Some(s.n),
         title: s.title.clone(),

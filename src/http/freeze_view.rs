@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::charts::esc;
 use super::status_view::rfc3339;
-use crate::freezes::{Freeze, Reported};
+use crate::drills::freezes::{Freeze, Reported};
 
 /// One live freeze, as `/api/v1/status` carries it under `drill_freezes`: its latest
 /// record's fields, the planned end and how late its thaw is.
@@ -136,7 +136,7 @@ pub(super) fn html(views: &[FreezeView]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::freezes::By;
+    use crate::drills::freezes::By;
 
     fn freeze(frozen: &str, state: Reported, thaw: &str) -> Freeze {
         Freeze {

@@ -10,22 +10,22 @@ use axum::response::{IntoResponse, Response};
 
 use super::push::{busy, content_type, read_body, settle};
 use super::{AppState, HttpError};
-use crate::freezes::{MAX_BODY, RecordError};
+use crate::drills::freezes::{MAX_BODY, RecordError};
 use crate::vocab::{DrillRefused, Refused};
 
 pub(crate) async fn record(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let body = match read(&s, &headers, body).await {
+    let body = match read(&s, &headers, body, MAX_BODY, "one freeze record").await {
         Ok(body) => body,
         Err(answer) => {
             let (answer, reason) = settle(answer);
             if let Some(reason) = reason {
-                s.freezes.refused(refused(reason), "refused before it was read");
+                s.drills.freezes.refused(refused(reason), "refused before it was read");
             }
             return answer;
         }
     };
-    let freezes = s.freezes.clone();
-    let done = tokio::task::spawn_blocking(move || freezes.record(&body)).await;
+    let drills = s.drills.clone();
+    let done = tokio::task::spawn_blocking(move || drills.freezes.record(&body)).await;
     let (status, message) = match done {
         Ok(Ok(())) => return StatusCode::NO_CONTENT.into_response(),
         Ok(Err(RecordError::Refused(r))) => (
@@ -42,8 +42,14 @@ pub(crate) async fn record(State(s): State<AppState>, headers: HeaderMap, body: 
     HttpError(status, message).into_response()
 }
 
-/// The body, after the checks every push endpoint makes.
-async fn read(s: &AppState, headers: &HeaderMap, body: Body) -> Result<Vec<u8>, Response> {
+/// The body (JSON, `what`, at most `limit` bytes), after the checks every push endpoint makes.
+pub(super) async fn read(
+    s: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    what: &str,
+) -> Result<Vec<u8>, Response> {
     if let Some(refused) = s.push.refused(headers) {
         return Err(refused);
     }
@@ -52,7 +58,7 @@ async fn read(s: &AppState, headers: &HeaderMap, body: Body) -> Result<Vec<u8>, 
         return Err(HttpError(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!(
-                "Content-Type `{}` is not taken: send application/json, one freeze record",
+                "Content-Type `{}` is not taken: send application/json, {what}",
                 media.unwrap_or_default()
             ),
         )
@@ -61,13 +67,13 @@ async fn read(s: &AppState, headers: &HeaderMap, body: Body) -> Result<Vec<u8>, 
     let Ok(_reading) = s.push.reading.try_acquire() else {
         return Err(([(header::RETRY_AFTER, "1")], busy()).into_response());
     };
-    read_body(s, headers, body, MAX_BODY)
+    read_body(s, headers, body, limit)
         .await
         .map_err(IntoResponse::into_response)
 }
 
 /// A push's refusal in the words of drill records.
-fn refused(reason: Refused) -> DrillRefused {
+pub(super) fn refused(reason: Refused) -> DrillRefused {
     match reason {
         Refused::Unauthorized => DrillRefused::Unauthorized,
         Refused::Unsupported => DrillRefused::Unsupported,

@@ -9,6 +9,8 @@
 mod api;
 mod auth;
 mod charts;
+mod drill_results;
+mod drill_view;
 mod freeze_view;
 mod freezes;
 mod gate;
@@ -56,8 +58,9 @@ pub(crate) struct AppState {
     pub(crate) intake: IntakeMetrics,
     /// `POST /api/v1/events`.
     pub(crate) push: Arc<push::PushIntake>,
-    /// The drills' live freezes (`POST /api/v1/drills/freezes`, the status page).
-    pub(crate) freezes: Arc<crate::freezes::Freezes>,
+    /// What drills report: live freezes (`POST /api/v1/drills/freezes`) and results (`POST
+    /// /api/v1/drills`, `/drills/NAME`), both on the status page.
+    pub(crate) drills: Arc<crate::drills::Drills>,
     /// Bounds the answers that walk the lock tables (API, status page).
     pub(crate) views: gate::Gate,
     /// `POST /-/reload`, with `--web.enable-lifecycle` (403 without).
@@ -100,6 +103,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/loki/api/v1/push", post(logs::loki))
         .route("/api/v1/logs", post(logs::plain))
         .route(crate::vocab::DRILL_FREEZES_PATH, post(freezes::record))
+        .route(crate::vocab::DRILLS_PATH, post(drill_results::record))
+        .route("/drills/{name}", get(drill_results::page))
         .route("/-/reload", post(reload::reload).put(reload::reload))
         .fallback(not_found)
         .with_state(state);
@@ -179,7 +184,7 @@ async fn not_found(uri: axum::http::Uri) -> HttpError {
     HttpError(
         StatusCode::NOT_FOUND,
         format!(
-            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks, /api/v1/locks/history?key=K, /api/v1/status, /locks/<namespace>?key=K, POST /api/v1/events or POST /api/v1/drills/freezes",
+            "no such path {}: try /, /metrics, /healthz, /readyz, /api/v1/locks, /api/v1/locks/history?key=K, /api/v1/status, /locks/<namespace>?key=K, /drills/<name>, POST /api/v1/events, POST /api/v1/drills or POST /api/v1/drills/freezes",
             uri.path()
         ),
     )

@@ -1,6 +1,6 @@
 //! `GET /`: a small HTML status page for when Grafana is not at hand. First the workers a
 //! drill holds frozen (`freeze_view`), then the state of each target and namespace, one
-//! line each, worst first, and the incidents grouped by kind and namespace (keys a click
+//! line each, worst first, the drills' latest results (`drill_view`), and the incidents grouped by kind and namespace (keys a click
 //! away, `summary`); then per target its health, the counts of the last pass and the charts
 //! of the last hour; the lock events reported by logs and pushes — failures, and contention
 //! apart —, and what each log source read.
@@ -74,6 +74,8 @@ fn render(s: &AppState) -> String {
     h.push_str(&status.drill_freezes_html);
     h.push_str(r#"</div><h2 id="state">state</h2><div id="summary">"#);
     h.push_str(&status.summary_html);
+    h.push_str(r#"</div><div id="drill-results">"#);
+    h.push_str(&status.drills_html);
     h.push_str(r#"</div><h2 id="timeline">incidents <small>grouped by kind and namespace, latest first</small></h2><div id="incidents">"#);
     h.push_str(&status.timeline_html);
     h.push_str("</div></section>\n");
@@ -178,6 +180,7 @@ const SCRIPT: &str = r#"<script>
     document.getElementById('incidents').innerHTML=st.timeline_html;
     document.getElementById('summary').innerHTML=st.summary_html;
     document.getElementById('drills').innerHTML=st.drill_freezes_html;
+    document.getElementById('drill-results').innerHTML=st.drills_html;
     var g=document.getElementById('generated'); g.textContent=new Date(st.generated_ms).toISOString().slice(0,19)+'Z';
     document.getElementById('live').dataset.updates=String(1+Number(document.getElementById('live').dataset.updates||0));
   }

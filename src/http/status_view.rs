@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::charts::{self, Metric, esc};
+use super::drill_view::{self, DrillView};
 use super::freeze_view::{self, FreezeView};
 use super::summary::{self, Counts, Level, Line};
 use super::{AppState, HttpError, gate};
@@ -36,6 +37,9 @@ pub(super) struct Status {
     /// The drills' live freezes, the earliest first, and their lines for the page's top.
     pub(super) drill_freezes: Vec<FreezeView>,
     pub(super) drill_freezes_html: String,
+    /// The drills' recorded results, unsafe first, and their section of the page.
+    pub(super) drills: Vec<DrillView>,
+    pub(super) drills_html: String,
 }
 
 #[derive(Serialize)]
@@ -252,8 +256,11 @@ pub(super) fn status(s: &AppState) -> Status {
     incidents.sort_by_key(|i| std::cmp::Reverse(i.at_ms));
     let timeline_html = summary::grouped_html(&incidents, s.config.server.trace_url.as_ref());
     let summary_html = summary::summary_html(&mut lines);
-    let drill_freezes = freeze_view::views(s.freezes.live(), now);
+    let drill_freezes = freeze_view::views(s.drills.freezes.live(), now);
+    let drills = drill_view::views(s.drills.results.list(), now);
     Status {
+        drills_html: drill_view::html(&drills),
+        drills,
         drill_freezes_html: freeze_view::html(&drill_freezes),
         drill_freezes,
         generated_ms: now,

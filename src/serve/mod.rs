@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::freezes::Freezes;
+use crate::drills::Drills;
 use crate::http::push::PushIntake;
 use crate::http::reload::{Answer, Reloads};
 use crate::http::{self, AppState};
@@ -84,7 +84,7 @@ pub async fn run_in(
     let reload_metrics = reload::ReloadMetrics::register(&registry)?;
     let mut parts = Parts::start(&config, families.clone(), shutdown.clone()).await?;
     // After the parts: `[state] dir` exists.
-    let freezes = Arc::new(Freezes::start(&config, &registry)?);
+    let drills = Arc::new(Drills::start(&config, &registry)?);
     let addr = listener.local_addr()?;
     log_serving(addr, &config);
     let (reloads, mut asks): (_, mpsc::Receiver<Answer>) = match options.enable_lifecycle {
@@ -110,7 +110,7 @@ pub async fn run_in(
             nodes: parts.nodes(),
             intake: families.intake.clone(),
             push,
-            freezes: freezes.clone(),
+            drills: drills.clone(),
             views: Default::default(),
             reload: reloads.clone(),
         }
@@ -136,7 +136,7 @@ pub async fn run_in(
         )
         .await;
         if let Ok(changes) = &done {
-            freezes.reconfigure(&current);
+            drills.reconfigure(&current);
             // The old state (and the tables of removed targets) goes first: nothing can
             // publish a removed target's series again once they are dropped.
             live.send_replace(http::live(state(&current, &parts)));

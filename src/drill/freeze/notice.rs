@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::drill::exporter::Endpoint;
+
 /// The freeze as the exporter is told of it; passed to the watchdog as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Notice {
@@ -76,7 +78,7 @@ pub async fn thawed_by_hand(
         state: "thawed".into(),
         why,
     };
-    let at = Endpoint::new(exporter, "/api/v1/status").map_err(fail)?;
+    let at = Endpoint::new(exporter, "/api/v1/status", Duration::from_secs(3)).map_err(fail)?;
     let status: Status = at
         .basic_auth(at.http.get(at.url.clone()))
         .send()
@@ -116,37 +118,6 @@ fn clean(s: &str, max: usize) -> String {
     out
 }
 
-/// A path of the exporter: a client, the URL without credentials, and those it had.
-struct Endpoint {
-    http: reqwest::Client,
-    url: reqwest::Url,
-    user: String,
-    pass: Option<String>,
-}
-
-impl Endpoint {
-    fn new(exporter: &str, path: &str) -> Result<Endpoint, String> {
-        let mut url = reqwest::Url::parse(exporter).map_err(|e| format!("`{exporter}`: {e}"))?;
-        let (user, pass) = (url.username().to_string(), url.password().map(str::to_string));
-        let _ = url.set_username("");
-        let _ = url.set_password(None);
-        url.set_path(path);
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(3))
-            .build()
-            .map_err(|e| e.to_string())?;
-        Ok(Endpoint { http, url, user, pass })
-    }
-
-    /// The URL's credentials, if it had any.
-    fn basic_auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match self.user.is_empty() {
-            true => req,
-            false => req.basic_auth(&self.user, self.pass.as_deref()),
-        }
-    }
-}
-
 impl Notice {
     /// Tell the exporter the freeze (landed at `since_ms`) is `state` (`frozen`, `thawed`,
     /// `thaw_failed`) as of `at_ms`, done `by` the drill or the watchdog.
@@ -155,7 +126,8 @@ impl Notice {
             state: state.into(),
             why,
         };
-        let at = Endpoint::new(&self.exporter, "/api/v1/drills/freezes").map_err(fail)?;
+        let at =
+            Endpoint::new(&self.exporter, crate::vocab::DRILL_FREEZES_PATH, Duration::from_secs(3)).map_err(fail)?;
         let (frozen, what, by_hand) = (
             clean(&self.frozen, 1024),
             clean(&self.what, 512),
@@ -174,33 +146,13 @@ impl Notice {
             by,
             thaw_by_hand: &by_hand,
         };
-        let token = match &self.token_file {
-            Some(f) => Some(std::fs::read_to_string(f).map_err(|e| fail(format!("{}: {e}", f.display())))?),
-            None => None,
-        };
-        // A busy or restarting exporter (a connection refused, 429, 5xx) is asked again.
-        let mut last = String::new();
-        for pause in [0, 500, 1000, 2000] {
-            tokio::time::sleep(Duration::from_millis(pause)).await;
-            let req = at.http.post(at.url.clone()).json(&body);
-            let req = match &token {
-                Some(t) => req.bearer_auth(t.trim()),
-                None => at.basic_auth(req),
-            };
-            match req.send().await {
-                Ok(resp) if resp.status().is_success() => return Ok(()),
-                Ok(resp) => {
-                    let status = resp.status();
-                    let text = resp.text().await.unwrap_or_default();
-                    last = format!("{status}: {}", text.trim().chars().take(300).collect::<String>());
-                    if !(status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS) {
-                        break;
-                    }
-                }
-                Err(e) => last = e.to_string(),
-            }
-        }
-        Err(fail(last))
+        let token = self
+            .token_file
+            .as_deref()
+            .map(crate::drill::exporter::token)
+            .transpose()
+            .map_err(fail)?;
+        at.post(&body, token.as_deref()).await.map(|_| ()).map_err(fail)
     }
 }
 

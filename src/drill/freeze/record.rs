@@ -132,7 +132,7 @@ fn finding(l: &LockVerdict) -> Finding {
         Verdict::NotExercised => (Tone::Neutral, "– not exercised"),
     };
     Finding {
-        kind: "lock",
+        kind: "lock".into(),
         anchor: None,
         n: None,
         title: l.key.clone(),

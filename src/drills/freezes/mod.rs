@@ -1,4 +1,4 @@
-//! What drills report to the exporter: the freezes of `lockwatch drill --freeze` live now (a
+//! The freezes of `lockwatch drill --freeze` live now (a
 //! worker stopped and no thaw reported yet), checked against the config, kept in memory and
 //! in `[state] dir` (`saved`), and shown as gauges (`metrics`). The HTTP side hands a body to
 //! `Freezes::record` and answers what comes back; the status page reads `Freezes::live`.
@@ -11,11 +11,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
+use super::refused::{Refusals, Refused, known};
 use crate::config::Config;
 use crate::metrics::Registry;
 use crate::vocab::DrillRefused;
 use metrics::FreezeMetrics;
-pub use report::{By, MAX_BODY, Refused, Report, Reported};
+pub use report::{By, MAX_BODY, Report, Reported};
 pub use saved::{FILE, SavedError};
 
 /// Freezes live at once, at most: a record of a new one past this is refused (429).
@@ -42,6 +43,7 @@ pub enum RecordError {
 pub struct Freezes {
     inner: Mutex<Inner>,
     metrics: FreezeMetrics,
+    refusals: Refusals,
 }
 
 struct Inner {
@@ -58,7 +60,11 @@ struct Inner {
 impl Freezes {
     /// The families registered, and what `[state] dir` saved (freezes of targets or
     /// namespaces the config no longer has dropped, and said).
-    pub fn start(config: &Config, registry: &Registry) -> Result<Freezes, prometheus::Error> {
+    pub(super) fn start(
+        config: &Config,
+        registry: &Registry,
+        refusals: Refusals,
+    ) -> Result<Freezes, prometheus::Error> {
         let freezes = Freezes {
             inner: Mutex::new(Inner {
                 targets: Vec::new(),
@@ -68,6 +74,7 @@ impl Freezes {
                 thawed: BTreeMap::new(),
             }),
             metrics: FreezeMetrics::register(registry)?,
+            refusals,
         };
         if let Some(dir) = &config.state_dir {
             match saved::load(dir) {
@@ -122,7 +129,7 @@ impl Freezes {
 
     /// A record refused before it was read (size, token, content type, room, time).
     pub fn refused(&self, reason: DrillRefused, message: &str) {
-        self.metrics.refused(reason, message);
+        self.refusals.count(reason, message);
     }
 
     /// Follow a new config: freezes of a target or namespace it no longer has are dropped
@@ -235,17 +242,6 @@ impl Inner {
             Some(dir) => saved::save(dir, self.live.values(), self.thawed.iter()),
             None => Ok(()),
         }
-    }
-}
-
-/// `name` among the configured `names` of `what`, else refused for `reason`, saying which there are.
-fn known(names: &[String], name: &str, what: &str, reason: DrillRefused) -> Result<(), Refused> {
-    match names.iter().any(|n| n == name) {
-        true => Ok(()),
-        false => Err(Refused::new(
-            reason,
-            format!("no {what} `{name}` in the config (it has {})", names.join(", ")),
-        )),
     }
 }
 

@@ -1,13 +1,13 @@
-//! The families of what drills report — `lockwatch_drill_frozen`,
-//! `lockwatch_drill_thaw_due_timestamp_seconds`, `lockwatch_drill_records_refused_total` —
+//! The families of the drills' live freezes — `lockwatch_drill_frozen`,
+//! `lockwatch_drill_thaw_due_timestamp_seconds` —
 //! registered here and set only by the store (`Freezes`), from the configured target and
 //! namespace names: no label value comes from a sender.
 
-use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec};
+use prometheus::{GaugeVec, IntGaugeVec};
 
 use super::Freeze;
 use crate::metrics::Registry;
-use crate::vocab::{DrillRefused, metric};
+use crate::vocab::metric;
 
 #[derive(Clone)]
 pub(super) struct FreezeMetrics {
@@ -16,8 +16,6 @@ pub(super) struct FreezeMetrics {
     /// Labels target, namespace: the earliest planned end among the pair's live freezes,
     /// Unix seconds; absent when none is live.
     due: GaugeVec,
-    /// Label reason: records refused.
-    refused: IntCounterVec,
 }
 
 impl FreezeMetrics {
@@ -33,15 +31,7 @@ impl FreezeMetrics {
                 "When the earliest live drill freeze of the target and namespace was planned to end, Unix seconds; absent when none is live.",
                 &["target", "namespace"],
             )?,
-            refused: registry.counters(
-                metric::DRILL_RECORDS_REFUSED_TOTAL,
-                "Records sent by drills refused, nothing of them kept, by reason.",
-                &["reason"],
-            )?,
         };
-        for reason in DrillRefused::ALL {
-            m.refused.with_label_values(&[reason.as_str()]);
-        }
         Ok(m)
     }
 
@@ -70,12 +60,5 @@ impl FreezeMetrics {
                 }
             }
         }
-    }
-
-    /// A record refused for `reason`: counted, and logged at debug (the sender got the
-    /// sentence naming the problem).
-    pub(super) fn refused(&self, reason: DrillRefused, message: &str) {
-        tracing::debug!(reason = reason.as_str(), message, "drill record refused");
-        self.refused.with_label_values(&[reason.as_str()]).inc();
     }
 }

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::super::Refused;
 use crate::vocab::DrillRefused;
 
 /// The largest body taken (`413` past it).
@@ -79,23 +80,6 @@ pub struct Report {
     pub by: By,
     /// The command that thaws it, as the drill gave it; may be empty.
     pub thaw_by_hand: String,
-}
-
-/// Why a record is not kept: the counter's reason and one sentence for the sender.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct Refused {
-    pub reason: DrillRefused,
-    pub message: String,
-}
-
-impl Refused {
-    pub fn new(reason: DrillRefused, message: impl Into<String>) -> Refused {
-        Refused {
-            reason,
-            message: message.into(),
-        }
-    }
 }
 
 fn invalid(message: impl Into<String>) -> Refused {

@@ -18,6 +18,15 @@ fn config(namespaces: &[&str], dir: Option<&Path>) -> Config {
     Config::from_toml(&text, "t.toml", Path::new("."), &Overrides::default()).unwrap()
 }
 
+fn start(config: &Config) -> Freezes {
+    let registry = Registry::new().unwrap();
+    with(config, &registry)
+}
+
+fn with(config: &Config, registry: &Registry) -> Freezes {
+    Freezes::start(config, registry, Refusals::register(registry).unwrap()).unwrap()
+}
+
 fn record(id: &str, state: &str, at_ms: u64) -> Vec<u8> {
     format!(
         r#"{{"id":"{id}","target":"staging","namespace":"payouts","state":"{state}","frozen":"pid:4242",
@@ -39,7 +48,7 @@ fn reason(e: RecordError) -> DrillRefused {
 
 #[test]
 fn frozen_thawed_and_failed_thaws() {
-    let f = Freezes::start(&config(&["payouts"], None), &Registry::new().unwrap()).unwrap();
+    let f = start(&config(&["payouts"], None));
     f.record(&record("a", "frozen", 1001)).unwrap();
     f.record(&record("a", "frozen", 1001)).unwrap();
     assert_eq!(ids(&f), vec![("a".to_string(), Reported::Frozen)]);
@@ -55,7 +64,7 @@ fn frozen_thawed_and_failed_thaws() {
 
 #[test]
 fn a_record_older_than_what_is_known_changes_nothing() {
-    let f = Freezes::start(&config(&["payouts"], None), &Registry::new().unwrap()).unwrap();
+    let f = start(&config(&["payouts"], None));
     f.record(&record("a", "frozen", 1001)).unwrap();
     f.record(&record("a", "thawed", 9001)).unwrap();
     // The freeze's record retried after its thaw: not live again.
@@ -71,7 +80,7 @@ fn a_record_older_than_what_is_known_changes_nothing() {
 
 #[test]
 fn names_and_room_are_checked_before_anything_changes() {
-    let f = Freezes::start(&config(&["payouts"], None), &Registry::new().unwrap()).unwrap();
+    let f = start(&config(&["payouts"], None));
     let other_target = String::from_utf8(record("x", "frozen", 1))
         .unwrap()
         .replace("staging", "prod");
@@ -107,14 +116,14 @@ fn names_and_room_are_checked_before_anything_changes() {
 fn saved_restored_and_dropped_with_their_namespace() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(&["payouts", "refunds"], Some(dir.path()));
-    let f = Freezes::start(&cfg, &Registry::new().unwrap()).unwrap();
+    let f = start(&cfg);
     f.record(&record("a", "frozen", 1001)).unwrap();
     f.record(&record("gone", "thawed", 1001)).unwrap();
     let refunds = String::from_utf8(record("r", "frozen", 1))
         .unwrap()
         .replace("payouts", "refunds");
     f.record(refunds.as_bytes()).unwrap();
-    let again = Freezes::start(&cfg, &Registry::new().unwrap()).unwrap();
+    let again = start(&cfg);
     assert_eq!(again.live(), f.live());
     // The thaw is remembered across the restart too.
     again.record(&record("gone", "frozen", 1001)).unwrap();
@@ -122,7 +131,7 @@ fn saved_restored_and_dropped_with_their_namespace() {
     // A reload without `refunds` forgets its freeze, in the file too.
     again.reconfigure(&config(&["payouts"], Some(dir.path())));
     assert_eq!(ids(&again), vec![("a".to_string(), Reported::Frozen)]);
-    let third = Freezes::start(&config(&["payouts"], Some(dir.path())), &Registry::new().unwrap()).unwrap();
+    let third = start(&config(&["payouts"], Some(dir.path())));
     assert_eq!(ids(&third), vec![("a".to_string(), Reported::Frozen)]);
 }
 
@@ -130,7 +139,7 @@ fn saved_restored_and_dropped_with_their_namespace() {
 fn an_unreadable_file_is_set_aside() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(FILE), "{not json").unwrap();
-    let f = Freezes::start(&config(&["payouts"], Some(dir.path())), &Registry::new().unwrap()).unwrap();
+    let f = start(&config(&["payouts"], Some(dir.path())));
     assert!(f.live().is_empty());
     assert!(dir.path().join(format!("{FILE}.unreadable")).exists());
     f.record(&record("a", "frozen", 1)).unwrap();
@@ -140,7 +149,7 @@ fn an_unreadable_file_is_set_aside() {
 #[test]
 fn the_gauges_follow_the_live_freezes() {
     let registry = Registry::new().unwrap();
-    let f = Freezes::start(&config(&["payouts", "refunds"], None), &registry).unwrap();
+    let f = with(&config(&["payouts", "refunds"], None), &registry);
     let text = registry.encode().unwrap();
     assert!(
         text.contains(r#"lockwatch_drill_frozen{namespace="refunds",target="staging"} 0"#),

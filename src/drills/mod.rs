@@ -1,0 +1,36 @@
+//! What drills report to the exporter: the freezes of `lockwatch drill --freeze` live now
+//! (`freezes`) and every drill's result (`results`), each checked against the config, kept
+//! in memory and in `[state] dir`, and shown as gauges; the records refused, by reason, are
+//! one counter for both (`refused`).
+
+pub mod freezes;
+mod refused;
+pub mod results;
+
+pub use refused::Refused;
+
+use crate::config::Config;
+use crate::metrics::Registry;
+
+/// Both stores, for the HTTP side and the reload.
+pub struct Drills {
+    pub freezes: freezes::Freezes,
+    pub results: results::Results,
+}
+
+impl Drills {
+    /// The families registered and what `[state] dir` saved read back.
+    pub fn start(config: &Config, registry: &Registry) -> Result<Drills, prometheus::Error> {
+        let refusals = refused::Refusals::register(registry)?;
+        Ok(Drills {
+            freezes: freezes::Freezes::start(config, registry, refusals.clone())?,
+            results: results::Results::start(config, registry, refusals)?,
+        })
+    }
+
+    /// Follow a new config.
+    pub fn reconfigure(&self, config: &Config) {
+        self.freezes.reconfigure(config);
+        self.results.reconfigure(config);
+    }
+}
