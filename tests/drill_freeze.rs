@@ -135,6 +135,8 @@ struct Ran {
     lost_job: usize,
     out: Output,
     report: serde_json::Value,
+    /// The exporter's scrape after the drill ended.
+    recorded: common::Metrics,
 }
 
 fn artifacts() -> PathBuf {
@@ -251,6 +253,8 @@ async fn run_with(case: &Case, freeze_the_waiter: bool, traffic: Traffic) -> Ran
         .await
         .unwrap();
     drop(cgroup);
+    // What the drill recorded at the exporter, seen before it stops.
+    let recorded = s.metrics().await;
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{}: no JSON report ({e})\nstdout: {}\nstderr: {}\n{}",
@@ -270,6 +274,7 @@ async fn run_with(case: &Case, freeze_the_waiter: bool, traffic: Traffic) -> Ran
         lost_job,
         out,
         report,
+        recorded,
     }
 }
 
@@ -292,6 +297,39 @@ impl Ran {
         assert_eq!(locks[0]["finding"], finding, "{}", why());
         assert_eq!(self.out.status.code(), Some(code), "{}", why());
         assert!(self.report["timeline"].as_array().unwrap().len() >= 5, "{}", why());
+        self.assert_recorded(verdict);
+    }
+
+    /// The exporter holds the drill's result: `verdict` the latest of the state set, one
+    /// run counted, the worst lock's exposure.
+    fn assert_recorded(&self, verdict: &str) {
+        let drill = [("target", "staging"), ("namespace", "payout"), ("drill", "payout")];
+        for v in ["safe", "unsafe", "not_exercised", "interrupted"] {
+            let l = [drill[0], drill[1], drill[2], ("verdict", v)];
+            let want = if v == verdict { 1.0 } else { 0.0 };
+            assert_eq!(
+                self.recorded.get("lockwatch_drill_verdict", &l),
+                Some(want),
+                "{v}: {}",
+                self.recorded.0
+            );
+            assert_eq!(self.recorded.get("lockwatch_drill_runs_total", &l), Some(want), "{v}");
+        }
+        let worst = self.report["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l["exposure_ms"].as_f64())
+            .fold(0.0, f64::max);
+        assert_eq!(
+            self.recorded.get("lockwatch_drill_exposure_seconds", &drill),
+            Some(worst / 1000.0)
+        );
+        assert!(
+            text(&self.out.stderr).contains("recorded: http://"),
+            "{}",
+            text(&self.out.stderr)
+        );
     }
 
     /// Whether the job the frozen worker was doing got paid.
