@@ -169,7 +169,7 @@ fn the_drill_units_pass_systemd_analyze_verify() {
 }
 
 /// One drill instance set up in the manager: its environment file and the output drop-in.
-fn instance(m: &UserManager, env_dir: &Path, name: &str, args: &str) -> PathBuf {
+fn instance(m: &UserManager, env_dir: &Path, name: &str, args: &str) -> (PathBuf, PathBuf) {
     std::fs::write(
         env_dir.join(format!("drill-{name}.env")),
         format!("# drill {name}\nLOCKWATCH_DRILL_ARGS=\"{args}\"\n"),
@@ -178,11 +178,17 @@ fn instance(m: &UserManager, env_dir: &Path, name: &str, args: &str) -> PathBuf 
     m.capture_output(&format!("lockwatch-drill@{name}.service"))
 }
 
-/// Start the instance's timer and wait for the service it fires to run to its end.
-fn run_by_timer(m: &UserManager, name: &str, output: &Path) -> (std::collections::BTreeMap<String, String>, String) {
+/// Start the instance's timer and wait for the service it fires to run to its end: what
+/// systemd says of the run, its stdout, and its stdout and stderr as one text.
+fn run_by_timer(
+    m: &UserManager,
+    name: &str,
+    (stdout, stderr): &(PathBuf, PathBuf),
+) -> (std::collections::BTreeMap<String, String>, String, String) {
     m.ok(&["start", &format!("lockwatch-drill@{name}.timer")]);
     let ran = m.wait_ran(&format!("lockwatch-drill@{name}.service"), Duration::from_secs(90));
-    let out = std::fs::read_to_string(output).unwrap_or_default();
+    let json = std::fs::read_to_string(stdout).unwrap_or_default();
+    let out = format!("{json}\n{}", std::fs::read_to_string(stderr).unwrap_or_default());
     let timer = m.show(&format!("lockwatch-drill@{name}.timer"), &["LastTriggerUSec", "Result"]);
     assert!(
         timer
@@ -190,7 +196,7 @@ fn run_by_timer(m: &UserManager, name: &str, output: &Path) -> (std::collections
             .is_some_and(|t| !t.is_empty() && t != "n/a"),
         "the timer of {name} never fired: {timer:?}"
     );
-    (ran, out)
+    (ran, json, out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,14 +229,13 @@ async fn a_drill_run_by_the_systemd_timer_turns_into_a_verdict_on_metrics() {
         ),
     );
     m.ok(&["daemon-reload"]);
-    let (ran, out) = run_by_timer(&m, "staging", &safe_out);
+    let (ran, json, out) = run_by_timer(&m, "staging", &safe_out);
     assert_eq!(
         (ran["Result"].as_str(), ran["ExecMainStatus"].as_str()),
         ("success", "0"),
         "{ran:?}\n{out}"
     );
-    let report: serde_json::Value = serde_json::from_str(out.lines().find(|l| l.starts_with('{')).unwrap_or("{}"))
-        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert!(
         report["result"].as_str().is_some_and(|r| r.starts_with("passed")),
         "{out}"
@@ -245,7 +250,7 @@ async fn a_drill_run_by_the_systemd_timer_turns_into_a_verdict_on_metrics() {
 
     // An unsafe drill (a release that just DELs): the unit fails with exit 1 and is listed
     // by `systemctl --failed`.
-    let (ran, out) = run_by_timer(&m, "unsafe-release", &unsafe_out);
+    let (ran, _, out) = run_by_timer(&m, "unsafe-release", &unsafe_out);
     assert_eq!(
         (ran["Result"].as_str(), ran["ExecMainStatus"].as_str()),
         ("exit-code", "1"),

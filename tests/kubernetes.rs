@@ -403,7 +403,7 @@ fn the_drill_cronjob_freezes_with_least_privilege_and_fits_the_kustomization() {
     std::fs::write(tmp.path().join("kustomization.yaml"), k).unwrap();
     let out = Command::new(kubectl).arg("kustomize").arg(tmp.path()).output().unwrap();
     assert!(out.status.success(), "kubectl kustomize: {}", common::output_text(&out));
-    let built: Vec<Value> = serde_yaml_ng::Deserializer::from_slice(&out.stdout)
+    let built: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
     let find = |kind: &str, name: &str| {

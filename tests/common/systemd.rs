@@ -41,7 +41,8 @@ impl UserManager {
         let unshare = super::require_binary("unshare", "util-linux");
         let systemctl = super::require_binary("systemctl", "systemd");
         assert_eq!(
-            nix::unistd::geteuid().as_raw(),
+            // /proc/self belongs to the process's effective user.
+            std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()),
             0,
             "a systemd manager with namespaces and cgroups of its own needs root"
         );
@@ -114,8 +115,10 @@ exec env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
             if let Ok(Some(status)) = m.child.try_wait() {
                 panic!("systemd --user exited ({status}):\n{}", m.log());
             }
+            // (`systemctl is-system-running` answers "offline" outside the namespace: it
+            // looks for /run/systemd/system itself; `show` asks the manager.)
             if m.dir.join("run/systemd/private").exists() {
-                let out = m.systemctl(&["is-system-running", "--wait"]);
+                let out = m.systemctl(&["show", "-p", "SystemState", "--value"]);
                 let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
                 if state == "running" || state == "degraded" {
                     break;
@@ -155,19 +158,23 @@ exec env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
         std::fs::write(d.join(file), text).unwrap();
     }
 
-    /// A drop-in sending unit `name`'s stdout and stderr to a file (no journald runs here);
-    /// the file's path.
-    pub fn capture_output(&self, name: &str) -> PathBuf {
-        let file = self.dir.join(format!("{name}.out"));
+    /// A drop-in sending unit `name`'s stdout and stderr to files (no journald runs here);
+    /// their paths.
+    pub fn capture_output(&self, name: &str) -> (PathBuf, PathBuf) {
+        let (out, err) = (
+            self.dir.join(format!("{name}.stdout")),
+            self.dir.join(format!("{name}.stderr")),
+        );
         self.drop_in(
             name,
             "test-output.conf",
             &format!(
-                "[Service]\nStandardOutput=append:{0}\nStandardError=append:{0}\n",
-                file.display()
+                "[Service]\nStandardOutput=append:{}\nStandardError=append:{}\n",
+                out.display(),
+                err.display()
             ),
         );
-        file
+        (out, err)
     }
 
     /// `systemctl --user ARGS…` against this manager.
