@@ -3,7 +3,9 @@
 //! mounts what its config reads (config from the generated ConfigMap, the Redis password from
 //! a Secret through `password_file`); the PrometheusRule is `lockwatch rules --format
 //! prometheus-operator` (drift), its groups are the rule files' and pass `promtool check
-//! rules`; the dashboard ConfigMaps hold `dashboards/` byte for byte.
+//! rules`; the dashboard ConfigMaps hold `dashboards/` byte for byte; the optional drill
+//! CronJob runs the exporter's image against its Service with the least privilege a cgroup
+//! freeze needs, and `kubectl kustomize` builds it into the kustomization when it is added.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -19,6 +21,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
 const DEFAULTS: &str = "[[target]]\nname = \"main\"\nurl = \"redis://127.0.0.1:6379/0\"\n";
 const RENDER: &str = "render it again with scripts/kubernetes.sh";
+const DRILL_CRONJOB: &str = "drill-cronjob.yaml";
 
 fn dir() -> PathBuf {
     Path::new(ROOT).join("deploy/kubernetes")
@@ -66,7 +69,8 @@ fn the_kustomization_names_every_manifest_and_they_fit_together() {
     let listed = strings(&k["resources"]);
     for entry in std::fs::read_dir(dir()).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.ends_with(".yaml") && name != "kustomization.yaml" {
+        // The drill's CronJob names one team's worker: optional, added by those who use it.
+        if name.ends_with(".yaml") && name != "kustomization.yaml" && name != DRILL_CRONJOB {
             assert!(listed.contains(&name.as_str()), "{name} is not in kustomization.yaml");
         }
     }
@@ -268,4 +272,167 @@ fn the_dashboard_config_maps_hold_the_dashboards_for_the_grafana_sidecar() {
             "the ConfigMap of {name} differs from dashboards/{name}: {RENDER}"
         );
     }
+}
+
+#[test]
+fn the_drill_cronjob_freezes_with_least_privilege_and_fits_the_kustomization() {
+    let docs = documents(&dir().join(DRILL_CRONJOB));
+    assert_eq!(docs.len(), 1, "one CronJob");
+    let cron = &docs[0];
+    assert_eq!(cron["apiVersion"].as_str(), Some("batch/v1"));
+    assert_eq!(cron["kind"].as_str(), Some("CronJob"));
+    let spec = &cron["spec"];
+    assert!(
+        spec["schedule"]
+            .as_str()
+            .is_some_and(|s| s.split_whitespace().count() == 5)
+    );
+    assert_eq!(spec["concurrencyPolicy"].as_str(), Some("Forbid"));
+    assert!(spec["startingDeadlineSeconds"].as_u64().is_some());
+    let job = &spec["jobTemplate"]["spec"];
+    assert_eq!(
+        job["backoffLimit"].as_u64(),
+        Some(0),
+        "a drill is never retried blindly"
+    );
+    assert!(
+        job["activeDeadlineSeconds"]
+            .as_u64()
+            .is_some_and(|s| s > 0 && s <= 3600)
+    );
+    let pod = &job["template"]["spec"];
+    assert_eq!(pod["restartPolicy"].as_str(), Some("Never"));
+    assert_eq!(pod["automountServiceAccountToken"], Value::Bool(false));
+    assert_eq!(
+        pod["hostPID"],
+        Value::Bool(true),
+        "the worker's /proc is read by host PID"
+    );
+    for absent in ["hostNetwork", "hostIPC"] {
+        assert!(pod[absent].is_null() || pod[absent] == Value::Bool(false), "{absent}");
+    }
+    let containers = pod["containers"].as_sequence().unwrap();
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+
+    // The exporter's image, and its Service by name and port.
+    let r = resources();
+    let d = get(&r, "Deployment", "lockwatch");
+    assert_eq!(c["image"], d["spec"]["template"]["spec"]["containers"][0]["image"]);
+    let svc = get(&r, "Service", "lockwatch");
+    let port = svc["spec"]["ports"][0]["port"].as_u64().unwrap();
+    let args = strings(&c["args"]);
+    assert_eq!(args[0], "drill");
+    let flag = |name: &str| {
+        args.windows(2)
+            .find(|w| w[0] == name)
+            .map(|w| w[1])
+            .unwrap_or_else(|| panic!("no {name} in {args:?}"))
+    };
+    assert_eq!(flag("--exporter"), format!("http://lockwatch:{port}"));
+    assert!(flag("--freeze").starts_with("cgroup:"), "{args:?}");
+    for f in ["--for", "--name", "--namespace"] {
+        assert!(!flag(f).is_empty(), "{f}");
+    }
+    assert!(args.contains(&"--yes"), "{args:?}");
+    // The config is the exporter's (the same ConfigMap, the same password Secret).
+    let mounts: BTreeMap<&str, &str> = c["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
+        .collect();
+    let volumes: BTreeMap<&str, &Value> = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap(), v))
+        .collect();
+    assert_eq!(flag("--config"), format!("{}/lockwatch.toml", mounts["config"]));
+    assert_eq!(
+        volumes["config"]["configMap"]["name"].as_str(),
+        Some("lockwatch-config")
+    );
+    assert_eq!(
+        volumes["redis-password"]["secret"]["secretName"],
+        d["spec"]["template"]["spec"]["volumes"][1]["secret"]["secretName"]
+    );
+
+    // Least privilege: never privileged, every capability dropped but SYS_PTRACE, no
+    // escalation, a read-only root; of the node, only the pods' cgroups, where the freeze
+    // path points.
+    let sc = &c["securityContext"];
+    assert_ne!(sc["privileged"], Value::Bool(true), "never privileged");
+    assert_eq!(sc["allowPrivilegeEscalation"], Value::Bool(false));
+    assert_eq!(sc["readOnlyRootFilesystem"], Value::Bool(true));
+    assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"]);
+    assert_eq!(strings(&sc["capabilities"]["add"]), ["SYS_PTRACE"]);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"].as_str(),
+        Some("RuntimeDefault")
+    );
+    let host_paths: Vec<(&str, &str)> = volumes
+        .iter()
+        .filter_map(|(name, v)| Some((*name, v["hostPath"]["path"].as_str()?)))
+        .collect();
+    assert_eq!(host_paths.len(), 1, "{host_paths:?}");
+    let (cgroup_volume, host_path) = host_paths[0];
+    assert!(
+        host_path.starts_with("/sys/fs/cgroup/") && host_path.len() > "/sys/fs/cgroup/".len(),
+        "only part of the cgroup fs: {host_path}"
+    );
+    let cgroup_mount = mounts[cgroup_volume];
+    assert!(!cgroup_mount.starts_with("/sys"), "{cgroup_mount}");
+    let env = c["env"].as_sequence().unwrap();
+    let worker = env
+        .iter()
+        .find(|e| e["name"].as_str() == Some("WORKER_CGROUP"))
+        .unwrap();
+    assert!(worker["valueFrom"]["configMapKeyRef"]["name"].is_string());
+    assert_eq!(flag("--freeze"), "cgroup:$(WORKER_CGROUP)");
+
+    // Added to the kustomization, kustomize points it at the generated config and the image.
+    let kubectl = common::require_binary("kubectl", "kubectl");
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(dir()).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+    }
+    let k = std::fs::read_to_string(tmp.path().join("kustomization.yaml")).unwrap();
+    let k = k.replace("resources:\n", &format!("resources:\n  - {DRILL_CRONJOB}\n"));
+    std::fs::write(tmp.path().join("kustomization.yaml"), k).unwrap();
+    let out = Command::new(kubectl).arg("kustomize").arg(tmp.path()).output().unwrap();
+    assert!(out.status.success(), "kubectl kustomize: {}", common::output_text(&out));
+    let built: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let find = |kind: &str, name: &str| {
+        built
+            .iter()
+            .find(|v| v["kind"].as_str() == Some(kind) && v["metadata"]["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("kustomize built no {kind} {name}"))
+    };
+    let cron = find("CronJob", "lockwatch-drill-payouts");
+    let deployment = find("Deployment", "lockwatch");
+    let pod = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let config_map = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find_map(|v| v["configMap"]["name"].as_str())
+        .unwrap();
+    assert!(config_map.starts_with("lockwatch-config-"), "{config_map}");
+    assert!(
+        deployment["spec"]["template"]["spec"]["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|v| v["configMap"]["name"].as_str() == Some(config_map)),
+        "the CronJob reads the Deployment's config"
+    );
+    assert_eq!(
+        pod["containers"][0]["image"],
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    );
+    assert!(pod["containers"][0]["image"].as_str().unwrap().contains(':'));
 }

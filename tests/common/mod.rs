@@ -11,6 +11,7 @@ pub mod headless;
 pub mod managed;
 pub mod pki;
 pub mod prometheus;
+pub mod systemd;
 
 use std::net::SocketAddr;
 use std::path::Path;
