@@ -2,7 +2,7 @@
 //! run, then an unsafe one through a plain-DEL release script) record their verdicts with
 //! the config's push token; the gauges, `/api/v1/status`, the report at `/drills/NAME` and
 //! the status page's drills section (in Chromium) follow; a SIGKILL and a restart, and a
-//! reload, keep them; `LockDrillUnsafe` fires in a real Prometheus scraping the exporter.
+//! reload, keep them (`LockDrillUnsafe` firing in a real Prometheus is `drill_schedule`'s).
 //! Every refusal of `POST /api/v1/drills` (401, 415, 400 naming the field, 404, 413, 429
 //! past `max_drills`) keeps nothing, and a retried run is taken once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use common::drill::{exited, plain_del_release, run as drill, text};
 use common::logs::{Proc, spawn_serve};
-use common::prometheus::Prometheus;
 use common::{Metrics, http_get};
 use lockwatch::access::child::{RedisChild, free_port};
 
@@ -214,40 +213,6 @@ async fn real_drills_are_recorded_shown_kept_through_a_sigkill_and_a_reload_and_
     .await;
     assert_latest(&m, "unsafe", [("safe", 1.0), ("unsafe", 1.0)]);
 
-    // The alert, in a real Prometheus scraping this exporter.
-    let alerts = Path::new(ROOT).join("alerts");
-    let prom = Prometheus::start(
-        &format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - {}\n  - {}\n\
-             scrape_configs:\n  - job_name: lockwatch\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
-            alerts.join("lockwatch-recording.rules.yml").display(),
-            alerts.join("lockwatch-alerts.rules.yml").display(),
-            s.port,
-        ),
-        &[],
-    );
-    let started = Instant::now();
-    loop {
-        let firing = prom.json("/api/v1/alerts", &[]).await.is_some_and(|v| {
-            v["data"]["alerts"].as_array().unwrap().iter().any(|a| {
-                a["labels"]["alertname"] == "LockDrillUnsafe"
-                    && a["labels"]["drill"] == "nightly"
-                    && a["labels"]["namespace"] == "drill"
-                    && a["state"] == "firing"
-            })
-        });
-        if firing {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "LockDrillUnsafe never fired: {:?}\n{}",
-            prom.json("/api/v1/alerts", &[]).await,
-            std::fs::read_to_string(prom.dir().join("prometheus.log")).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
     drop(s.redis);
 }
 

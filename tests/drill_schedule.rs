@@ -4,7 +4,8 @@
 //! the exporter: the timer fires, the templated service runs the drill named by its instance
 //! with the arguments of its environment file, under the unit's sandboxing, and ends with the
 //! drill's exit status — success when the drill was safe, a failed unit (listed by `systemctl
-//! --failed`) when it was unsafe — and the exporter shows each drill's verdict on /metrics.
+//! --failed`) when it was unsafe — and the exporter shows each drill's verdict on /metrics
+//! and its status page, and `LockDrillUnsafe` fires in a real Prometheus scraping it.
 //! The units are the shipped files with only paths changed (the binary, the config, the
 //! environment files) plus two drop-ins: the timer fires 1 s after it starts, and the
 //! service's output goes to a file (no journald runs in the test).
@@ -293,6 +294,31 @@ async fn a_drill_run_by_the_systemd_timer_turns_into_a_verdict_on_metrics() {
             "{drill}"
         );
     }
+    // Where people look: the status page's drills section, unsafe first.
+    let (status, _, page) = s.get("/").await;
+    assert_eq!(status, 200);
+    let line = |d: &str, v: &str| page.find(&format!(r#"data-drill="{d}" data-verdict="{v}""#));
+    let (bad, good) = (line("unsafe-release", "unsafe"), line("staging", "safe"));
+    assert!(bad.is_some() && good.is_some() && bad < good, "{page}");
+    // And the page: LockDrillUnsafe in a real Prometheus scraping the exporter.
+    let prom = common::prometheus::Prometheus::with_shipped_rules(&[s.addr.to_string()]);
+    let firing = prom
+        .wait_firing(
+            "LockDrillUnsafe",
+            &[
+                ("drill", "unsafe-release"),
+                ("namespace", "drill"),
+                ("target", "staging"),
+            ],
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(firing.len(), 1, "{firing:?}");
+    let others = prom.json("/api/v1/alerts", &[]).await.unwrap();
+    assert!(
+        !others.to_string().contains(r#""drill":"staging""#),
+        "the safe drill raises nothing: {others}"
+    );
     drop(m);
     s.stop().await;
 }

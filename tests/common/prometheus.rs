@@ -94,4 +94,49 @@ impl Prometheus {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+
+    /// Prometheus scraping `targets` every second (job `lockwatch`), evaluating the shipped
+    /// rule files (`alerts/`) every second.
+    pub fn with_shipped_rules(targets: &[String]) -> Prometheus {
+        let alerts = Path::new(env!("CARGO_MANIFEST_DIR")).join("alerts");
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        Prometheus::start(
+            &format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+                 rule_files:\n  - {}\n  - {}\n\
+                 scrape_configs:\n  - job_name: lockwatch\n    static_configs:\n      - targets: [{}]\n",
+                alerts.join("lockwatch-recording.rules.yml").display(),
+                alerts.join("lockwatch-alerts.rules.yml").display(),
+                targets.join(", "),
+            ),
+            &[],
+        )
+    }
+
+    /// Wait until `alert` fires with every label of `labels`: the firing alerts of that name.
+    /// Fails after `limit` with the alerts Prometheus has and its log.
+    pub async fn wait_firing(&self, alert: &str, labels: &[(&str, &str)], limit: Duration) -> Vec<serde_json::Value> {
+        let started = Instant::now();
+        loop {
+            let all = self.json("/api/v1/alerts", &[]).await;
+            let firing: Vec<serde_json::Value> = all
+                .as_ref()
+                .and_then(|v| v["data"]["alerts"].as_array())
+                .into_iter()
+                .flatten()
+                .filter(|a| a["labels"]["alertname"] == alert && a["state"] == "firing")
+                .filter(|a| labels.iter().all(|(k, v)| a["labels"][*k] == *v))
+                .cloned()
+                .collect();
+            if !firing.is_empty() {
+                return firing;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{alert} {labels:?} never fired: {all:?}\n{}",
+                std::fs::read_to_string(self.dir().join("prometheus.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
 }
