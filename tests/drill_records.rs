@@ -264,14 +264,7 @@ async fn post(port: u16, body: impl Into<String>, content_type: &str, token: boo
 }
 
 fn record(name: &str, namespace: &str, run: &str) -> serde_json::Value {
-    serde_json::json!({
-        "name": name, "kind": "freeze", "target": "staging", "namespace": namespace,
-        "run": run, "verdict": "safe", "ended_ms": common::wall_ms(), "exposure_ms": 0,
-        "summary": "lock:payout:1: safe: noticed and stopped at once",
-        "report": {"target": "staging", "namespace": namespace, "verdict": "safe"},
-        "document": {"title": "Freeze drill", "badge": {"word": "SAFE", "class": "safe"},
-            "lead": "safe", "facts": [], "sections": [], "tab": "Freeze drill"},
-    })
+    common::drill_result(name, "staging", namespace, run, "safe")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

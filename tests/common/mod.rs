@@ -476,6 +476,7 @@ pub async fn exported_metric_names() -> std::collections::BTreeSet<String> {
         &freeze_record("exported", "main", "wf", "frozen", wall_ms(), 8000),
     )
     .await;
+    post_drill_result(s.addr, &drill_result("exported", "main", "wf", "r1", "safe")).await;
     let names = s.metrics().await.names();
     s.stop().await;
     names
@@ -511,6 +512,31 @@ pub async fn post_freeze(addr: SocketAddr, body: &str) {
         .unwrap();
     let status = resp.status().as_u16();
     assert_eq!(status, 204, "{}", resp.text().await.unwrap());
+}
+
+/// A drill's result record (`POST /api/v1/drills`) of drill `name`, run `run`, as JSON: a
+/// freeze drill's, `verdict` and its document with only a title and a badge.
+pub fn drill_result(name: &str, target: &str, namespace: &str, run: &str, verdict: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "kind": "freeze", "target": target, "namespace": namespace,
+        "run": run, "verdict": verdict, "ended_ms": wall_ms(), "exposure_ms": 0,
+        "summary": "lock:payout:1: safe: noticed and stopped at once",
+        "report": {"target": target, "namespace": namespace, "verdict": verdict},
+        "document": {"title": "Freeze drill", "badge": {"word": verdict, "class": verdict},
+            "lead": verdict, "facts": [], "sections": [], "tab": "Freeze drill"},
+    })
+}
+
+/// `POST /api/v1/drills` of `body`, asserting the 201.
+pub async fn post_drill_result(addr: SocketAddr, body: &serde_json::Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{addr}/api/v1/drills"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    assert_eq!(status, 201, "{}", resp.text().await.unwrap());
 }
 
 /// A duration as lockwatch writes and reads them (`1s500ms`), read the way the config does.
