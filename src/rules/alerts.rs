@@ -1,5 +1,6 @@
 //! The alerting group of the rules: one alert per lock failure class (and one for sustained
-//! contention, `contention`; one for a drill's worker left frozen, `drill`), each with severity,
+//! contention, `contention`; one for a drill's worker left frozen, `drill`; three on the drill
+//! results recorded at the exporter, `drill_results`), each with severity,
 //! summary, description, runbook and dashboard links; per-namespace thresholds become
 //! extra branches of the same alert, joined by `or`.
 
@@ -371,6 +372,7 @@ pub(super) fn alerts(config: &Config) -> String {
         );
     }
     super::drill::alert(o, config);
+    super::drill_results::alerts(o, config);
     let job = &cfg.job;
     let meta: [(&str, String, &str, &str, String); 5] = [
         (
