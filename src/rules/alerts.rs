@@ -134,7 +134,8 @@ pub(super) fn either(branches: Vec<String>) -> String {
         .join("\nor\n")
 }
 
-fn indent(s: &str) -> String {
+/// `s` with every line indented by two spaces.
+pub(super) fn indent(s: &str) -> String {
     s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
 }
 

@@ -7,7 +7,7 @@
 //! largest taken over the last hour, so a replica missing a scrape or two does not hand the
 //! verdict to the other replica's older run), and one alert per drill fires.
 
-use super::alerts::{Alert, Dashboard, braces, either, listed, push_alert, variants};
+use super::alerts::{Alert, Dashboard, braces, either, indent, listed, push_alert, variants};
 use crate::config::Config;
 use crate::vocab::metric;
 
@@ -33,10 +33,6 @@ fn latest_verdict(verdict: &str) -> String {
         metric::DRILL_VERDICT,
         indent(&latest_run())
     )
-}
-
-fn indent(s: &str) -> String {
-    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
 }
 
 /// Where a drill's report is read and how it is run again, for descriptions.
@@ -108,4 +104,29 @@ pub(super) fn alerts(out: &mut String, config: &Config) {
         },
         &config.alerts,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{Config, Overrides};
+
+    #[test]
+    fn one_alert_per_drill_whichever_replica_holds_it() {
+        let text = "[[target]]\nname = \"main\"\nurl = \"redis://127.0.0.1:6379/0\"\n\
+                    [[namespace]]\nname = \"payout\"\npattern = \"payout:*\"\nttl = \"30s\"\n\
+                    [namespace.alerts]\ndrill_max_age = \"1d\"\n";
+        let cfg = Config::from_toml(text, "t.toml", Path::new("."), &Overrides::default()).unwrap();
+        let alerts = crate::rules::render(&cfg).alerts;
+        for name in ["LockDrillUnsafe", "LockDrillNotExercised", "LockDrillStale"] {
+            let at = alerts.find(&format!("- alert: {name}\n")).unwrap();
+            let expr = &alerts[at..at + alerts[at..].find("        for:").unwrap()];
+            // Not rewritten per replica: no `instance`, the drill kept, one series per drill.
+            assert!(!expr.contains("instance"), "{expr}");
+            assert!(expr.contains("max by (job, target, namespace, drill)"), "{expr}");
+        }
+        assert!(alerts.contains(r#"{namespace="payout"}[1h])) > 86400"#), "{alerts}");
+        assert!(alerts.contains(r#"{namespace!~`payout`}[1h])) > 691200"#), "{alerts}");
+    }
 }
