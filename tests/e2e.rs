@@ -307,7 +307,7 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
             evaluated += 1;
         }
     }
-    assert_eq!(evaluated, 51, "{rules}");
+    assert_eq!(evaluated, 54, "{rules}");
 
     // Every panel query of both dashboards returns data (recording rules may need a few
     // more evaluations on a loaded machine: asked again for up to 60 s).

@@ -47,10 +47,19 @@ fn shipped_rules_pass_promtool_check_with_lint() {
 
 #[test]
 fn shipped_rules_pass_their_promtool_unit_tests() {
-    let tests = Path::new(ROOT).join("tests/rules/alerts.test.yml");
-    let (ok, out) = promtool(&["test", "rules", tests.to_str().unwrap()]);
+    let files = ["alerts.test.yml", "drills.test.yml", "drills_stale.test.yml"].map(|f| {
+        Path::new(ROOT)
+            .join("tests/rules")
+            .join(f)
+            .to_str()
+            .unwrap()
+            .to_string()
+    });
+    let mut args = vec!["test", "rules"];
+    args.extend(files.iter().map(String::as_str));
+    let (ok, out) = promtool(&args);
     assert!(ok, "{out}");
-    assert!(out.contains("SUCCESS"), "{out}");
+    assert_eq!(out.matches("SUCCESS").count(), files.len(), "{out}");
 }
 
 #[test]
@@ -86,7 +95,7 @@ fn shipped_files_are_the_rendering_of_the_defaults() {
         .unwrap();
     std::fs::write(dir.path().join("all.yml"), &out.stdout).unwrap();
     let (ok, text) = promtool(&["check", "rules", dir.path().join("all.yml").to_str().unwrap()]);
-    assert!(ok && text.contains("51 rules found"), "{text}");
+    assert!(ok && text.contains("54 rules found"), "{text}");
 }
 
 #[test]
@@ -106,6 +115,7 @@ ttl = \"30s\"
 not_owned_budget = 0.1
 min_takeovers = 5
 min_contention_timeouts = 20
+drill_max_age = \"10m\"
 [[namespace]]
 name = \"wf.runs\"
 pattern = \"wf:*\"
@@ -141,12 +151,18 @@ ttl = \"30s\"
         "{alerts}"
     );
     assert!(
+        alerts.contains(r#"(lockwatch_drill_last_run_timestamp_seconds{namespace="payout"}[1h])) > 600"#)
+            && alerts.contains(r#"(lockwatch_drill_last_run_timestamp_seconds{namespace!~`payout`}[1h])) > 691200"#),
+        "{alerts}"
+    );
+    assert!(
         alerts.contains("https://wiki.example.org/runbooks/lock-evicted.md"),
         "{alerts}"
     );
     assert!(alerts.contains(r#"up{job="locks"}"#), "{alerts}");
     // 10% of releases failing: pages for `plain` (default budget), not for `payout`
-    // (budget 0.1: the fast threshold is 144%, so never); 3 takeovers page `plain` only.
+    // (budget 0.1: the fast threshold is 144%, so never); 3 takeovers page `plain` only; a
+    // drill last run at 0 s is stale after 10m in `payout`, not in `plain` (8d).
     let test = r#"
 rule_files: [../alerts/lockwatch-recording.rules.yml, ../alerts/lockwatch-alerts.rules.yml]
 evaluation_interval: 1m
@@ -165,6 +181,10 @@ tests:
         values: '0 1 2 3x20'
       - series: 'lockwatch_lock_expiry_takeovers_total{job="locks", instance="i", target="main", namespace="plain"}'
         values: '0 1 2 3x20'
+      - series: 'lockwatch_drill_last_run_timestamp_seconds{job="locks", instance="i", target="main", namespace="payout", drill="d"}'
+        values: '0x20'
+      - series: 'lockwatch_drill_last_run_timestamp_seconds{job="locks", instance="i", target="main", namespace="plain", drill="d"}'
+        values: '0x20'
     promql_expr_test:
       - expr: ALERTS{alertstate="firing", window="fast"}
         eval_time: 10m
@@ -175,6 +195,14 @@ tests:
         eval_time: 10m
         exp_samples:
           - labels: 'ALERTS{alertname="LockExpiryTakeovers", alertstate="firing", severity="critical", job="locks", target="main", namespace="plain"}'
+            value: 1
+      - expr: ALERTS{alertname="LockDrillStale"}
+        eval_time: 10m
+        exp_samples: []
+      - expr: ALERTS{alertname="LockDrillStale"}
+        eval_time: 11m
+        exp_samples:
+          - labels: 'ALERTS{alertname="LockDrillStale", alertstate="firing", severity="warning", job="locks", target="main", namespace="payout", drill="d"}'
             value: 1
 "#;
     std::fs::create_dir_all(dir.path().join("tests")).unwrap();
@@ -273,6 +301,9 @@ fn every_alert_links_a_runbook_with_the_required_sections() {
         "LockFenceTokenRegression",
         "LockLostInFailover",
         "LockDrillLeftFrozen",
+        "LockDrillUnsafe",
+        "LockDrillNotExercised",
+        "LockDrillStale",
         "LockwatchDown",
         "LockwatchSampleFailing",
         "LockwatchSampleTruncated",

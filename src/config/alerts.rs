@@ -12,6 +12,8 @@ use super::raw::{RawAlerts, RawThresholds, S};
 pub const DEFAULT_RUNBOOK_BASE_URL: &str = "https://github.com/lockwatch/lockwatch/blob/main/runbooks";
 /// Grafana's default address.
 pub const DEFAULT_DASHBOARD_BASE_URL: &str = "http://localhost:3000";
+/// The shortest `drill_max_age`: below it, rule evaluation and scrape intervals decide.
+const MIN_DRILL_MAX_AGE: Duration = Duration::from_secs(60);
 
 /// Alert thresholds of one namespace (or the defaults).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,6 +40,9 @@ pub struct Thresholds {
     /// How long past its planned end a drill's freeze may stay unthawed (no thaw reported)
     /// before `LockDrillLeftFrozen` fires.
     pub drill_left_frozen_after: Duration,
+    /// How long a recorded drill may go without a new result before `LockDrillStale`
+    /// fires: its schedule stopped. At least a minute.
+    pub drill_max_age: Duration,
 }
 
 impl Default for Thresholds {
@@ -51,6 +56,7 @@ impl Default for Thresholds {
             headroom_fraction: 0.2,
             near_miss_budget: 0.01,
             drill_left_frozen_after: Duration::from_secs(60),
+            drill_max_age: Duration::from_secs(8 * 86_400),
         }
     }
 }
@@ -110,6 +116,7 @@ impl Cx<'_> {
             headroom_fraction: raw.headroom_fraction,
             near_miss_budget: raw.near_miss_budget,
             drill_left_frozen_after: raw.drill_left_frozen_after,
+            drill_max_age: raw.drill_max_age,
         };
         a.defaults = self.thresholds(&defaults, Thresholds::default(), "alerts")?;
         Ok(a)
@@ -184,6 +191,21 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.drill_left_frozen_after {
             t.drill_left_frozen_after = self.duration(v, &format!("{at}.drill_left_frozen_after"))?;
+        }
+        if let Some(v) = &raw.drill_max_age {
+            let key = format!("{at}.drill_max_age");
+            let age = self.duration(v, &key)?;
+            if age < MIN_DRILL_MAX_AGE {
+                return Err(self.err(
+                    Some(&v.span()),
+                    key,
+                    format!(
+                        "`{}` is shorter than a minute: a drill's schedule is hours or days (e.g. \"8d\" for a weekly drill)",
+                        v.get_ref()
+                    ),
+                ));
+            }
+            t.drill_max_age = age;
         }
         Ok(t)
     }

@@ -123,6 +123,7 @@ pub struct RawAlerts {
     pub headroom_fraction: Option<S<f64>>,
     pub near_miss_budget: Option<S<f64>>,
     pub drill_left_frozen_after: Option<S<String>>,
+    pub drill_max_age: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -136,4 +137,5 @@ pub struct RawThresholds {
     pub headroom_fraction: Option<S<f64>>,
     pub near_miss_budget: Option<S<f64>>,
     pub drill_left_frozen_after: Option<S<String>>,
+    pub drill_max_age: Option<S<String>>,
 }

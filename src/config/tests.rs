@@ -374,6 +374,36 @@ fn headroom_thresholds_default_and_override_per_namespace() {
 }
 
 #[test]
+fn drill_max_age_defaults_to_eight_days_and_is_set_per_namespace() {
+    let cfg = load(&format!(
+        "{TARGET}[alerts]\ndrill_max_age = \"2d\"\n\
+         [[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"5s\"\n[namespace.alerts]\ndrill_max_age = \"36h\"\n\
+         [[namespace]]\nname = \"b\"\npattern = \"b:*\"\nttl = \"5s\"\n"
+    ))
+    .unwrap();
+    let day = std::time::Duration::from_secs(86_400);
+    assert_eq!(crate::config::Thresholds::default().drill_max_age, 8 * day);
+    assert_eq!(load(TARGET).unwrap().alerts.defaults.drill_max_age, 8 * day);
+    assert_eq!(cfg.alerts.defaults.drill_max_age, 2 * day);
+    assert_eq!(cfg.namespaces[0].alerts.drill_max_age, 36 * day / 24);
+    assert_eq!(cfg.namespaces[1].alerts.drill_max_age, 2 * day);
+    let e = err(&format!("{TARGET}[alerts]\ndrill_max_age = \"30s\"\n"));
+    assert!(
+        e.contains("alerts.drill_max_age") && e.contains("shorter than a minute"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{TARGET}[[namespace]]\nname = \"a\"\npattern = \"a:*\"\nttl = \"5s\"\n[namespace.alerts]\ndrill_max_age = \"a week\"\n"
+    ));
+    assert!(e.contains("namespace[0].alerts.drill_max_age"), "{e}");
+    let e = err(&format!("{TARGET}[alerts]\ndrill_max_age = \"0s\"\n"));
+    assert!(
+        e.contains("alerts.drill_max_age") && e.contains("greater than zero"),
+        "{e}"
+    );
+}
+
+#[test]
 fn contention_threshold_is_high_by_default_and_set_per_namespace() {
     let cfg = load(&format!(
         "{TARGET}[alerts]\nmin_contention_timeouts = 300\n\

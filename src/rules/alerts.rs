@@ -1,5 +1,6 @@
 //! The alerting group of the rules: one alert per lock failure class (and one for sustained
-//! contention, `contention`; one for a drill's worker left frozen, `drill`), each with severity,
+//! contention, `contention`; one for a drill's worker left frozen, `drill`; three on the drill
+//! results recorded at the exporter, `drill_results`), each with severity,
 //! summary, description, runbook and dashboard links; per-namespace thresholds become
 //! extra branches of the same alert, joined by `or`.
 
@@ -133,7 +134,8 @@ pub(super) fn either(branches: Vec<String>) -> String {
         .join("\nor\n")
 }
 
-fn indent(s: &str) -> String {
+/// `s` with every line indented by two spaces.
+pub(super) fn indent(s: &str) -> String {
     s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
 }
 
@@ -371,6 +373,7 @@ pub(super) fn alerts(config: &Config) -> String {
         );
     }
     super::drill::alert(o, config);
+    super::drill_results::alerts(o, config);
     let job = &cfg.job;
     let meta: [(&str, String, &str, &str, String); 5] = [
         (

@@ -16,6 +16,7 @@ use std::path::Path;
 mod alerts;
 mod contention;
 mod drill;
+mod drill_results;
 mod headroom;
 mod replicas;
 
