@@ -240,6 +240,9 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
     let r = common::redis(&["--notify-keyspace-events", "KEA"]);
     let dir = tempfile::tempdir().unwrap();
     let s = Served::start(common::config(&r, &config_text(dir.path()))).await;
+    // A drill's result, for the dashboard's drills row.
+    let result = common::drill_result("nightly", "main", "payout", "r1", "safe");
+    common::post_drill_result(s.addr, &result).await;
     let prom = start_prometheus(s.addr);
     wait_scraped(&prom).await;
     let stop = CancellationToken::new();
