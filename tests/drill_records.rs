@@ -348,3 +348,32 @@ async fn every_refusal_keeps_nothing_and_a_retried_run_is_taken_once() {
     exited(&out, 2, "a bad --name");
     assert!(text(&out.stderr).contains("--name `pay outs`"), "{}", text(&out.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_basic_auth_and_a_push_token_a_drill_records_by_the_token() {
+    let hash = bcrypt::hash_with_result("pw", 4)
+        .unwrap()
+        .format_for_version(bcrypt::Version::TwoY);
+    let s = Setup::new("web_config_file = \"web.yml\"");
+    std::fs::write(
+        s.dir.path().join("web.yml"),
+        format!("basic_auth_users:\n  ops: {hash}\n"),
+    )
+    .unwrap();
+    let _p = spawn_serve(&s.config, &s.dir.path().join("auth.log"), s.port, Stdio::null());
+    let (status, body) = post(s.port, record("a", "drill", "r1").to_string(), "application/json", true).await;
+    assert_eq!(status, 201, "{body}");
+    // The report is a page like the others: behind basic auth.
+    let (status, _, _) = s.get("/drills/a").await;
+    assert_eq!(status, 401);
+    let page = reqwest::Client::new()
+        .get(format!("{}/drills/a", s.url()))
+        .basic_auth("ops", Some("pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_string();
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    assert!(page.text().await.unwrap().contains(r#"class="verdict safe""#));
+}

@@ -30,13 +30,13 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
         None => None,
         Some(s) => Some(crate::duration::parse(s).map_err(|e| CommandError::Usage(format!("--sustain `{s}`: {e}")))?),
     };
+    let name = record_name(&args)?;
     if !args.yes && !args.interactive {
         confirm(
             "run the drill against the config's target?",
             "pass --yes to run the drill without a terminal, or --interactive",
         )?;
     }
-    let name = record_name(&args)?;
     let opts = options(&args, sustain);
     let mut narrator = drill::narrator::console(args.interactive, std::io::stderr().is_terminal());
     // Any of the usual signals stops the scenario; the drill still rolls back and reports.
@@ -45,11 +45,12 @@ pub(super) async fn run(args: DrillArgs) -> Result<Status, CommandError> {
     let report = drill::run(&config, &opts, narrator.as_mut(), cancel)
         .await
         .map_err(command_error)?;
-    output(&report, args.format, args.report.as_deref())?;
+    let written = output(&report, args.format, args.report.as_deref());
     let recorded = record(&args, &config, name.as_deref(), |name, ended| {
         drill::result::staged(&report, name, ended)
     })
     .await;
+    written?;
     Ok(if report.passed() && recorded {
         Status::Fine
     } else {

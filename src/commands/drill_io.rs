@@ -85,7 +85,7 @@ pub(super) fn record_name(args: &DrillArgs) -> Result<Option<String>, CommandErr
     match crate::drills::results::valid_name(&name) {
         true => Ok(Some(name)),
         false => Err(CommandError::Usage(format!(
-            "--name `{name}` is not a drill's name: use 1-64 characters from A-Z a-z 0-9 _ - . :"
+            "--name `{name}` is not a drill's name: use 1-64 characters from A-Z a-z 0-9 _ - . :, the first a letter or a digit"
         ))),
     }
 }

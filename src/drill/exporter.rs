@@ -1,7 +1,7 @@
 //! The exporter as a drill speaks to it: a path of the `--exporter` URL, its credentials
 //! (basic auth from the URL, or a push token read from `--push-token-file` when sending, so
 //! it never shows in a command line), and a JSON post asked again while the exporter is busy
-//! or restarting (a connection refused, 429, 5xx).
+//! or restarting (a connection refused, 5xx).
 
 use std::path::Path;
 use std::time::Duration;
@@ -44,7 +44,7 @@ impl Endpoint {
     }
 
     /// POST `body` as JSON with the push `token` (else the URL's credentials), asked again
-    /// after 0.5, 1 and 2 s while the exporter cannot answer or is busy: the answer's body,
+    /// after 0.5, 1 and 2 s while the exporter cannot answer or is busy (5xx): the answer's body,
     /// or the last status and body (or error) in a line.
     pub(crate) async fn post(&self, body: &impl serde::Serialize, token: Option<&str>) -> Result<String, String> {
         let mut last = String::new();
@@ -61,7 +61,9 @@ impl Endpoint {
                     let status = resp.status();
                     let text = resp.text().await.unwrap_or_default();
                     last = format!("{status}: {}", text.trim().chars().take(300).collect::<String>());
-                    if !(status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS) {
+                    // 429 is a lasting refusal (no room for one more freeze or drill); a busy
+                    // exporter answers 503.
+                    if !status.is_server_error() {
                         break;
                     }
                 }

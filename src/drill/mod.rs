@@ -20,7 +20,7 @@ pub(crate) mod exporter;
 mod late;
 mod lease;
 mod marks;
-mod plan;
+pub(crate) mod plan;
 mod preflight;
 pub(crate) mod probes;
 mod proxy;

@@ -177,7 +177,7 @@ fn load_script(path: &Option<PathBuf>, default: &str) -> Result<String, DrillErr
 }
 
 /// A run id that differs between runs, also of two drills started at once.
-fn rand_id() -> u32 {
+pub(crate) fn rand_id() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

@@ -16,12 +16,14 @@ use crate::drills::results::{Kind, Record, Verdict};
 #[error("the drill's result was not recorded at the exporter: {0}")]
 pub struct NotRecorded(String);
 
-/// The staged drill's record: safe when it passed, unsafe on a deviation.
+/// The staged drill's record: safe when it passed, unsafe on a deviation (even when it was
+/// interrupted after it), else interrupted.
 pub fn staged(r: &Report, name: &str, ended_ms: u64) -> Result<Record, NotRecorded> {
-    let verdict = match (r.interrupted, r.passed()) {
-        (true, _) => Verdict::Interrupted,
-        (false, true) => Verdict::Safe,
-        (false, false) => Verdict::Unsafe,
+    // A deviation seen before an interruption is still one.
+    let verdict = match (r.deviations() > 0, r.interrupted) {
+        (true, _) => Verdict::Unsafe,
+        (false, true) => Verdict::Interrupted,
+        (false, false) => Verdict::Safe,
     };
     Ok(Record {
         name: name.into(),
@@ -33,19 +35,21 @@ pub fn staged(r: &Report, name: &str, ended_ms: u64) -> Result<Record, NotRecord
         ended_ms,
         exposure_ms: 0,
         summary: r.result.clone(),
-        report: serde_json::to_value(r).map_err(|e| NotRecorded(e.to_string()))?,
+        report: serde_json::value::to_raw_value(r).map_err(|e| NotRecorded(e.to_string()))?,
         document: r.document(),
     })
 }
 
-/// The freeze drill's record: its verdict (interrupted when it was), the worst lock's
+/// The freeze drill's record: its verdict (unsafe even when interrupted after the harm was
+/// seen; else interrupted when it was), the worst lock's
 /// exposure, and that lock's finding in a sentence (the report's result when it held none).
 pub fn freeze(r: &FreezeReport, name: &str, ended_ms: u64) -> Result<Record, NotRecorded> {
-    let verdict = match (r.interrupted, r.verdict) {
-        (true, _) => Verdict::Interrupted,
-        (false, FreezeVerdict::Safe) => Verdict::Safe,
-        (false, FreezeVerdict::Unsafe) => Verdict::Unsafe,
-        (false, FreezeVerdict::NotExercised) => Verdict::NotExercised,
+    // Harm seen before an interruption is still harm.
+    let verdict = match (r.verdict, r.interrupted) {
+        (FreezeVerdict::Unsafe, _) => Verdict::Unsafe,
+        (_, true) => Verdict::Interrupted,
+        (FreezeVerdict::Safe, false) => Verdict::Safe,
+        (FreezeVerdict::NotExercised, false) => Verdict::NotExercised,
     };
     let worst = r.locks.iter().max_by_key(|l| (l.verdict, l.exposure_ms.unwrap_or(0)));
     let summary = match worst {
@@ -60,7 +64,14 @@ pub fn freeze(r: &FreezeReport, name: &str, ended_ms: u64) -> Result<Record, Not
         kind: Kind::Freeze,
         target: r.target.clone(),
         namespace: r.namespace.clone(),
-        run: format!("{}/{}", r.started_at, r.frozen.chars().take(96).collect::<String>()),
+        // Unique per run (two hosts may freeze `pid:4242` in one second), the same for each
+        // retry of its record.
+        run: format!(
+            "{}/{:08x}/{}",
+            r.started_at,
+            crate::drill::plan::rand_id(),
+            r.frozen.chars().take(64).collect::<String>()
+        ),
         verdict,
         ended_ms,
         exposure_ms: worst
@@ -70,7 +81,7 @@ pub fn freeze(r: &FreezeReport, name: &str, ended_ms: u64) -> Result<Record, Not
             .chars()
             .take(crate::drills::results::record::MAX_SUMMARY)
             .collect(),
-        report: serde_json::to_value(r).map_err(|e| NotRecorded(e.to_string()))?,
+        report: serde_json::value::to_raw_value(r).map_err(|e| NotRecorded(e.to_string()))?,
         document: r.document(),
     })
 }
@@ -100,4 +111,52 @@ pub async fn send(
     let mut url = at.url.clone();
     url.set_path("");
     Ok(format!("{}{}", url.as_str().trim_end_matches('/'), report))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::drill::freeze::golden_tests::{frozen, staged as staged_report};
+
+    #[test]
+    fn harm_seen_before_an_interruption_is_recorded_unsafe() {
+        let mut r = frozen();
+        assert_eq!(r.verdict, FreezeVerdict::Unsafe);
+        r.interrupted = true;
+        let rec = freeze(&r, "payouts", 1).unwrap();
+        assert_eq!(rec.verdict, Verdict::Unsafe);
+        assert!(rec.exposure_ms > 0, "{}", rec.exposure_ms);
+        assert!(rec.summary.starts_with(&r.locks[0].key), "{}", rec.summary);
+        let mut s = staged_report();
+        s.interrupted = true;
+        let failed = s.deviations() > 0;
+        let v = staged_verdict(&s);
+        assert_eq!(v, if failed { Verdict::Unsafe } else { Verdict::Interrupted });
+        s.steps.iter_mut().for_each(|x| x.ok = true);
+        s.counters.iter_mut().for_each(|x| x.ok = true);
+        assert_eq!(staged_verdict(&s), Verdict::Interrupted);
+        s.interrupted = false;
+        assert_eq!(staged_verdict(&s), Verdict::Safe);
+    }
+
+    fn staged_verdict(r: &Report) -> Verdict {
+        staged(r, "drill", 1).unwrap().verdict
+    }
+
+    #[test]
+    fn each_record_a_drill_sends_is_one_the_exporter_takes() {
+        for rec in [
+            freeze(&frozen(), "payouts", 1).unwrap(),
+            staged(&staged_report(), "drill", 1).unwrap(),
+        ] {
+            let body = serde_json::to_vec(&rec).unwrap();
+            let back = Record::parse(&body).unwrap();
+            assert_eq!((back.verdict, back.run.as_str()), (rec.verdict, rec.run.as_str()));
+        }
+        // Two runs of one second and one process are two runs.
+        let (a, b) = (freeze(&frozen(), "p", 1).unwrap(), freeze(&frozen(), "p", 1).unwrap());
+        assert_ne!(a.run, b.run);
+    }
 }

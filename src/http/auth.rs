@@ -68,7 +68,9 @@ impl WebAuth {
     }
 
     fn open(&self, path: &str) -> bool {
-        let push = crate::vocab::PUSH_PATHS.contains(&path) || path == crate::vocab::DRILL_FREEZES_PATH;
+        let push = crate::vocab::PUSH_PATHS.contains(&path)
+            || path == crate::vocab::DRILL_FREEZES_PATH
+            || path == crate::vocab::DRILLS_PATH;
         self.users.is_empty() || path == "/healthz" || (self.push_token && push)
     }
 

@@ -101,9 +101,18 @@ pub(crate) async fn page(
         }
     };
     if q.get("format").map(String::as_str) == Some("json") {
-        return Json(kept.latest.report.clone()).into_response();
+        let json = kept.latest.report.get().to_string();
+        return ([(header::CONTENT_TYPE, "application/json")], json).into_response();
     }
-    let html = kept.latest.document.html();
+    // Drawn on the blocking pool: a long timeline is some milliseconds of work.
+    let kept = kept.clone();
+    let Ok(html) = tokio::task::spawn_blocking(move || kept.latest.document.html()).await else {
+        return HttpError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the report could not be drawn".into(),
+        )
+        .into_response();
+    };
     (
         [(
             header::CONTENT_SECURITY_POLICY,

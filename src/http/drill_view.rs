@@ -35,7 +35,7 @@ pub(super) struct DrillView {
 
 /// The views of `kept` at `now_ms`: unsafe first, then not exercised, interrupted and
 /// safe; by name within each.
-pub(super) fn views(kept: Vec<Kept>, now_ms: i64) -> Vec<DrillView> {
+pub(super) fn views(kept: Vec<std::sync::Arc<Kept>>, now_ms: i64) -> Vec<DrillView> {
     let now = u64::try_from(now_ms).unwrap_or(0);
     let mut out: Vec<DrillView> = kept
         .into_iter()

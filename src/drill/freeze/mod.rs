@@ -14,7 +14,7 @@ mod finding;
 mod found;
 mod freezer;
 #[cfg(test)]
-mod golden_tests;
+pub(crate) mod golden_tests;
 mod guard;
 mod held;
 mod identity;

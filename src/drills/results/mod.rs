@@ -11,7 +11,7 @@ mod saved;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
@@ -89,7 +89,7 @@ struct Inner {
     namespaces: Vec<String>,
     max: usize,
     dir: Option<PathBuf>,
-    drills: BTreeMap<Key, Kept>,
+    drills: BTreeMap<Key, Arc<Kept>>,
 }
 
 impl Results {
@@ -105,7 +105,7 @@ impl Results {
                 targets: Vec::new(),
                 namespaces: Vec::new(),
                 max: config.server.max_drills,
-                dir: None,
+                dir: config.state_dir.clone(),
                 drills: BTreeMap::new(),
             }),
             metrics: ResultMetrics::register(registry)?,
@@ -117,7 +117,7 @@ impl Results {
                     let mut inner = results.lock();
                     for k in all {
                         results.metrics.publish(&k);
-                        inner.drills.insert(k.latest.key(), k);
+                        inner.drills.insert(k.latest.key(), Arc::new(k));
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "drill results not restored"),
@@ -159,14 +159,18 @@ impl Results {
             record.ended_ms = now_ms;
         }
         let key = record.key();
-        let before = inner.drills.get(&key).cloned();
-        if before
-            .as_ref()
-            .is_some_and(|k| k.recent.iter().any(|r| r.run == record.run))
-        {
+        let before = inner.drills.get(&key);
+        // A run already kept, or older than the 30 kept (its retry could not be told from
+        // a new run): nothing changes.
+        let known = before.is_some_and(|k| {
+            k.recent.iter().any(|r| r.run == record.run)
+                || (k.recent.len() >= RECENT && k.recent.front().is_some_and(|r| record.ended_ms < r.ended_ms))
+        });
+        if known {
             return Ok((Taken::Again, key));
         }
-        let kept = apply(before.clone(), record);
+        record.document.badge = badge(record.verdict);
+        let kept = apply(before.map(|k| Kept::clone(k)), record);
         if let Some(dir) = &inner.dir
             && let Err(e) = saved::save(dir, &kept)
         {
@@ -175,7 +179,7 @@ impl Results {
         tracing::info!(target_name = %key.0, namespace = %key.1, drill = %key.2, verdict = kept.latest.verdict.as_str(),
             run = %kept.recent.back().map_or("", |r| r.run.as_str()), "drill result recorded");
         self.metrics.publish(&kept);
-        inner.drills.insert(key.clone(), kept);
+        inner.drills.insert(key.clone(), Arc::new(kept));
         Ok((Taken::Kept, key))
     }
 
@@ -228,12 +232,12 @@ impl Results {
     }
 
     /// Every kept drill, in key order.
-    pub fn list(&self) -> Vec<Kept> {
+    pub fn list(&self) -> Vec<Arc<Kept>> {
         self.lock().drills.values().cloned().collect()
     }
 
     /// The kept drills named `name`, of `target` and `namespace` when given.
-    pub fn named(&self, name: &str, target: Option<&str>, namespace: Option<&str>) -> Vec<Kept> {
+    pub fn named(&self, name: &str, target: Option<&str>, namespace: Option<&str>) -> Vec<Arc<Kept>> {
         self.lock()
             .drills
             .iter()
@@ -263,6 +267,21 @@ impl Inner {
             ));
         }
         Ok(())
+    }
+}
+
+/// The verdict as the report's badge says it: the record's verdict decides, whatever the
+/// sender's document said.
+fn badge(v: Verdict) -> crate::document::Badge {
+    let word = match v {
+        Verdict::Safe => "SAFE",
+        Verdict::Unsafe => "UNSAFE",
+        Verdict::NotExercised => "NOT EXERCISED",
+        Verdict::Interrupted => "INTERRUPTED",
+    };
+    crate::document::Badge {
+        word: word.into(),
+        class: v.as_str().into(),
     }
 }
 

@@ -5,7 +5,7 @@
 //! target and namespace are configured is the store's question (`Drills`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::super::Refused;
 use crate::document::Document;
@@ -85,18 +85,28 @@ pub struct Record {
     /// The worst lock's finding (or the staged drill's result), in one sentence.
     pub summary: String,
     /// The drill's JSON report, as `--format json` prints it.
-    pub report: Value,
+    pub report: Box<RawValue>,
     /// The report as a document, drawn by the exporter at `/drills/NAME`.
     pub document: Document,
+}
+
+/// What the record's report must agree on with the record.
+#[derive(Deserialize)]
+struct Names {
+    target: Option<String>,
+    namespace: Option<String>,
 }
 
 fn invalid(message: impl Into<String>) -> Refused {
     Refused::new(DrillRefused::Invalid, message)
 }
 
-/// Whether `s` may be a drill's name, as the config's names.
+/// Whether `s` may be a drill's name: as the config's names, beginning with a letter or a
+/// digit (so that `.` and `..` never become a path of `/drills/`).
 pub fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= MAX_NAME && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+    s.len() <= MAX_NAME
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
 }
 
 impl Record {
@@ -111,7 +121,7 @@ impl Record {
     fn check(&self) -> Result<(), Refused> {
         if !valid_name(&self.name) {
             return Err(invalid(format!(
-                "field `name`: `{}` is not a drill's name: use 1-{MAX_NAME} characters from A-Z a-z 0-9 _ - . :",
+                "field `name`: `{}` is not a drill's name: use 1-{MAX_NAME} characters from A-Z a-z 0-9 _ - . :, the first a letter or a digit",
                 self.name
             )));
         }
@@ -120,7 +130,7 @@ impl Record {
                 return Err(invalid(format!("field `{field}` must be a configured {field}'s name")));
             }
         }
-        if self.run.is_empty() || self.run.len() > MAX_RUN || self.run.chars().any(char::is_control) {
+        if self.run.is_empty() || self.run.chars().count() > MAX_RUN || self.run.chars().any(char::is_control) {
             return Err(invalid(format!(
                 "field `run` must be 1-{MAX_RUN} characters, no control characters"
             )));
@@ -136,22 +146,21 @@ impl Record {
                 "field `summary` must be at most {MAX_SUMMARY} characters"
             )));
         }
-        let Value::Object(report) = &self.report else {
+        let names = match self.report.get().trim_start().starts_with('{') {
+            true => serde_json::from_str::<Names>(self.report.get()).ok(),
+            false => None,
+        };
+        let Some(names) = names else {
             return Err(invalid("field `report` must be the drill's JSON report, an object"));
         };
-        for field in ["target", "namespace"] {
-            let ours = if field == "target" {
-                &self.target
-            } else {
-                &self.namespace
-            };
-            match report.get(field) {
-                Some(Value::String(s)) if s == ours => {}
-                _ => {
-                    return Err(invalid(format!(
-                        "field `report`: its `{field}` is not the record's `{ours}`"
-                    )));
-                }
+        for (field, theirs, ours) in [
+            ("target", &names.target, &self.target),
+            ("namespace", &names.namespace, &self.namespace),
+        ] {
+            if theirs.as_ref() != Some(ours) {
+                return Err(invalid(format!(
+                    "field `report`: its `{field}` is not the record's `{ours}`"
+                )));
             }
         }
         self.document
@@ -199,7 +208,7 @@ mod tests {
     fn each_bad_field_is_named() {
         let cases: [(&str, serde_json::Value, &str); 7] = [
             ("name", serde_json::json!("pay outs"), "`name`"),
-            ("name", serde_json::json!(""), "`name`"),
+            ("name", serde_json::json!(".."), "`name`"),
             ("verdict", serde_json::json!("fine"), "unknown variant"),
             ("ended_ms", serde_json::json!(0), "`ended_ms`"),
             ("run", serde_json::json!("a\nb"), "`run`"),

@@ -194,3 +194,36 @@ fn a_save_that_fails_keeps_nothing_so_a_retry_is_taken() {
         Taken::Kept
     );
 }
+
+#[test]
+fn the_badge_is_the_records_verdict_and_a_run_older_than_the_thirty_kept_changes_nothing() {
+    let registry = Registry::new().unwrap();
+    let r = start(&config(&["payouts"], None, 100), &registry);
+    let mut b: serde_json::Value = serde_json::from_slice(&body("d", "payouts", "x", "unsafe", 500)).unwrap();
+    b["document"]["badge"] = serde_json::json!({"word": "SAFE", "class": "safe"});
+    r.record(&serde_json::to_vec(&b).unwrap(), 9_000_000).unwrap();
+    let badge = r.list()[0].latest.document.badge.clone();
+    assert_eq!((badge.word.as_str(), badge.class.as_str()), ("UNSAFE", "unsafe"));
+    for i in 0..30u64 {
+        r.record(&body("d", "payouts", &format!("r{i}"), "safe", 1_000 + i), 9_000_000)
+            .unwrap();
+    }
+    let text = registry.encode().unwrap();
+    assert!(series(
+        &text,
+        r#"lockwatch_drill_runs_total{drill="d",namespace="payouts",target="main",verdict="unsafe"} 1"#
+    ));
+    // Older than every kept run: taken as nothing, and its retry too.
+    for _ in 0..2 {
+        let (taken, _) = r.record(&body("d", "payouts", "old", "unsafe", 10), 9_000_000).unwrap();
+        assert_eq!(taken, Taken::Again);
+    }
+    let text = registry.encode().unwrap();
+    assert!(
+        series(
+            &text,
+            r#"lockwatch_drill_runs_total{drill="d",namespace="payouts",target="main",verdict="unsafe"} 1"#
+        ),
+        "{text}"
+    );
+}
