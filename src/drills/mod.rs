@@ -16,6 +16,7 @@ use crate::metrics::Registry;
 pub struct Drills {
     pub freezes: freezes::Freezes,
     pub results: results::Results,
+    refusals: refused::Refusals,
 }
 
 impl Drills {
@@ -24,8 +25,14 @@ impl Drills {
         let refusals = refused::Refusals::register(registry)?;
         Ok(Drills {
             freezes: freezes::Freezes::start(config, registry, refusals.clone())?,
-            results: results::Results::start(config, registry, refusals)?,
+            results: results::Results::start(config, registry, refusals.clone())?,
+            refusals,
         })
+    }
+
+    /// A record refused before it was read (size, token, content type, room, time).
+    pub fn refused(&self, reason: crate::vocab::DrillRefused, message: &str) {
+        self.refusals.count(reason, message);
     }
 
     /// Follow a new config.

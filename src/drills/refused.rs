@@ -1,7 +1,7 @@
 //! What both drill endpoints share when a record is not taken: the reason and one sentence
 //! for the sender (`Refused`), the one counter of them
-//! (`lockwatch_drill_records_refused_total{reason}`), and the check of a name against the
-//! config's.
+//! (`lockwatch_drill_records_refused_total{reason}`), and the configured names a record's
+//! are checked against (`Names`).
 
 use prometheus::IntCounterVec;
 
@@ -50,8 +50,35 @@ impl Refusals {
     }
 }
 
-/// `name` among the configured `names` of `what`, else refused for `reason`, saying which there are.
-pub(super) fn known(names: &[String], name: &str, what: &str, reason: DrillRefused) -> Result<(), Refused> {
+/// The configured target and namespace names: no other is kept, nor becomes a label.
+#[derive(Debug, Default)]
+pub(super) struct Names {
+    pub(super) targets: Vec<String>,
+    pub(super) namespaces: Vec<String>,
+}
+
+impl Names {
+    pub(super) fn of(config: &crate::config::Config) -> Names {
+        Names {
+            targets: config.targets.iter().map(|t| t.name.clone()).collect(),
+            namespaces: config.namespaces.iter().map(|n| n.name.clone()).collect(),
+        }
+    }
+
+    /// Whether both are configured.
+    pub(super) fn has(&self, target: &str, namespace: &str) -> bool {
+        self.targets.iter().any(|t| t == target) && self.namespaces.iter().any(|n| n == namespace)
+    }
+
+    /// Both configured, else refused naming the one that is not and those there are.
+    pub(super) fn check(&self, target: &str, namespace: &str) -> Result<(), Refused> {
+        known(&self.targets, target, "target", DrillRefused::UnknownTarget)?;
+        known(&self.namespaces, namespace, "namespace", DrillRefused::UnknownNamespace)
+    }
+}
+
+/// `name` among `names` of `what`, else refused for `reason`, saying which there are.
+fn known(names: &[String], name: &str, what: &str, reason: DrillRefused) -> Result<(), Refused> {
     match names.iter().any(|n| n == name) {
         true => Ok(()),
         false => Err(Refused::new(

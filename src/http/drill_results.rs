@@ -15,8 +15,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 use super::drill_view::link;
-use super::freezes::{read, refused};
-use super::push::settle;
+use super::freezes::read;
 use super::{AppState, HttpError};
 use crate::drills::results::{MAX_BODY, RecordError, Taken};
 use crate::vocab::DrillRefused;
@@ -24,13 +23,7 @@ use crate::vocab::DrillRefused;
 pub(crate) async fn record(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let body = match read(&s, &headers, body, MAX_BODY, "one drill record").await {
         Ok(body) => body,
-        Err(answer) => {
-            let (answer, reason) = settle(answer);
-            if let Some(reason) = reason {
-                s.drills.results.refused(refused(reason), "refused before it was read");
-            }
-            return answer;
-        }
+        Err(answer) => return answer,
     };
     let drills = s.drills.clone();
     let now = u64::try_from(crate::locks::recent::wall_ms()).unwrap_or(0);

@@ -16,13 +16,7 @@ use crate::vocab::{DrillRefused, Refused};
 pub(crate) async fn record(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let body = match read(&s, &headers, body, MAX_BODY, "one freeze record").await {
         Ok(body) => body,
-        Err(answer) => {
-            let (answer, reason) = settle(answer);
-            if let Some(reason) = reason {
-                s.drills.freezes.refused(refused(reason), "refused before it was read");
-            }
-            return answer;
-        }
+        Err(answer) => return answer,
     };
     let drills = s.drills.clone();
     let done = tokio::task::spawn_blocking(move || drills.freezes.record(&body)).await;
@@ -42,7 +36,8 @@ pub(crate) async fn record(State(s): State<AppState>, headers: HeaderMap, body: 
     HttpError(status, message).into_response()
 }
 
-/// The body (JSON, `what`, at most `limit` bytes), after the checks every push endpoint makes.
+/// The body (JSON, `what`, at most `limit` bytes), after the checks every push endpoint
+/// makes; a refusal counted as the drills' and answered.
 pub(super) async fn read(
     s: &AppState,
     headers: &HeaderMap,
@@ -50,6 +45,16 @@ pub(super) async fn read(
     limit: usize,
     what: &str,
 ) -> Result<Vec<u8>, Response> {
+    checked(s, headers, body, limit, what).await.map_err(|answer| {
+        let (answer, reason) = settle(answer);
+        if let Some(reason) = reason {
+            s.drills.refused(refused(reason), "refused before it was read");
+        }
+        answer
+    })
+}
+
+async fn checked(s: &AppState, headers: &HeaderMap, body: Body, limit: usize, what: &str) -> Result<Vec<u8>, Response> {
     if let Some(refused) = s.push.refused(headers) {
         return Err(refused);
     }
@@ -73,7 +78,7 @@ pub(super) async fn read(
 }
 
 /// A push's refusal in the words of drill records.
-pub(super) fn refused(reason: Refused) -> DrillRefused {
+fn refused(reason: Refused) -> DrillRefused {
     match reason {
         Refused::Unauthorized => DrillRefused::Unauthorized,
         Refused::Unsupported => DrillRefused::Unsupported,

@@ -6,6 +6,7 @@
 use prometheus::{GaugeVec, IntGaugeVec};
 
 use super::Freeze;
+use crate::drills::refused::Names;
 use crate::metrics::Registry;
 use crate::vocab::metric;
 
@@ -37,15 +38,10 @@ impl FreezeMetrics {
 
     /// Set both gauges of every configured pair from the live freezes (`live` holds only
     /// configured pairs).
-    pub(super) fn publish<'a>(
-        &self,
-        targets: &[String],
-        namespaces: &[String],
-        live: impl Iterator<Item = &'a Freeze>,
-    ) {
+    pub(super) fn publish<'a>(&self, names: &Names, live: impl Iterator<Item = &'a Freeze>) {
         let live: Vec<&Freeze> = live.collect();
-        for t in targets {
-            for ns in namespaces {
+        for t in &names.targets {
+            for ns in &names.namespaces {
                 let of_pair = || live.iter().filter(|f| f.target == *t && f.namespace == *ns);
                 let count = i64::try_from(of_pair().count()).unwrap_or(i64::MAX);
                 self.frozen.with_label_values(&[t.as_str(), ns.as_str()]).set(count);

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-use super::refused::{Refusals, Refused, known};
+use super::refused::{Names, Refusals, Refused};
 use crate::config::Config;
 use crate::metrics::Registry;
 use crate::vocab::DrillRefused;
@@ -47,9 +47,7 @@ pub struct Freezes {
 }
 
 struct Inner {
-    /// The configured names: no other name is kept, nor becomes a label.
-    targets: Vec<String>,
-    namespaces: Vec<String>,
+    names: Names,
     /// `[state] dir`, where the file is saved.
     dir: Option<PathBuf>,
     live: BTreeMap<String, Freeze>,
@@ -67,8 +65,7 @@ impl Freezes {
     ) -> Result<Freezes, prometheus::Error> {
         let freezes = Freezes {
             inner: Mutex::new(Inner {
-                targets: Vec::new(),
-                namespaces: Vec::new(),
+                names: Names::default(),
                 dir: None,
                 live: BTreeMap::new(),
                 thawed: BTreeMap::new(),
@@ -115,21 +112,15 @@ impl Freezes {
         let (mut inner, report) = match checked {
             Ok(c) => c,
             Err(refused) => {
-                self.refused(refused.reason, &refused.message);
+                self.refusals.count(refused.reason, &refused.message);
                 return Err(refused.into());
             }
         };
         if !inner.apply(report) {
             return Ok(());
         }
-        self.metrics
-            .publish(&inner.targets, &inner.namespaces, inner.live.values());
+        self.metrics.publish(&inner.names, inner.live.values());
         inner.save().map_err(RecordError::Unsaved)
-    }
-
-    /// A record refused before it was read (size, token, content type, room, time).
-    pub fn refused(&self, reason: DrillRefused, message: &str) {
-        self.refusals.count(reason, message);
     }
 
     /// Follow a new config: freezes of a target or namespace it no longer has are dropped
@@ -137,19 +128,13 @@ impl Freezes {
     /// dir` now says.
     pub fn reconfigure(&self, config: &Config) {
         let mut inner = self.lock();
-        inner.targets = config.targets.iter().map(|t| t.name.clone()).collect();
-        inner.namespaces = config.namespaces.iter().map(|n| n.name.clone()).collect();
+        inner.names = Names::of(config);
         let moved = inner.dir != config.state_dir;
         inner.dir.clone_from(&config.state_dir);
-        let Inner {
-            targets,
-            namespaces,
-            live,
-            ..
-        } = &mut *inner;
+        let Inner { names, live, .. } = &mut *inner;
         let before = live.len();
         live.retain(|id, f| {
-            let kept = targets.contains(&f.target) && namespaces.contains(&f.namespace);
+            let kept = names.has(&f.target, &f.namespace);
             if !kept {
                 tracing::warn!(id, target_name = %f.target, namespace = %f.namespace, frozen = %f.frozen,
                     "drill freeze forgotten: the config no longer has its target or namespace; thaw it by hand if it is still stopped");
@@ -157,8 +142,7 @@ impl Freezes {
             kept
         });
         let dropped = live.len() != before;
-        self.metrics
-            .publish(&inner.targets, &inner.namespaces, inner.live.values());
+        self.metrics.publish(&inner.names, inner.live.values());
         if (dropped || moved)
             && let Err(e) = inner.save()
         {
@@ -177,13 +161,7 @@ impl Freezes {
 impl Inner {
     /// Whether `r` may be applied: its names configured, room for a new freeze.
     fn check(&self, r: &Report) -> Result<(), Refused> {
-        known(&self.targets, &r.target, "target", DrillRefused::UnknownTarget)?;
-        known(
-            &self.namespaces,
-            &r.namespace,
-            "namespace",
-            DrillRefused::UnknownNamespace,
-        )?;
+        self.names.check(&r.target, &r.namespace)?;
         let new = r.state != Reported::Thawed && !self.live.contains_key(&r.id) && !self.stale(r);
         if new && self.live.len() >= MAX_LIVE {
             return Err(Refused::new(

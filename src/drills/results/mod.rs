@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use super::refused::{Refusals, Refused, known};
+use super::refused::{Names, Refusals, Refused};
 use crate::config::Config;
 use crate::metrics::Registry;
 use crate::vocab::DrillRefused;
@@ -85,8 +85,7 @@ pub struct Results {
 }
 
 struct Inner {
-    targets: Vec<String>,
-    namespaces: Vec<String>,
+    names: Names,
     max: usize,
     dir: Option<PathBuf>,
     drills: BTreeMap<Key, Arc<Kept>>,
@@ -102,8 +101,7 @@ impl Results {
     ) -> Result<Results, prometheus::Error> {
         let results = Results {
             inner: Mutex::new(Inner {
-                targets: Vec::new(),
-                namespaces: Vec::new(),
+                names: Names::default(),
                 max: config.server.max_drills,
                 dir: config.state_dir.clone(),
                 drills: BTreeMap::new(),
@@ -146,7 +144,7 @@ impl Results {
         let (mut inner, mut record) = match checked {
             Ok(c) => c,
             Err(refused) => {
-                self.refused(refused.reason, &refused.message);
+                self.refusals.count(refused.reason, &refused.message);
                 return Err(refused.into());
             }
         };
@@ -183,25 +181,19 @@ impl Results {
         Ok((Taken::Kept, key))
     }
 
-    /// A record refused before it was read (size, token, content type, room, time).
-    pub fn refused(&self, reason: DrillRefused, message: &str) {
-        self.refusals.count(reason, message);
-    }
-
     /// Follow a new config: drills of a target or namespace it no longer has are forgotten
     /// (and said, their files removed), `max_drills` taken (a lower one refuses new drills,
     /// and forgets none), the files saved where `[state] dir` now says.
     pub fn reconfigure(&self, config: &Config) {
         let mut inner = self.lock();
-        inner.targets = config.targets.iter().map(|t| t.name.clone()).collect();
-        inner.namespaces = config.namespaces.iter().map(|n| n.name.clone()).collect();
+        inner.names = Names::of(config);
         inner.max = config.server.max_drills;
         let moved = inner.dir != config.state_dir;
         inner.dir.clone_from(&config.state_dir);
         let gone: Vec<Key> = inner
             .drills
             .keys()
-            .filter(|(t, ns, _)| !inner.targets.contains(t) || !inner.namespaces.contains(ns))
+            .filter(|(t, ns, _)| !inner.names.has(t, ns))
             .cloned()
             .collect();
         for key in gone {
@@ -250,13 +242,7 @@ impl Results {
 impl Inner {
     /// Whether `r` may be applied: its names configured, room for a new drill.
     fn check(&self, r: &Record) -> Result<(), Refused> {
-        known(&self.targets, &r.target, "target", DrillRefused::UnknownTarget)?;
-        known(
-            &self.namespaces,
-            &r.namespace,
-            "namespace",
-            DrillRefused::UnknownNamespace,
-        )?;
+        self.names.check(&r.target, &r.namespace)?;
         if !self.drills.contains_key(&r.key()) && self.drills.len() >= self.max {
             return Err(Refused::new(
                 DrillRefused::TooMany,
