@@ -15,10 +15,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 use super::drill_view::link;
-use super::freezes::read;
+use super::freezes::{answer, read};
 use super::{AppState, HttpError};
 use crate::drills::results::{MAX_BODY, RecordError, Taken};
-use crate::vocab::DrillRefused;
 
 pub(crate) async fn record(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let body = match read(&s, &headers, body, MAX_BODY, "one drill record").await {
@@ -38,14 +37,7 @@ pub(crate) async fn record(State(s): State<AppState>, headers: HeaderMap, body: 
             let body = serde_json::json!({"kept": taken == Taken::Kept, "report": report});
             return (status, [(header::LOCATION, report)], Json(body)).into_response();
         }
-        Ok(Err(RecordError::Refused(r))) => (
-            match r.reason {
-                DrillRefused::UnknownTarget | DrillRefused::UnknownNamespace => StatusCode::NOT_FOUND,
-                DrillRefused::TooMany => StatusCode::TOO_MANY_REQUESTS,
-                _ => StatusCode::BAD_REQUEST,
-            },
-            format!("{}; nothing of this record was kept", r.message),
-        ),
+        Ok(Err(RecordError::Refused(r))) => answer(&r),
         Ok(Err(e @ RecordError::Unsaved(_))) => {
             let answer = HttpError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
             return ([(header::RETRY_AFTER, "5")], answer).into_response();

@@ -22,14 +22,7 @@ pub(crate) async fn record(State(s): State<AppState>, headers: HeaderMap, body: 
     let done = tokio::task::spawn_blocking(move || drills.freezes.record(&body)).await;
     let (status, message) = match done {
         Ok(Ok(())) => return StatusCode::NO_CONTENT.into_response(),
-        Ok(Err(RecordError::Refused(r))) => (
-            match r.reason {
-                DrillRefused::UnknownTarget | DrillRefused::UnknownNamespace => StatusCode::NOT_FOUND,
-                DrillRefused::TooMany => StatusCode::TOO_MANY_REQUESTS,
-                _ => StatusCode::BAD_REQUEST,
-            },
-            format!("{}; nothing of this record was kept", r.message),
-        ),
+        Ok(Err(RecordError::Refused(r))) => answer(&r),
         Ok(Err(e @ RecordError::Unsaved(_))) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("recording failed: {e}")),
     };
@@ -75,6 +68,16 @@ async fn checked(s: &AppState, headers: &HeaderMap, body: Body, limit: usize, wh
     read_body(s, headers, body, limit)
         .await
         .map_err(IntoResponse::into_response)
+}
+
+/// A store's refusal as answered: 404 for a name the config lacks, 429 for no room, else 400.
+pub(super) fn answer(r: &crate::drills::Refused) -> (StatusCode, String) {
+    let status = match r.reason {
+        DrillRefused::UnknownTarget | DrillRefused::UnknownNamespace => StatusCode::NOT_FOUND,
+        DrillRefused::TooMany => StatusCode::TOO_MANY_REQUESTS,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    (status, format!("{}; nothing of this record was kept", r.message))
 }
 
 /// A push's refusal in the words of drill records.
