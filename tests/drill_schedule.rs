@@ -30,10 +30,10 @@ fn shipped(name: &str) -> String {
 
 /// A shipped unit with its paths pointed at this test's: the binary, the config and the
 /// directory of the environment files. Each path must be in the unit.
-fn with_paths(unit: &str, config: &Path, env_dir: &Path) -> String {
+fn with_paths(unit: &str, bin: &Path, config: &Path, env_dir: &Path) -> String {
     let mut text = unit.to_string();
     for (from, to) in [
-        ("/usr/bin/lockwatch ", format!("{BIN} ")),
+        ("/usr/bin/lockwatch ", format!("{} ", bin.display())),
         ("/etc/lockwatch/lockwatch.toml", config.display().to_string()),
         (
             "/etc/lockwatch/drill-%i.env",
@@ -55,12 +55,33 @@ fn values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// A directory for the test outside `/tmp` (the unit has `PrivateTmp=`).
+/// Whether a unit with `PrivateTmp=` cannot see `p`: it gets its own `/tmp` and `/var/tmp`.
+fn hidden_from_units(p: &Path) -> bool {
+    p.starts_with("/tmp") || p.starts_with("/var/tmp")
+}
+
+/// A directory for the test that the units see: in the build's temporary directory, or
+/// under `/var/lib/lockwatch-tests` when the checkout is in `/tmp` (a CI's clone).
 fn work_dir() -> tempfile::TempDir {
+    let mut base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    if hidden_from_units(&base) {
+        base = PathBuf::from("/var/lib/lockwatch-tests");
+        std::fs::create_dir_all(&base).unwrap();
+    }
     tempfile::Builder::new()
         .prefix("drill-schedule-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(base)
         .unwrap()
+}
+
+/// The lockwatch binary where the units see it: a copy in `dir` when it is built in `/tmp`.
+fn binary(dir: &Path) -> PathBuf {
+    if !hidden_from_units(Path::new(BIN)) {
+        return PathBuf::from(BIN);
+    }
+    let copy = dir.join("lockwatch");
+    std::fs::copy(BIN, &copy).unwrap();
+    copy
 }
 
 #[test]
@@ -70,7 +91,8 @@ fn the_drill_units_pass_systemd_analyze_verify() {
     let config = dir.path().join("lockwatch.toml");
     std::fs::write(&config, "").unwrap();
     for name in [SERVICE, TIMER] {
-        std::fs::write(dir.path().join(name), with_paths(&shipped(name), &config, dir.path())).unwrap();
+        let unit = with_paths(&shipped(name), &binary(dir.path()), &config, dir.path());
+        std::fs::write(dir.path().join(name), unit).unwrap();
     }
     std::fs::write(dir.path().join("drill-payouts.env"), shipped("drill-example.env")).unwrap();
     // A template is verified as an instance of it; the timer's unit is the service's.
@@ -99,7 +121,8 @@ fn the_drill_units_pass_systemd_analyze_verify() {
     let broken = dir.path().join("broken@.service");
     std::fs::write(
         &broken,
-        with_paths(&shipped(SERVICE), &config, dir.path()).replace("Type=oneshot", "Type=oneshot-ish"),
+        with_paths(&shipped(SERVICE), &binary(dir.path()), &config, dir.path())
+            .replace("Type=oneshot", "Type=oneshot-ish"),
     )
     .unwrap();
     let link = dir.path().join("broken@x.service");
@@ -207,8 +230,9 @@ async fn a_drill_run_by_the_systemd_timer_turns_into_a_verdict_on_metrics() {
     let env_dir = dir.path().join("etc");
     std::fs::create_dir_all(&env_dir).unwrap();
     let m = UserManager::start(&dir.path().join("systemd"));
-    m.install(SERVICE, &with_paths(&shipped(SERVICE), &config, &env_dir));
-    m.install(TIMER, &with_paths(&shipped(TIMER), &config, &env_dir));
+    let bin = binary(dir.path());
+    m.install(SERVICE, &with_paths(&shipped(SERVICE), &bin, &config, &env_dir));
+    m.install(TIMER, &with_paths(&shipped(TIMER), &bin, &config, &env_dir));
     // The timer as shipped, firing 1 s after it starts instead of at a random moment of the
     // night (RandomizedDelaySec and AccuracySec delay every elapse, so they go to 0 here).
     m.drop_in(
