@@ -14,10 +14,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use common::systemd::UserManager;
+use common::systemd::{self, UserManager, unit_values as values};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
@@ -46,13 +45,6 @@ fn with_paths(unit: &str, bin: &Path, config: &Path, env_dir: &Path) -> String {
         text = text.replace(from, &to);
     }
     text
-}
-
-/// The values of `key=` lines of a unit file.
-fn values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
-    unit.lines()
-        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-        .collect()
 }
 
 /// Whether a unit with `PrivateTmp=` cannot see `p`: it gets its own `/tmp` and `/var/tmp`.
@@ -86,12 +78,12 @@ fn binary(dir: &Path) -> PathBuf {
 
 #[test]
 fn the_drill_units_pass_systemd_analyze_verify() {
-    let analyze = common::require_binary("systemd-analyze", "systemd");
     let dir = work_dir();
     let config = dir.path().join("lockwatch.toml");
     std::fs::write(&config, "").unwrap();
+    let bin = binary(dir.path());
     for name in [SERVICE, TIMER] {
-        let unit = with_paths(&shipped(name), &binary(dir.path()), &config, dir.path());
+        let unit = with_paths(&shipped(name), &bin, &config, dir.path());
         std::fs::write(dir.path().join(name), unit).unwrap();
     }
     std::fs::write(dir.path().join("drill-payouts.env"), shipped("drill-example.env")).unwrap();
@@ -105,37 +97,21 @@ fn the_drill_units_pass_systemd_analyze_verify() {
         std::os::unix::fs::symlink(dir.path().join(template), &link).unwrap();
         paths.push(link);
     }
-    let out = Command::new(&analyze)
-        .args(["verify", "--man=no"])
-        .args(&paths)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let text = common::output_text(&out);
-    assert!(
-        out.status.success() && text.trim().is_empty(),
-        "systemd-analyze verify:\n{text}"
-    );
+    let units: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let (passed, text) = systemd::verify(&units, dir.path());
+    assert!(passed && text.trim().is_empty(), "systemd-analyze verify:\n{text}");
 
     // A broken unit fails it: the check can fail.
     let broken = dir.path().join("broken@.service");
     std::fs::write(
         &broken,
-        with_paths(&shipped(SERVICE), &binary(dir.path()), &config, dir.path())
-            .replace("Type=oneshot", "Type=oneshot-ish"),
+        with_paths(&shipped(SERVICE), &bin, &config, dir.path()).replace("Type=oneshot", "Type=oneshot-ish"),
     )
     .unwrap();
     let link = dir.path().join("broken@x.service");
     std::os::unix::fs::symlink(&broken, &link).unwrap();
-    let out = Command::new(&analyze)
-        .args(["verify", "--man=no"])
-        .arg(&link)
-        .output()
-        .unwrap();
-    assert!(
-        !common::output_text(&out).trim().is_empty(),
-        "systemd-analyze verify took a broken unit"
-    );
+    let (_, text) = systemd::verify(&[&link], dir.path());
+    assert!(!text.trim().is_empty(), "systemd-analyze verify took a broken unit");
 
     // What the units promise, line by line.
     let service = shipped(SERVICE);

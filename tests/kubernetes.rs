@@ -54,6 +54,16 @@ fn resources() -> BTreeMap<(String, String), Value> {
     out
 }
 
+/// A container's mounts: volume name → mount path.
+fn mounts(c: &Value) -> BTreeMap<&str, &str> {
+    c["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
+        .collect()
+}
+
 /// A YAML list of strings.
 fn strings(v: &Value) -> Vec<&str> {
     v.as_sequence().unwrap().iter().map(|s| s.as_str().unwrap()).collect()
@@ -123,12 +133,7 @@ fn the_kustomization_names_every_manifest_and_they_fit_together() {
     assert_eq!(sc["capabilities"]["drop"][0].as_str(), Some("ALL"));
 
     // Volumes: where each is mounted, and what backs it.
-    let mounts: BTreeMap<&str, &str> = c["volumeMounts"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
-        .collect();
+    let mounts = mounts(c);
     let volume = |name: &str| {
         spec["volumes"]
             .as_sequence()
@@ -337,12 +342,7 @@ fn the_drill_cronjob_freezes_with_least_privilege_and_fits_the_kustomization() {
     }
     assert!(args.contains(&"--yes"), "{args:?}");
     // The config is the exporter's (the same ConfigMap, the same password Secret).
-    let mounts: BTreeMap<&str, &str> = c["volumeMounts"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
-        .collect();
+    let mounts = mounts(c);
     let volumes: BTreeMap<&str, &Value> = pod["volumes"]
         .as_sequence()
         .unwrap()

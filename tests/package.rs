@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::systemd::unit_values;
+
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const BIN: &str = env!("CARGO_BIN_EXE_lockwatch");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -65,13 +67,6 @@ fn files(dir: &Path) -> Vec<String> {
         .collect();
     out.sort();
     out
-}
-
-/// The values of `key=` lines of a unit file.
-fn unit_values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
-    unit.lines()
-        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,18 +181,10 @@ async fn the_debian_package_installs_a_working_exporter_and_a_hardened_unit() {
         exec,
         ["/usr/bin/lockwatch serve --config /etc/lockwatch/lockwatch.toml $ARGS"]
     );
-    let analyze = common::require_binary("systemd-analyze", "systemd");
     let copy = work.path().join("lockwatch.service");
     std::fs::write(&copy, unit.replace("/usr/bin/lockwatch", installed.to_str().unwrap())).unwrap();
-    let out = Command::new(analyze)
-        .args(["verify", "--man=no", copy.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = common::output_text(&out);
-    assert!(
-        out.status.success() && text.trim().is_empty(),
-        "systemd-analyze verify:\n{text}"
-    );
+    let (passed, text) = common::systemd::verify(&[&copy], work.path());
+    assert!(passed && text.trim().is_empty(), "systemd-analyze verify:\n{text}");
 }
 
 #[test]

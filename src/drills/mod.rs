@@ -41,3 +41,26 @@ impl Drills {
         self.results.reconfigure(config);
     }
 }
+
+/// A config for the stores' tests: `server` lines, target `target`, each of `namespaces`,
+/// and `[state] dir` when given.
+#[cfg(test)]
+fn test_config(server: &str, target: &str, namespaces: &[&str], dir: Option<&std::path::Path>) -> Config {
+    let mut text = format!("[server]\n{server}\n[[target]]\nname = \"{target}\"\nurl = \"redis://127.0.0.1:6379/0\"\n");
+    for (i, ns) in namespaces.iter().enumerate() {
+        text.push_str(&format!(
+            "[[namespace]]\nname = \"{ns}\"\npattern = \"{ns}{i}:*\"\nttl = \"30s\"\n"
+        ));
+    }
+    if let Some(dir) = dir {
+        text.push_str(&format!("[state]\ndir = \"{}\"\n", dir.display()));
+    }
+    #[allow(clippy::unwrap_used)]
+    Config::from_toml(
+        &text,
+        "t.toml",
+        std::path::Path::new("."),
+        &crate::config::Overrides::default(),
+    )
+    .unwrap()
+}

@@ -285,3 +285,23 @@ impl Drop for UserManager {
         }
     }
 }
+
+/// The values of `key=` lines of a unit file.
+pub fn unit_values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .collect()
+}
+
+/// `systemd-analyze verify --man=no` of `units`, from `dir`: whether it passed and what it
+/// said (a unit that passes makes it say nothing).
+pub fn verify(units: &[&Path], dir: &Path) -> (bool, String) {
+    let analyze = super::require_binary("systemd-analyze", "systemd");
+    let out = Command::new(analyze)
+        .args(["verify", "--man=no"])
+        .args(units)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (out.status.success(), super::output_text(&out))
+}

@@ -3,19 +3,9 @@
 use std::path::Path;
 
 use super::*;
-use crate::config::Overrides;
 
 fn config(namespaces: &[&str], dir: Option<&Path>) -> Config {
-    let mut text = String::from("[[target]]\nname = \"staging\"\nurl = \"redis://127.0.0.1:6379/0\"\n");
-    for (i, ns) in namespaces.iter().enumerate() {
-        text.push_str(&format!(
-            "[[namespace]]\nname = \"{ns}\"\npattern = \"{ns}{i}:*\"\nttl = \"30s\"\n"
-        ));
-    }
-    if let Some(dir) = dir {
-        text.push_str(&format!("[state]\ndir = \"{}\"\n", dir.display()));
-    }
-    Config::from_toml(&text, "t.toml", Path::new("."), &Overrides::default()).unwrap()
+    super::super::test_config("", "staging", namespaces, dir)
 }
 
 fn start(config: &Config) -> Freezes {
