@@ -27,7 +27,7 @@ all_servers=(redis-6.2.5 redis-8.2.3 valkey-9.1.2)
 # intake, rules, dashboard and package tests) run on Debian's in `make test` alone.
 all_files="serve target_info tracking lifecycle sampler headroom stall cluster sentinel managed discover inspect cli
   reload many_targets advise keyed_events drill drill_inprocess drill_scenarios drill_live drill_freeze
-  drill_freeze_safety freeze_workers acl tls"
+  drill_freeze_safety freeze_workers server_commands pubsub acl tls"
 files=(${COMPAT_TESTS:-$all_files})
 [ $# -gt 0 ] && all_servers=("$@")
 

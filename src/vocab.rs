@@ -314,6 +314,7 @@ pub mod metric {
     pub const NODE_UP: &str = "lockwatch_node_up";
     pub const FAILOVERS_TOTAL: &str = "lockwatch_failovers_total";
     pub const TARGET_INFO: &str = "lockwatch_target_info";
+    pub const TARGET_TLS_UNVERIFIED: &str = "lockwatch_target_tls_unverified";
     // The lifecycle watcher's.
     pub const LOCK_TRANSITIONS_TOTAL: &str = "lockwatch_lock_transitions_total";
     pub const LOCK_EXPIRY_TAKEOVERS_TOTAL: &str = "lockwatch_lock_expiry_takeovers_total";

@@ -180,6 +180,69 @@ async fn serve_over_rediss_with_a_private_ca_and_a_client_certificate() {
     assert!(text(&out).contains("✓ target main: reachable"), "{}", text(&out));
 }
 
+/// `tls_insecure_skip_verify = true`: the server's certificate (signed by a CA nothing
+/// trusts here) is not verified on any connection: the sampler's passes and the watcher's
+/// subscription both work, and lockwatch says it is on; without it both refuse the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipping_verification_holds_for_the_sampler_and_the_watcher_alike() {
+    let pki = Pki::new();
+    let r = TlsRedis::start(&pki, "server");
+    let mut c = common::conn(&r.child);
+    let _: () = redis::cmd("SET")
+        .arg("wf:lock:1")
+        .arg("w1")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut c)
+        .unwrap();
+    let client = "tls_cert_file = \"client.pem\"\ntls_key_file = \"client.key\"";
+    let text_ = config_text(
+        &r.url("127.0.0.1"),
+        &format!("{client}\ntls_insecure_skip_verify = true"),
+    );
+    let cfg = Config::from_toml(&text_, "tls.toml", pki.dir(), &Overrides::default()).unwrap();
+    assert!(cfg.targets[0].tls.insecure);
+    let served = Served::start(cfg).await;
+    let main = ("target", "main");
+    served
+        .wait_for(
+            Duration::from_secs(20),
+            "a pass and the subscription, unverified",
+            |m| {
+                m.get("lockwatch_up", &[main]) == Some(1.0)
+                    && m.get("lockwatch_notifications_connected", &[main]) == Some(1.0)
+            },
+        )
+        .await;
+    let _: () = redis::cmd("SET")
+        .arg("wf:lock:2")
+        .arg("w2")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut c)
+        .unwrap();
+    served
+        .wait_for(
+            Duration::from_secs(10),
+            "the acquisition seen on the subscription",
+            |m| {
+                m.get(
+                    "lockwatch_lock_transitions_total",
+                    &[main, ("namespace", "wf"), ("kind", "acquired")],
+                ) == Some(1.0)
+            },
+        )
+        .await;
+    assert_eq!(
+        served.metrics().await.val("lockwatch_target_tls_unverified", &[main]),
+        1.0
+    );
+    served.stop().await;
+    // Without it, the same server is refused: the system does not trust the test's CA.
+    let line = cannot_connect(&pki, "verified.toml", &config_text(&r.url("127.0.0.1"), client));
+    assert!(line.contains("TLS:"), "{line}");
+}
+
 #[test]
 fn a_ca_that_did_not_sign_the_server_is_named() {
     let pki = Pki::new();
@@ -330,6 +393,21 @@ fn tls_config_errors_exit_2_naming_the_key() {
             "wrong-key.toml",
             config_text(tls_url, "tls_cert_file = \"client.pem\"\ntls_key_file = \"server.key\""),
             format!("line 8: target[0].tls_key_file: {d}/server.key is not the private key of the certificate in {d}/client.pem"),
+        ),
+        (
+            "insecure-url.toml",
+            config_text(&format!("{tls_url}#insecure"), ""),
+            "line 4: target[0].url: `#insecure` in the url is not taken: set tls_insecure_skip_verify = true".to_string(),
+        ),
+        (
+            "insecure-and-ca.toml",
+            config_text(tls_url, "tls_insecure_skip_verify = true\ntls_ca_file = \"ca.pem\""),
+            "line 8: target[0].tls_ca_file: not used with tls_insecure_skip_verify = true".to_string(),
+        ),
+        (
+            "insecure-plain.toml",
+            config_text(plain, "tls_insecure_skip_verify = true"),
+            format!("line 7: target[0].tls_insecure_skip_verify: it needs a rediss:// url, and the url is {plain}"),
         ),
     ];
     let key = std::fs::read_to_string(pki.dir().join("server.key")).unwrap();

@@ -34,6 +34,53 @@ pub(crate) fn certificates(tls: &TargetTls) -> Option<redis::TlsCertificates> {
     })
 }
 
+/// A verifier that takes any server certificate (`tls_insecure_skip_verify`): the
+/// handshake's signatures are still checked with the provider's algorithms, so the
+/// connection is encrypted to whoever holds the presented certificate's key — only who that
+/// is goes unverified.
+pub(crate) fn unverified() -> std::sync::Arc<dyn rustls::client::danger::ServerCertVerifier> {
+    install_provider();
+    std::sync::Arc::new(Unverified(rustls::crypto::ring::default_provider()))
+}
+
+#[derive(Debug)]
+struct Unverified(rustls::crypto::CryptoProvider);
+
+impl rustls::client::danger::ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// rustls needs one crypto provider per process. With only its `ring` feature on, it would
 /// pick ring by itself; installing it here keeps that true should another dependency ever
 /// turn on a second provider (rustls then panics instead of choosing).

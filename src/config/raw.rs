@@ -61,6 +61,7 @@ pub struct RawTarget {
     pub tls_cert_file: Option<S<String>>,
     pub tls_key_file: Option<S<String>>,
     pub tls_server_name: Option<S<String>>,
+    pub tls_insecure_skip_verify: Option<S<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

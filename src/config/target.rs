@@ -97,6 +97,7 @@ impl Cx<'_> {
                 tls_cert_file: None,
                 tls_key_file: None,
                 tls_server_name: None,
+                tls_insecure_skip_verify: None,
             };
             return Ok(vec![self.target(target, 0, base, ov)?]);
         }
@@ -135,9 +136,16 @@ impl Cx<'_> {
             None => info,
         };
         if let Topology::Cluster { seeds } = &mut topology {
-            *seeds = seeds.drain(..).map(with_password).collect();
+            *seeds = seeds
+                .drain(..)
+                .map(with_password)
+                .map(|s| unverified(s, tls.insecure))
+                .collect();
         }
-        let connection = with_password(template.info);
+        if let Topology::Sentinel(s) = &mut topology {
+            s.sentinels = s.sentinels.drain(..).map(|s| unverified(s, tls.insecure)).collect();
+        }
+        let connection = unverified(with_password(template.info), tls.insecure);
         let url = template.url;
         let sample_interval = match &t.sample_interval {
             Some(v) => self.duration(v, &k("sample_interval"))?,
@@ -264,4 +272,20 @@ pub(crate) fn redact_url(url: &str) -> String {
         out = format!("{}?{}", &out[..q], params.join("&"));
     }
     out
+}
+
+/// `info` with its server's certificate left unverified when `insecure` (and it is TLS):
+/// `tls_insecure_skip_verify`, for every connection made from it.
+fn unverified(info: redis::ConnectionInfo, insecure: bool) -> redis::ConnectionInfo {
+    match info.addr().clone() {
+        redis::ConnectionAddr::TcpTls {
+            host, port, tls_params, ..
+        } if insecure => info.set_addr(redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: true,
+            tls_params,
+        }),
+        _ => info,
+    }
 }

@@ -20,6 +20,9 @@ pub struct TargetTls {
     pub ca: Option<PemFile>,
     /// `tls_cert_file` + `tls_key_file`: for servers with `tls-auth-clients`.
     pub client: Option<ClientIdentity>,
+    /// `tls_insecure_skip_verify`: the server's certificate is not verified, on every
+    /// connection (data, subscription, cluster nodes, sentinels).
+    pub insecure: bool,
 }
 
 /// A PEM file as read at load. Its Debug shows the path only.
@@ -64,7 +67,18 @@ impl Cx<'_> {
             ("tls_key_file", &t.tls_key_file),
             ("tls_server_name", &t.tls_server_name),
         ];
-        let redis::ConnectionAddr::TcpTls { host, .. } = info.addr() else {
+        let insecure = t.tls_insecure_skip_verify.as_ref();
+        let redis::ConnectionAddr::TcpTls {
+            host, insecure: flag, ..
+        } = info.addr()
+        else {
+            if let Some(v) = insecure {
+                return Err(self.err(
+                    Some(&v.span()),
+                    k("tls_insecure_skip_verify"),
+                    format!("it needs a rediss:// url, and the url is {}", redact_url(url)),
+                ));
+            }
             if let Some((key, Some(v))) = keys.iter().find(|(_, v)| v.is_some()) {
                 return Err(self.err(
                     Some(&v.span()),
@@ -77,6 +91,25 @@ impl Cx<'_> {
             }
             return Ok(TargetTls::default());
         };
+        if *flag {
+            return Err(self.err(
+                t.url.as_ref().map(|u| u.span()).as_ref(),
+                k("url"),
+                "`#insecure` in the url is not taken: set tls_insecure_skip_verify = true under the target (every connection then honours it, and lockwatch says so), or leave both out to verify the server's certificate",
+            ));
+        }
+        let insecure = insecure.is_some_and(|v| *v.get_ref());
+        if insecure
+            && let Some((key, Some(v))) = keys
+                .iter()
+                .find(|(key, v)| *key != "tls_cert_file" && *key != "tls_key_file" && v.is_some())
+        {
+            return Err(self.err(
+                Some(&v.span()),
+                k(key),
+                "not used with tls_insecure_skip_verify = true, which verifies nothing: remove one of them",
+            ));
+        }
         if let Some(v) = &t.tls_server_name {
             self.server_name(v, host, &k("tls_server_name"))?;
         }
@@ -120,7 +153,7 @@ impl Cx<'_> {
             }
             (Some(c), Some(key)) => Some(self.client_identity(c, key, base, i)?),
         };
-        Ok(TargetTls { ca, client })
+        Ok(TargetTls { ca, client, insecure })
     }
 
     /// `tls_server_name` is accepted only when it names the URL's host: the Redis client

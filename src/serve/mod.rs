@@ -137,6 +137,7 @@ pub async fn run_in(
         .await;
         if let Ok(changes) = &done {
             drills.reconfigure(&current);
+            warn_unverified(&current);
             // The old state (and the tables of removed targets) goes first: nothing can
             // publish a removed target's series again once they are dropped.
             live.send_replace(http::live(state(&current, &parts)));
@@ -165,6 +166,16 @@ fn log_serving(addr: std::net::SocketAddr, config: &Config) {
             }
         }
         None => tracing::info!(%addr, "serving /metrics"),
+    }
+    warn_unverified(config);
+}
+
+/// A warning for each target whose server certificates go unverified: at start and after
+/// each reload, so the log says it while it is so.
+fn warn_unverified(config: &Config) {
+    for t in config.targets.iter().filter(|t| t.tls.insecure) {
+        tracing::warn!(target_name = %t.name,
+            "tls_insecure_skip_verify = true: the server's certificate is not verified on any connection of this target (lockwatch_target_tls_unverified 1); anyone on the path can pose as the server");
     }
 }
 

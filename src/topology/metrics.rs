@@ -1,7 +1,8 @@
 //! The topology follower's families: nodes per role, each node's health (one series per
 //! node of the current topology; a node that leaves it loses its series), failovers seen,
 //! and which server the target is (`lockwatch_target_info`: one series per server and
-//! version among its primaries, the old ones dropped when they change).
+//! version among its primaries, the old ones dropped when they change), and whether its
+//! certificates go unverified (`lockwatch_target_tls_unverified`).
 
 use prometheus::core::Collector;
 use prometheus::{IntCounter, IntCounterVec, IntGaugeVec};
@@ -17,6 +18,7 @@ pub struct TopologyMetrics {
     node_up: IntGaugeVec,
     failovers_total: IntCounterVec,
     target_info: IntGaugeVec,
+    tls_unverified: IntGaugeVec,
 }
 
 /// One target's handles.
@@ -61,8 +63,14 @@ impl TopologyMetrics {
                 "1 for each server and version among the target's primaries (INFO server: redis or valkey; unknown until told), with the config's mode.",
                 &["target", "server", "version", "mode"],
             )?,
+            tls_unverified: r.int_gauges(
+                metric::TARGET_TLS_UNVERIFIED,
+                "1 when the target's server certificates are not verified (tls_insecure_skip_verify = true), on every connection; else 0.",
+                &["target"],
+            )?,
         };
         for t in &config.targets {
+            m.tls_unverified(&t.name, t.tls.insecure);
             let mode = t.topology.mode().as_str();
             m.target_info
                 .with_label_values(&[t.name.as_str(), UNKNOWN.0, UNKNOWN.1, mode])
@@ -73,6 +81,14 @@ impl TopologyMetrics {
             }
         }
         Ok(m)
+    }
+
+    /// Whether the target's certificates go unverified, set again when a follower starts
+    /// (a reload may turn it on or off).
+    pub(super) fn tls_unverified(&self, target: &str, insecure: bool) {
+        self.tls_unverified
+            .with_label_values(&[target])
+            .set(i64::from(insecure));
     }
 
     pub(super) fn for_target(&self, target: &str, mode: &'static str) -> Handles {

@@ -217,7 +217,10 @@ impl Follower {
             target: t.clone(),
             link,
             tx,
-            metrics: metrics.for_target(&t.name, t.topology.mode().as_str()),
+            metrics: {
+                metrics.tls_unverified(&t.name, t.tls.insecure);
+                metrics.for_target(&t.name, t.topology.mode().as_str())
+            },
             conns: HashMap::new(),
             sentinels,
             switch: Arc::new(Notify::new()),

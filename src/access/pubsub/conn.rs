@@ -38,12 +38,7 @@ async fn open(info: &redis::ConnectionInfo, tls: &TargetTls) -> Result<(Io, Byte
         redis::ConnectionAddr::TcpTls {
             host, port, insecure, ..
         } => {
-            if *insecure {
-                return Err(PubSubError::Tls(
-                    "an insecure (unverified) TLS connection is not supported".into(),
-                ));
-            }
-            let config = client_config(tls)?;
+            let config = client_config(tls, *insecure || tls.insecure)?;
             let name = ServerName::try_from(host.clone()).map_err(|e| PubSubError::Tls(e.to_string()))?;
             let stream = tcp(host, *port).await?;
             let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
@@ -121,10 +116,14 @@ pub(super) fn command(args: &[&[u8]]) -> Vec<u8> {
 }
 
 /// The rustls client of a target: its CA (else the system's roots) and client certificate.
-fn client_config(tls: &TargetTls) -> Result<rustls::ClientConfig, PubSubError> {
+/// The subscription's TLS config: the target's CA (else the system's) and client
+/// certificate; with `insecure` (`tls_insecure_skip_verify`), no check of the server's
+/// certificate, as the data connections.
+fn client_config(tls: &TargetTls, insecure: bool) -> Result<rustls::ClientConfig, PubSubError> {
     let bad = |what: &str, e: &dyn std::fmt::Display| PubSubError::Tls(format!("{what}: {e}"));
     let mut roots = rustls::RootCertStore::empty();
     match &tls.ca {
+        _ if insecure => {}
         Some(ca) => {
             for cert in CertificateDer::pem_slice_iter(&ca.pem) {
                 let cert = cert.map_err(|e| bad("tls_ca_file", &e))?;
@@ -144,7 +143,12 @@ fn client_config(tls: &TargetTls) -> Result<rustls::ClientConfig, PubSubError> {
         }
     }
     crate::access::tls::install_provider();
-    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let builder = match insecure {
+        true => rustls::ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(crate::access::tls::unverified()),
+        false => rustls::ClientConfig::builder().with_root_certificates(roots),
+    };
     match &tls.client {
         Some(id) => {
             let chain = CertificateDer::pem_slice_iter(&id.cert.pem)
