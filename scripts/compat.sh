@@ -14,7 +14,9 @@
 #
 #   scripts/compat.sh [SERVER…]      SERVER: redis-6.2.5, redis-8.2.3, valkey-9.1.2 (default: all)
 #   COMPAT_TESTS="serve acl" scripts/compat.sh redis-6.2.5    only these test files
-# Logs: target/compat/<server>/<file>.log. Exit 1 when any test failed or a server did not start.
+# Logs: target/compat/<server>/<file>.log; scripts/compat_matrix.py turns them into the table
+# (and, for a whole run, docs/compat-matrix.md). Exit 1 when any test failed or a server did
+# not start.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -29,7 +31,9 @@ all_files="serve target_info tracking lifecycle sampler headroom stall cluster s
   reload many_targets advise keyed_events drill drill_inprocess drill_scenarios drill_live drill_freeze
   drill_freeze_safety freeze_workers server_commands pubsub acl tls"
 files=(${COMPAT_TESTS:-$all_files})
-[ $# -gt 0 ] && all_servers=("$@")
+whole=whole
+[ -n "${COMPAT_TESTS:-}" ] && whole=part
+[ $# -gt 0 ] && all_servers=("$@") && whole=part
 
 binary_of() {
   case "$1" in
@@ -90,9 +94,6 @@ has_tls() {
   return $ok
 }
 
-failed=0
-declare -A result
-notes=()
 started=$(date +%s)
 echo "building the tests once" >&2
 cargo test --locked --no-run >/dev/null 2>&1 || { cargo test --locked --no-run; exit 1; }
@@ -111,66 +112,30 @@ for server in "${all_servers[@]}"; do
   tls=yes
   tls_why=""
   has_tls "$bin" || tls=no
+  rm -rf "${out_dir:?}/$server"
   mkdir -p "$out_dir/$server"
   server_started=$(date +%s)
   for f in "${files[@]}"; do
     if [ "$f" = tls ] && [ "$tls" = no ]; then
-      result["$server,$f"]="skipped"
-      notes+=("$server: tests/tls.rs skipped — this build has no TLS (started with --tls-port: $tls_why)")
+      echo "this build has no TLS (started with --tls-port: $tls_why)" >"$out_dir/$server/$f.skipped"
       echo "compat: $server: tests/tls.rs skipped — this build has no TLS ($tls_why)" >&2
       continue
     fi
     log="$out_dir/$server/$f.log"
     t0=$(date +%s)
-    LOCKWATCH_REDIS_SERVER="$bin" cargo test --locked --test "$f" >"$log" 2>&1
-    rc=$?
+    # --show-output: the lines naming what the build lacked (tests/common/compat.rs).
+    LOCKWATCH_REDIS_SERVER="$bin" cargo test --locked --test "$f" -- --show-output >"$log" 2>&1
+    echo $? >"$out_dir/$server/$f.rc"
     passed=$(grep -hoE '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
     nfailed=$(grep -hoE '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
-    if [ $rc -ne 0 ] && [ "$nfailed" = 0 ]; then
-      nfailed=1
-      notes+=("$server: tests/$f.rs did not run to its end (exit $rc): see $log")
-    fi
-    [ $rc -ne 0 ] && failed=1
-    result["$server,$f"]="$passed/$nfailed"
     echo "compat: $server: $f: $passed passed, $nfailed failed ($(( $(date +%s) - t0 )) s) — $log" >&2
+    grep -h '^compat-lacks:' "$log" | sort -u | sed "s/^/compat: $server: $f: /" >&2
   done
-  result["$server,time"]="$(( $(date +%s) - server_started ))s"
+  echo "$(( $(date +%s) - server_started ))" >"$out_dir/$server/time"
 done
 
-# The table: a row per test file, a column per server (passed/failed).
-{
-  printf '\n%-22s' "passed/failed"
-  for server in "${all_servers[@]}"; do printf ' %14s' "$server"; done
-  printf '\n'
-  for f in "${files[@]}"; do
-    printf '%-22s' "$f"
-    for server in "${all_servers[@]}"; do printf ' %14s' "${result[$server,$f]:--}"; done
-    printf '\n'
-  done
-  printf '%-22s' "total"
-  for server in "${all_servers[@]}"; do
-    p=0 n=0
-    for f in "${files[@]}"; do
-      v=${result[$server,$f]:-}
-      case "$v" in */*) p=$((p + ${v%/*})) n=$((n + ${v#*/})) ;; esac
-    done
-    printf ' %14s' "$p/$n"
-  done
-  printf '\n%-22s' "time"
-  for server in "${all_servers[@]}"; do printf ' %14s' "${result[$server,time]:-}"; done
-  printf '\n'
-  for n in "${notes[@]}"; do echo "$n"; done
-  echo "Debian's redis-server 7.0.15 is the server \`make test\` runs every test file on."
-  echo "compat: $(( ($(date +%s) - started) / 60 )) min $(( ($(date +%s) - started) % 60 )) s"
-} | tee "$out_dir/table.txt"
-# What failed, last, where the end of a CI log shows it: each failed test and its panic.
-for server in "${all_servers[@]}"; do
-  for f in "${files[@]}"; do
-    log="$out_dir/$server/$f.log"
-    case "${result[$server,$f]:-}" in */0 | skipped | "") continue ;; esac
-    echo "compat: failed on $server, tests/$f.rs ($log):"
-    grep -E '^test .* FAILED$|panicked at|^thread .* panicked' "$log" | head -20 | sed 's/^/  /'
-    grep -A6 'panicked at' "$log" | grep -vE 'panicked at|^--$|^note:' | head -12 | sed 's/^/    /'
-  done
-done
-exit $failed
+# The table (and docs/compat-matrix.md when the whole matrix ran), then each failure.
+scripts/compat_matrix.py "${all_servers[*]}" "${files[*]}" "$whole"
+rc=$?
+echo "compat: $(( ($(date +%s) - started) / 60 )) min $(( ($(date +%s) - started) % 60 )) s"
+exit $rc

@@ -5,14 +5,15 @@
 //! exact through them; `overwritten` / `type_changed` (`o`, `c`) enabled change no count, and
 //! `check-config --connect` says which flags lockwatch uses and which it ignores. What a
 //! server lacks is asked of the server and asserted as refused, never skipped: each test
-//! prints what it exercised.
+//! names what it exercised and what the build lacked (`common::compat`), which `make compat`
+//! writes into the matrix.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::time::Duration;
 
-use common::{Metrics, Served, config, conn, redis};
+use common::{Metrics, Served, compat, config, conn, redis};
 
 const KEY: &str = "t:lock:cmd";
 
@@ -85,7 +86,6 @@ async fn lock_commands_without_lua_count_once_each_in_events_mode() {
     .await;
     let who = server(&mut c);
     let mut want = [0.0; 3];
-    let mut exercised = vec![];
 
     // SET NX PX acquires; SET XX PX with the same token renews (every server).
     assert_eq!(ask(&mut c, &["SET", KEY, "tok-a", "NX", "PX", "30000"]).unwrap(), "OK");
@@ -94,7 +94,7 @@ async fn lock_commands_without_lua_count_once_each_in_events_mode() {
     assert_eq!(ask(&mut c, &["SET", KEY, "tok-a", "XX", "PX", "30000"]).unwrap(), "OK");
     want[2] += 1.0;
     settle(&s, want, "SET XX PX renewal").await;
-    exercised.push("SET XX PX");
+    compat::exercised("SET XX PX (events mode)");
 
     // SET … IFEQ: a renewal when the token matches, nothing when it does not.
     match ask(&mut c, &["SET", KEY, "tok-a", "IFEQ", "tok-a", "PX", "30000"]) {
@@ -107,13 +107,13 @@ async fn lock_commands_without_lua_count_once_each_in_events_mode() {
                 "nil"
             );
             settle(&s, want, "a refused SET IFEQ counts nothing").await;
-            exercised.push("SET IFEQ");
+            compat::exercised("SET IFEQ (events mode)");
         }
         Err(e) => {
             // Servers before Valkey 8.1 / Redis 8.4 refuse the option; nothing is counted.
             assert!(e.contains("syntax error"), "{who}: {e}");
             settle(&s, want, "a SET IFEQ the server refuses").await;
-            println!("{who}: SET IFEQ refused by the server ({e})");
+            compat::lacks("SET IFEQ", &format!("{who}: {e}"));
         }
     }
 
@@ -124,7 +124,7 @@ async fn lock_commands_without_lua_count_once_each_in_events_mode() {
         assert_eq!(ask(&mut c, &["DELIFEQ", KEY, "tok-a"]).unwrap(), "1");
         want[1] += 1.0;
         settle(&s, want, "DELIFEQ release").await;
-        exercised.push("DELIFEQ");
+        compat::exercised("DELIFEQ (events mode)");
         assert_eq!(ask(&mut c, &["SET", KEY, "tok-a", "NX", "PX", "30000"]).unwrap(), "OK");
         want[0] += 1.0;
         settle(&s, want, "acquired again").await;
@@ -135,7 +135,7 @@ async fn lock_commands_without_lua_count_once_each_in_events_mode() {
                 .contains("unknown command"),
             "{who}"
         );
-        println!("{who}: DELIFEQ unknown to the server");
+        compat::lacks("DELIFEQ", &format!("{who}: unknown command"));
     }
 
     // DELEX … IFEQ (Redis 8.4).
@@ -145,7 +145,7 @@ async fn lock_commands_without_lua_count_once_each_in_events_mode() {
         assert_eq!(ask(&mut c, &["DELEX", KEY, "IFEQ", "tok-a"]).unwrap(), "1");
         want[1] += 1.0;
         settle(&s, want, "DELEX IFEQ release").await;
-        exercised.push("DELEX IFEQ");
+        compat::exercised("DELEX IFEQ (events mode)");
     } else {
         assert!(
             ask(&mut c, &["DELEX", KEY, "IFEQ", "tok-a"])
@@ -156,9 +156,8 @@ async fn lock_commands_without_lua_count_once_each_in_events_mode() {
         let _: () = redis::cmd("DEL").arg(KEY).query(&mut c).unwrap();
         want[1] += 1.0;
         settle(&s, want, "released with DEL").await;
-        println!("{who}: DELEX unknown to the server");
+        compat::lacks("DELEX", &format!("{who}: unknown command"));
     }
-    println!("{who}: exercised {}", exercised.join(", "));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,7 +170,16 @@ async fn scan_mode_stays_exact_through_the_lock_commands() {
     ask(&mut c, &["SET", KEY, "tok-a", "NX", "PX", "30000"]).unwrap();
     s.wait_for(Duration::from_secs(10), "held 1", |m| held(m) == Some(1.0))
         .await;
-    let ifeq = ask(&mut c, &["SET", KEY, "tok-a", "IFEQ", "tok-a", "PX", "30000"]).is_ok();
+    match ask(&mut c, &["SET", KEY, "tok-a", "IFEQ", "tok-a", "PX", "30000"]) {
+        Ok(ok) => {
+            assert_eq!(ok, "OK", "{who}");
+            compat::exercised("SET IFEQ (scan mode)");
+        }
+        Err(e) => {
+            assert!(e.contains("syntax error"), "{who}: {e}");
+            compat::lacks("SET IFEQ", &format!("{who}: {e}"));
+        }
+    }
     ask(&mut c, &["SET", KEY, "tok-a", "XX", "PX", "30000"]).unwrap();
     tokio::time::sleep(Duration::from_millis(700)).await;
     let m = s.metrics().await;
@@ -183,6 +191,7 @@ async fn scan_mode_stays_exact_through_the_lock_commands() {
         "{who}: a renewal is no handoff"
     );
     let released = if knows(&mut c, "DELIFEQ") {
+        compat::exercised("DELIFEQ (scan mode)");
         ask(&mut c, &["DELIFEQ", KEY, "tok-a"]).unwrap()
     } else {
         ask(&mut c, &["DEL", KEY]).unwrap()
@@ -190,10 +199,6 @@ async fn scan_mode_stays_exact_through_the_lock_commands() {
     assert_eq!(released, "1");
     s.wait_for(Duration::from_secs(10), "held 0", |m| held(m) == Some(0.0))
         .await;
-    println!(
-        "{who}: scan mode, SET IFEQ {}",
-        if ifeq { "exercised" } else { "refused" }
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,7 +212,7 @@ async fn overwritten_and_type_changed_events_change_no_count() {
         Ok(_) => "KEg$xeoc",
         Err(e) => {
             assert!(e.contains("notify-keyspace-events"), "{who}: {e}");
-            println!("{who}: `o` and `c` refused by the server ({e})");
+            compat::lacks("notify-keyspace-events `o` and `c`", &format!("{who}: {e}"));
             ask(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]).unwrap();
             "KEA"
         }
@@ -250,5 +255,7 @@ async fn overwritten_and_type_changed_events_change_no_count() {
             "{who}: {said}"
         );
     }
-    println!("{who}: notify-keyspace-events {flags}");
+    if flags.contains('o') {
+        compat::exercised("notify-keyspace-events `o` (overwritten) and `c` (type_changed)");
+    }
 }

@@ -5,6 +5,7 @@
 
 pub mod alertmanager;
 pub mod cdp;
+pub mod compat;
 pub mod drill;
 pub mod freeze;
 pub mod headless;
