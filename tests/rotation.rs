@@ -400,3 +400,164 @@ async fn copytruncate_copies_the_glob_matches_are_read_from_the_offset_not_whole
         "copies counted twice or lost"
     );
 }
+
+/// `cp FROM TO` (in place when TO exists: its inode kept, its bytes replaced).
+fn cp(from: &Path, to: &Path) {
+    let out = std::process::Command::new("cp").arg(from).arg(to).output().unwrap();
+    assert!(out.status.success(), "cp: {}", common::output_text(&out));
+}
+
+fn truncate(path: &Path) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_rotated_file_rewritten_in_place_counts_every_record_once() {
+    let r = common::redis(&[]);
+    let mut s = Setup::new(&r.url(), "");
+    let rotated = s.dir.path().join("app.log.1");
+    let rename = Logrotate::new(s.dir.path(), "create", &s.log, "    create");
+    let mut w = AppWriter::start(&s.log);
+    let mut p = s.serve(None);
+    w.write(10);
+    assert_eq!(settle_counted(&p, 10).await, 10);
+    // Renamed; the application, not told, writes into the rotated file, which is then
+    // truncated and written anew: new content, read from its start.
+    rename.run();
+    w.write(5);
+    assert_eq!(settle_counted(&p, 15).await, 15);
+    truncate(&rotated);
+    w.write(7);
+    assert_eq!(
+        settle_counted(&p, 22).await,
+        22,
+        "new lines in a truncated rotated file"
+    );
+    w.hup();
+    // Now the rotated file, still followed, gets the live file's lines copied over it in
+    // place, and the live file is truncated (`cp app.log app.log.1 && : > app.log`), 20
+    // times under a 2,000 lines/s writer paused around each; a restart and a SIGKILL among
+    // them. The next copy waits until the last one's lines are counted: written over
+    // unread, they would be in no file at all.
+    w.rate(2000);
+    for round in 0..20 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = w.pause();
+        let sig = match round {
+            6 => Some("-TERM"),
+            13 => Some("-KILL"),
+            _ => None,
+        };
+        if let Some(sig) = sig {
+            p.signal(sig);
+        }
+        cp(&s.log, &rotated);
+        truncate(&s.log);
+        if sig.is_some() {
+            p = s.serve(None);
+        }
+        w.rate(2000);
+        wait_until(&p, Duration::from_secs(20), "the copy's lines counted", |m| {
+            common::logs::not_owned(m, "workflow") as u64 >= before
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let written = w.pause();
+    let said = s.said();
+    assert_eq!(settle_counted(&p, written).await, written, "lockwatch said:\n{said}");
+    assert!(
+        said.contains("written over with a copy of another followed file's lines"),
+        "{said}"
+    );
+}
+
+/// Busy loops on every core until dropped: the load under which a race shows.
+struct Busy(
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    Vec<std::thread::JoinHandle<()>>,
+);
+
+impl Busy {
+    fn start() -> Busy {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = (0..cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                })
+            })
+            .collect();
+        Busy(stop, threads)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.1.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `n` lock failures numbered from `from`, as the writer's.
+fn records(from: u64, n: u64) -> String {
+    (from..from + n)
+        .map(|i| format!("ts=1.0 level=error msg=\"lock not owned\" key=wf:lock:{i}\n"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncation_raced_by_new_lines_with_the_same_first_bytes_is_told_under_cpu_load() {
+    let r = common::redis(&[]);
+    let mut s = Setup::new(&r.url(), "");
+    let _busy = Busy::start();
+    // The application writes the same banner, longer than the fingerprint, at every start.
+    let banner = format!("# payout-worker 4.2.1 starting {}\n", "=".repeat(1200));
+    let mut written = 0;
+    std::fs::write(&s.log, format!("{banner}{}", records(0, 40))).unwrap();
+    written += 40;
+    let mut p = s.serve(None);
+    // Truncated and written past the offset read to again before the next poll, the
+    // first 1 KiB the same: every round once lockwatch has caught up.
+    for round in 0..20u64 {
+        assert_eq!(settle_quick(&p, written).await, written, "round {round}");
+        let n = 40 + round * 3;
+        std::fs::write(&s.log, format!("{banner}{}", records(written, n))).unwrap();
+        written += n;
+    }
+    // Rewritten in place while lockwatch was stopped or killed: the same banner, more
+    // lines than it read.
+    for sig in ["-TERM", "-KILL", "-TERM"] {
+        assert_eq!(settle_quick(&p, written).await, written, "before {sig}");
+        p.signal(sig);
+        std::fs::write(&s.log, format!("{banner}{}", records(written, 200))).unwrap();
+        written += 200;
+        p = s.serve(None);
+    }
+    let said = s.said();
+    assert_eq!(settle_counted(&p, written).await, written, "lockwatch said:\n{said}");
+    assert!(said.contains("the bytes before its offset changed"), "{said}");
+}
+
+/// Wait until `want` records are counted (at most 20 s); what was counted then.
+async fn settle_quick(p: &common::logs::Proc, want: u64) -> u64 {
+    let started = std::time::Instant::now();
+    loop {
+        let now = counted(p).await;
+        if now >= want || started.elapsed() > Duration::from_secs(20) {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

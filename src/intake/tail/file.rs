@@ -4,9 +4,12 @@
 //! The offset always sits at a record boundary — just after the newline that ends a record —
 //! or inside an over-long line being skipped, so saving it can never split a line or a
 //! record between two runs. A file truncated or rewritten under its offset says what it held
-//! (`Held`), so its copy can be looked for; where to look is `search`'s business. logrotate
-//! may truncate a file at any moment, during a read too: checks read what is there (a file
-//! shorter than they need does not match) and are never an error for it.
+//! (`Held`), so its copy can be looked for; where to look is `search`'s business. Every read
+//! takes the bytes before the offset with the new ones, in one `pread`, and checks them, so a
+//! file truncated and written past its offset again between two reads is told even with the
+//! same first bytes. What it holds then may be a copy of another file's lines (`is_copy_of`,
+//! judged by `reuse`). logrotate may truncate a file at any moment, during a read too: checks
+//! read what is there (a file shorter than they need does not match) and are never an error.
 
 use std::fs::{File, Metadata};
 use std::io;
@@ -15,12 +18,11 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::fingerprint::read_up_to;
+pub(crate) use super::fingerprint::{FINGERPRINT_MAX, Fingerprint, before, matches_before};
 use crate::intake::MAX_LINE;
 use crate::intake::lines::Splitter;
 use crate::intake::records::{End, Piece, RecordSplitter};
-
-/// Bytes at the start of a file that identify it beside its inode.
-pub(crate) const FINGERPRINT_MAX: u32 = 1024;
 
 /// Device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,97 +38,6 @@ impl FileId {
             ino: meta.ino(),
         }
     }
-}
-
-/// CRC-32 of the first `len` bytes (at most `FINGERPRINT_MAX`): tells a reused inode, or a
-/// file rewritten in place, from the file whose offset was kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fingerprint {
-    pub(crate) len: u32,
-    pub(crate) crc: u32,
-}
-
-impl Fingerprint {
-    /// The fingerprint of `file`, `size` bytes long: of fewer bytes when it is shorter now (a
-    /// truncation between the size asked and the read).
-    pub(crate) fn read(file: &File, size: u64) -> io::Result<Self> {
-        let mut buf = vec![0u8; size.min(u64::from(FINGERPRINT_MAX)) as usize];
-        let n = read_up_to(file, &mut buf, 0)?;
-        Ok(Fingerprint::of(&buf[..n]))
-    }
-
-    fn of(bytes: &[u8]) -> Self {
-        Fingerprint {
-            len: bytes.len() as u32,
-            crc: crc32fast::hash(bytes),
-        }
-    }
-
-    /// Whether `file` (now `size` bytes) still begins with the fingerprinted bytes; not when
-    /// it is shorter, or shrank while read.
-    pub(crate) fn matches(&self, file: &File, size: u64) -> io::Result<bool> {
-        if size < u64::from(self.len) {
-            return Ok(false);
-        }
-        crc_at(file, 0, self.len).map(|c| c == Some(self.crc))
-    }
-
-    /// This fingerprint taken of more bytes (up to `FINGERPRINT_MAX`, `size`) if `file` still
-    /// begins with the ones it was taken of; else unchanged (the next read finds the file
-    /// rewritten).
-    fn extended(self, file: &File, size: u64) -> io::Result<Self> {
-        let mut buf = vec![0u8; size.min(u64::from(FINGERPRINT_MAX)) as usize];
-        let n = read_up_to(file, &mut buf, 0)?;
-        let head = buf.get(..self.len as usize).map(crc32fast::hash);
-        Ok(if head == Some(self.crc) {
-            Fingerprint::of(&buf[..n])
-        } else {
-            self
-        })
-    }
-}
-
-/// CRC-32 of the bytes just before an offset (at most `FINGERPRINT_MAX`): saved with the
-/// offset, so a file rewritten in place while lockwatch was stopped — same first bytes,
-/// other lines — is read from its start instead of from an offset that means nothing now.
-/// `UnexpectedEof` when the file is shorter than the offset.
-pub(crate) fn before(file: &File, offset: u64) -> io::Result<Fingerprint> {
-    let len = offset.min(u64::from(FINGERPRINT_MAX)) as u32;
-    match crc_at(file, offset - u64::from(len), len)? {
-        Some(crc) => Ok(Fingerprint { len, crc }),
-        None => Err(io::ErrorKind::UnexpectedEof.into()),
-    }
-}
-
-/// Whether `file` (now `size` bytes) still holds, just before `offset`, the bytes `check`
-/// was taken of; not when it is shorter, or shrank while read.
-pub(crate) fn matches_before(check: &Fingerprint, file: &File, offset: u64, size: u64) -> io::Result<bool> {
-    if size < offset || offset < u64::from(check.len) {
-        return Ok(false);
-    }
-    crc_at(file, offset - u64::from(check.len), check.len).map(|c| c == Some(check.crc))
-}
-
-/// CRC-32 of the `len` bytes at `at`; `None` when the file ends before them (it may be
-/// truncated by logrotate at any moment).
-fn crc_at(file: &File, at: u64, len: u32) -> io::Result<Option<u32>> {
-    let mut buf = vec![0u8; len as usize];
-    let n = read_up_to(file, &mut buf, at)?;
-    Ok((n == buf.len()).then(|| crc32fast::hash(&buf)))
-}
-
-/// Read into `buf` from `at` until it is full or the file ends; how much was read.
-fn read_up_to(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read_at(&mut buf[n..], at + n as u64) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// What a file held up to its offset when it was found truncated or rewritten: a copy that
@@ -203,6 +114,10 @@ pub(crate) struct Tracked {
     seen: (u64, Option<SystemTime>),
     /// The size at which the records held back were last flushed for quiet.
     flushed_at: u64,
+    /// Found truncated or rewritten, and what it holds now not judged yet (`Tailer::settle`).
+    pub(crate) unsettled: bool,
+    /// What it holds is a copy of another followed file's lines: not read (`set_copied`).
+    copied: bool,
 }
 
 impl Tracked {
@@ -232,6 +147,8 @@ impl Tracked {
             last_growth: Instant::now(),
             seen: (u64::MAX, None),
             flushed_at: u64::MAX,
+            unsettled: false,
+            copied: false,
             file,
         })
     }
@@ -291,7 +208,13 @@ impl Tracked {
     /// Read what was appended since the last call, at most about `budget` bytes, into `buf`,
     /// handing each record to `on`. `End::Quiet` ends the records held back at the last
     /// complete line; `End::Eof` (a rotated file being closed) counts an unfinished last
-    /// line too.
+    /// line too. A file found truncated or rewritten starts again at 0 and the call ends
+    /// there (`restarted`): what it holds now is for the caller to judge (`unsettled`).
+    ///
+    /// Each read takes the bytes just before the offset with the new ones, in one `pread`,
+    /// and checks them against the ones consumed: a file truncated and written past its
+    /// offset again between two reads, with the same first bytes, is told so, never read
+    /// from an offset that now falls in other lines.
     pub(crate) fn read(
         &mut self,
         buf: &mut [u8],
@@ -313,61 +236,43 @@ impl Tracked {
             self.last_growth = Instant::now();
         }
         if size < self.offset {
-            report.restarted = Some("truncated");
+            return self.restart("truncated", report);
         } else if self.offset > 0 && !self.fingerprint.matches(&self.file, size)? {
-            report.restarted = Some("rewritten (its first bytes changed)");
+            return self.restart("rewritten (its first bytes changed)", report);
         }
-        if report.restarted.is_some() {
-            report.held = (self.offset > 0).then(|| Held {
-                id: self.id,
-                path: self.path.clone(),
-                fingerprint: self.fingerprint,
-                offset: self.offset,
-                before: self.before,
-                skipping: self.records.splitter.skipping,
-            });
-            self.offset = 0;
-            self.before = Fingerprint { len: 0, crc: 0 };
-            self.records.splitter = Splitter::default();
-            self.fingerprint = Fingerprint::read(&self.file, size)?;
+        if self.copied {
+            self.skip_to(size)?;
         }
-        // The bytes consumed last (up to `FINGERPRINT_MAX`): the check before the offset is
-        // taken of them, not read again from a file logrotate may truncate meanwhile.
-        let mut last: Vec<u8> = Vec::new();
+        let fp = FINGERPRINT_MAX as usize;
         while self.offset < size {
             if report.consumed >= budget {
                 report.more = true;
                 break;
             }
-            let want = (size - self.offset).min(buf.len() as u64) as usize;
-            let n = self.file.read_at(&mut buf[..want], self.offset)?;
+            let lead = self.offset.min(FINGERPRINT_MAX.into()) as usize;
+            let want = (size - self.offset).min((buf.len() - fp) as u64) as usize;
+            let got = read_up_to(&self.file, &mut buf[..lead + want], self.offset - lead as u64)?;
+            if got < lead {
+                return self.restart("truncated", report);
+            }
+            if self.before.len as usize == lead && crc32fast::hash(&buf[..lead]) != self.before.crc {
+                return self.restart("rewritten (the bytes before its offset changed)", report);
+            }
+            let n = got - lead;
             if n == 0 {
                 break;
             }
             let whole = self.offset + n as u64 >= size;
             let chunk_end = if whole { end } else { End::More };
-            let used = self.records.feed(&buf[..n], MAX_LINE, chunk_end, &mut on);
-            let fp = FINGERPRINT_MAX as usize;
-            last.extend_from_slice(&buf[used.saturating_sub(fp)..used]);
-            last.drain(..last.len().saturating_sub(fp));
-            let used = used as u64;
-            self.offset += used;
-            report.consumed += used;
+            let used = self.records.feed(&buf[lead..got], MAX_LINE, chunk_end, &mut on);
             if used == 0 {
                 break; // an unfinished last line or record: wait for what follows it
             }
-        }
-        if report.consumed > 0 {
-            let want = self.offset.min(u64::from(FINGERPRINT_MAX)) as usize;
-            self.before = match last.len() >= want {
-                true => Fingerprint::of(&last[last.len() - want..]),
-                // Less consumed than the check covers: the rest read again; truncated since,
-                // the check is of what was consumed alone (shorter, still the bytes before).
-                false => match before(&self.file, self.offset) {
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Fingerprint::of(&last),
-                    other => other?,
-                },
-            };
+            self.offset += used as u64;
+            report.consumed += used as u64;
+            // The check before the new offset, of the bytes just consumed (and the lead).
+            let k = self.offset.min(FINGERPRINT_MAX.into()) as usize;
+            self.before = Fingerprint::of(&buf[lead + used - k..lead + used]);
         }
         // Only fully read states are remembered, so a budget cut is resumed next time.
         self.seen = if report.more { (u64::MAX, None) } else { (size, mtime) };
@@ -376,6 +281,119 @@ impl Tracked {
         }
         Ok(report)
     }
+
+    /// Start again at 0, saying what the file held (its copy is looked for); what it holds
+    /// now is not read before the caller has judged it.
+    fn restart(&mut self, why: &'static str, mut report: ReadReport) -> io::Result<ReadReport> {
+        report.restarted = Some(why);
+        report.held = (self.offset > 0).then(|| self.held());
+        self.offset = 0;
+        self.before = Fingerprint { len: 0, crc: 0 };
+        self.records.splitter = Splitter::default();
+        self.fingerprint = Fingerprint::read(&self.file, self.file.metadata()?.len())?;
+        self.seen = (u64::MAX, None);
+        self.copied = false;
+        self.unsettled = true;
+        Ok(report)
+    }
+
+    /// What the file holds up to its offset, as a file found truncated says it.
+    pub(crate) fn held(&self) -> Held {
+        Held {
+            id: self.id,
+            path: self.path.clone(),
+            fingerprint: self.fingerprint,
+            offset: self.offset,
+            before: self.before,
+            skipping: self.records.splitter.skipping,
+        }
+    }
+
+    /// Its size now.
+    pub(crate) fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// Mark the file a copy of another's lines: not read, its offset kept at its end.
+    pub(crate) fn set_copied(&mut self) -> io::Result<()> {
+        self.copied = true;
+        self.unsettled = false;
+        self.skip_to(self.len()?)
+    }
+
+    /// Whether it is marked a copy of another file's lines.
+    pub(crate) fn copied(&self) -> bool {
+        self.copied
+    }
+
+    /// A copy read from now on for the lines its truncated original lost, from where the
+    /// original was read to (the caller checked the file holds what `held` held).
+    pub(crate) fn resume_copy(&mut self, held: &Held) {
+        self.fingerprint = held.fingerprint;
+        self.offset = held.offset;
+        self.before = held.before;
+        self.records.splitter = Splitter {
+            skipping: held.skipping,
+        };
+        self.copied = false;
+        self.unsettled = false;
+        self.seen = (u64::MAX, None);
+    }
+
+    fn skip_to(&mut self, size: u64) -> io::Result<()> {
+        if self.offset != size {
+            self.offset = size;
+            self.records.splitter = Splitter::default();
+            self.before = match before(&self.file, size) {
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Fingerprint::of(&[]),
+                other => other?,
+            };
+        }
+        Ok(())
+    }
+
+    /// Whether this file, found truncated or rewritten, now holds a copy of `other`'s lines:
+    /// it begins with `other`'s first bytes and holds the bytes `other` was read up to; or,
+    /// shorter than that (a copy under way, or of lines not read yet), its first and last
+    /// bytes are `other`'s at the same places.
+    pub(crate) fn is_copy_of(&self, other: &Tracked) -> io::Result<bool> {
+        let size = self.len()?;
+        if size == 0 || other.id == self.id {
+            return Ok(false);
+        }
+        if other.offset > 0 && size >= other.offset {
+            return Ok(other.fingerprint.matches(&self.file, size)?
+                && matches_before(&other.before, &self.file, other.offset, size)?);
+        }
+        let n = size.min(FINGERPRINT_MAX.into());
+        Ok(same_bytes(&self.file, &other.file, 0, n)? && same_bytes(&self.file, &other.file, size - n, n)?)
+    }
+
+    /// Whether the file no longer holds what was read of it (truncated, or rewritten), though
+    /// not read since: its next read starts again.
+    pub(crate) fn stale(&self) -> io::Result<bool> {
+        let size = self.len()?;
+        Ok(size < self.offset
+            || (self.offset > 0
+                && !(self.fingerprint.matches(&self.file, size)?
+                    && matches_before(&self.before, &self.file, self.offset, size)?)))
+    }
+
+    /// Whether this file now holds what `held` held (a copy of a file just truncated).
+    pub(crate) fn holds(&self, held: &Held) -> io::Result<bool> {
+        let size = self.len()?;
+        Ok(held.id != self.id
+            && held.offset > 0
+            && held.fingerprint.matches(&self.file, size)?
+            && matches_before(&held.before, &self.file, held.offset, size)?)
+    }
+}
+
+/// Whether `a` and `b` hold the same `n` bytes at `at` (not when either is shorter).
+fn same_bytes(a: &File, b: &File, at: u64, n: u64) -> io::Result<bool> {
+    let mut x = vec![0u8; n as usize];
+    let mut y = vec![0u8; n as usize];
+    Ok(read_up_to(a, &mut x, at)? == x.len() && read_up_to(b, &mut y, at)? == y.len() && x == y)
 }
 
 /// For `start_at = end`: the offset just after the last newline, so reading starts with the
@@ -393,73 +411,5 @@ fn end_of_last_line(file: &File, size: u64) -> io::Result<(u64, Splitter)> {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use std::io::Write;
-
-    use super::*;
-
-    fn lines(t: &mut Tracked, eof: bool) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 256 * 1024];
-        let end = if eof { End::Eof } else { End::Quiet };
-        t.read(&mut buf, u64::MAX, end, |p| {
-            if let Piece::Record { bytes, .. } = p {
-                out.push(String::from_utf8_lossy(bytes).into_owned());
-            }
-        })
-        .unwrap();
-        out
-    }
-
-    fn off() -> RecordSplitter {
-        RecordSplitter::new(crate::config::Multiline::Off)
-    }
-
-    #[test]
-    fn start_at_end_skips_to_the_last_newline_and_partial_lines_wait() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.log");
-        let mut f = File::create(&p).unwrap();
-        f.write_all(b"old 1\nold 2\nhalf").unwrap();
-        let mut t = Tracked::open(&p, None, off()).unwrap();
-        assert_eq!(t.offset, 12);
-        assert_eq!(lines(&mut t, false), Vec::<String>::new());
-        f.write_all(b" done\nnew\npart").unwrap();
-        assert_eq!(lines(&mut t, false), vec!["half done", "new"]);
-        f.write_all(b"ial").unwrap();
-        assert_eq!(lines(&mut t, true), vec!["partial"]);
-    }
-
-    #[test]
-    fn a_file_truncated_between_its_size_and_the_read_is_no_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.log");
-        std::fs::write(&p, "0123456789").unwrap();
-        let f = File::open(&p).unwrap();
-        // Sizes asked before logrotate truncated the file to 10 bytes.
-        assert_eq!(Fingerprint::read(&f, 5000).unwrap().len, 10);
-        let fp = Fingerprint { len: 20, crc: 7 };
-        assert!(!fp.matches(&f, 5000).unwrap());
-        assert!(!matches_before(&fp, &f, 4000, 5000).unwrap());
-        assert_eq!(before(&f, 4000).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
-        // A fingerprint is extended only over the bytes it was taken of.
-        let head = Fingerprint::read(&f, 4).unwrap();
-        assert_eq!(head.extended(&f, 10).unwrap(), Fingerprint::read(&f, 10).unwrap());
-        std::fs::write(&p, "abcdefghijkl").unwrap();
-        assert_eq!(head.extended(&f, 12).unwrap(), head);
-    }
-
-    #[test]
-    fn truncation_and_rewrites_start_again_at_zero() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.log");
-        std::fs::write(&p, "one\ntwo\n").unwrap();
-        let mut t = Tracked::open(&p, Some(0), off()).unwrap();
-        assert_eq!(lines(&mut t, false), vec!["one", "two"]);
-        std::fs::write(&p, "x\n").unwrap(); // shorter: truncated
-        assert_eq!(lines(&mut t, false), vec!["x"]);
-        std::fs::write(&p, "different\nand longer\n").unwrap(); // longer, other first bytes
-        assert_eq!(lines(&mut t, false), vec!["different", "and longer"]);
-    }
-}
+#[path = "file_tests.rs"]
+mod tests;

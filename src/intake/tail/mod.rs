@@ -7,7 +7,8 @@
 //! (`scan`, `rotated`): a file renamed away or deleted is followed while it grows and closed
 //! once neither grown nor rotated for `rotated_grace`, while the new file at the path is read
 //! from its start; a truncated or rewritten file starts again at 0, after the copy of what it held
-//! (`copytruncate`) is read from the old offset; files rotated while lockwatch was stopped
+//! (`copytruncate`) is read from the old offset, unless what it holds now is a copy of another
+//! followed file's lines (`reuse`: `cp` over a rotated file); files rotated while lockwatch was stopped
 //! are found again (`search`). Offsets — always at record boundaries — are saved every
 //! `SAVE_EVERY` and at shutdown together with the counts they cover, and counts reach the
 //! counters only once saved: a restart, SIGKILL included, continues the counters from the
@@ -16,7 +17,9 @@
 
 mod counts;
 mod file;
+mod fingerprint;
 mod offsets;
+mod reuse;
 mod rotated;
 mod scan;
 mod search;
@@ -281,31 +284,49 @@ impl Tailer {
     }
 
     /// Read file `i`: whether its budget ran out, or `Err` (logged) when it cannot be read
-    /// and should be dropped (it is picked up again if it is still there).
+    /// and should be dropped (it is picked up again if it is still there). A file found
+    /// truncated or rewritten is judged (`settle`) before what it holds now is read.
     fn read(&mut self, i: usize, end: End) -> Result<bool, ()> {
-        let (classifier, format) = (&self.classifier, self.source.format);
-        let tally = &mut self.tally;
-        let t = &mut self.files[i];
-        let (dev, ino) = (t.id.dev, t.id.ino);
-        let path = t.path.clone();
-        let file = FileRef { dev, ino, path: &path };
-        let result = t.read(&mut self.buf, READ_BUDGET, end, |piece| {
-            tally.piece_from(classifier, &piece, format, &file)
-        });
-        match result {
-            Ok(r) => {
-                if let Some(why) = r.restarted {
-                    tracing::info!(source = %self.source.name, file = %t.path.display(), why, "reading the file again from its start");
+        // At most: a restart, then the read of what the file holds now.
+        for _ in 0..2 {
+            if self.files[i].unsettled {
+                match self.settle(i) {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(false), // empty: judged once it holds something
+                    Err(e) => return self.unreadable(i, &e),
                 }
-                self.dirty |= r.consumed > 0 || r.restarted.is_some();
-                self.held.extend(r.held);
-                Ok(r.more)
             }
-            Err(e) => {
-                tracing::warn!(source = %self.source.name, file = %t.path.display(), error = %e, "cannot read; the file is dropped and picked up again if it is still there");
-                Err(())
+            let (classifier, format) = (&self.classifier, self.source.format);
+            let tally = &mut self.tally;
+            let t = &mut self.files[i];
+            let (dev, ino) = (t.id.dev, t.id.ino);
+            let path = t.path.clone();
+            let file = FileRef { dev, ino, path: &path };
+            let result = t.read(&mut self.buf, READ_BUDGET, end, |piece| {
+                tally.piece_from(classifier, &piece, format, &file)
+            });
+            match result {
+                Ok(r) => {
+                    self.dirty |= r.consumed > 0 || r.restarted.is_some();
+                    if let Some(why) = r.restarted {
+                        tracing::info!(source = %self.source.name, file = %self.files[i].current_path().display(), why,
+                            "the file starts again at 0");
+                        self.held.extend(r.held);
+                        continue;
+                    }
+                    return Ok(r.more);
+                }
+                Err(e) => return self.unreadable(i, &e),
             }
         }
+        Ok(true)
+    }
+
+    /// Say file `i` cannot be read; `Err`: it is dropped.
+    fn unreadable(&self, i: usize, e: &std::io::Error) -> Result<bool, ()> {
+        tracing::warn!(source = %self.source.name, file = %self.files[i].path.display(), error = %e,
+            "cannot read; the file is dropped and picked up again if it is still there");
+        Err(())
     }
 
     /// How this source reads records, inside an over-long line or not.
@@ -348,6 +369,7 @@ impl Tailer {
                     before_crc32: before.crc,
                     skipping: t.records.splitter.skipping,
                     copy: t.rotated.as_ref().is_some_and(|r| r.copy),
+                    copied: t.copied(),
                 }
             })
             .collect();

@@ -44,6 +44,10 @@ pub(crate) struct SavedFile {
     /// once read to its end. `path` is then the original's, as for a rotated file.
     #[serde(default)]
     pub(crate) copy: bool,
+    /// Written over with a copy of another followed file's lines: not read, its offset kept
+    /// at its end, until that file is found truncated (then read from where it was read to).
+    #[serde(default)]
+    pub(crate) copied: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +145,7 @@ mod tests {
             before_crc32: 6,
             skipping: false,
             copy: true,
+            copied: false,
         };
         let counts = SavedCounts::default();
         store.save("app", vec![file.clone()], counts.clone()).unwrap();
@@ -155,8 +160,13 @@ mod tests {
         .unwrap();
         let old = store.load().unwrap().unwrap();
         assert_eq!(
-            (old.counts, old.files[0].before_len, old.files[0].copy),
-            (None, 0, false)
+            (
+                old.counts,
+                old.files[0].before_len,
+                old.files[0].copy,
+                old.files[0].copied
+            ),
+            (None, 0, false, false)
         );
         std::fs::write(&store.path, b"{\"version\":1,").unwrap();
         assert!(matches!(store.load(), Err(OffsetsError::Corrupt { .. })));

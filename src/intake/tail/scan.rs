@@ -98,12 +98,15 @@ impl Tailer {
         let meta = probe.metadata()?;
         let id = FileId::of(&meta);
         let saved = self.take_saved(id, &probe, meta.len())?;
-        let (offset, skipping) = match saved {
+        let (offset, skipping) = match &saved {
             Some(s) => (Some(s.offset), s.skipping),
             None if self.first_scan && !self.resumed && self.source.start_at == StartAt::End => (None, false),
             None => (Some(0), false),
         };
-        let t = Tracked::open(path, offset, self.records(skipping))?;
+        let mut t = Tracked::open(path, offset, self.records(skipping))?;
+        if saved.as_ref().is_some_and(|s| s.copied) {
+            t.set_copied()?;
+        }
         tracing::debug!(source = %self.source.name, file = %path.display(), offset = t.offset, "following");
         Ok(t)
     }
@@ -151,6 +154,9 @@ impl Tailer {
                 Ok(mut t) => {
                     tracing::info!(source = %self.source.name, file = %path.display(), was = %s.path.display(),
                         offset = s.offset, "finishing a file rotated while lockwatch was stopped");
+                    if s.copied && !copy {
+                        let _ = t.set_copied(); // on failure, read as it is: its next read fails too
+                    }
                     t.rotated = Some(Rotated::new(&s.path, copy));
                     self.files.push(t);
                 }
@@ -173,8 +179,21 @@ impl Tailer {
                     "no copy of the truncated file found beside it: lines written between the last read and the truncation, if any, are not counted");
                 continue;
             };
-            if self.files.iter().any(|t| t.id == c.id) {
-                continue; // followed already: the glob matches it
+            if let Some(t) = self.files.iter_mut().find(|t| t.id == c.id) {
+                // Followed already: the glob matches it, or it was written over with this
+                // copy while followed — judged so, or not read since (`cp` and the truncation
+                // between its read and the original's) — and is read from the offset now.
+                if t.copied() || t.stale().unwrap_or(false) {
+                    tracing::info!(source = %self.source.name, file = %held.path.display(), copy = %c.path.display(),
+                        offset = held.offset, "truncated: reading its copy from where the file was read to");
+                    t.resume_copy(&held);
+                    if let Some(r) = t.rotated.as_mut() {
+                        r.copy = true;
+                    }
+                    self.dirty = true;
+                    adopted = true;
+                }
+                continue;
             }
             match Tracked::open(&c.path, Some(held.offset), self.records(held.skipping)) {
                 Ok(mut t) => {
