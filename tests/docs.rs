@@ -1,7 +1,8 @@
 //! The docs kept true by the code: the configuration reference lists exactly the keys the
 //! config parser accepts (asked of the parser itself, with an unknown key in each section);
 //! the metrics reference lists exactly the families a live `/metrics` exports; every
-//! relative link of the README and `docs/` points at a file that exists.
+//! relative link of the README and `docs/` points at a file that exists; the server matrix
+//! a whole `make compat` run wrote still counts the tests the files have.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -187,5 +188,74 @@ fn every_relative_link_of_the_docs_points_at_a_file() {
             read("README.md").contains(page.as_str()),
             "README.md does not link {page}"
         );
+    }
+}
+
+/// The test functions of `tests/<file>.rs`.
+fn tests_in(file: &str) -> usize {
+    read(&format!("tests/{file}.rs"))
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            l.starts_with("#[test]") || l.starts_with("#[tokio::test")
+        })
+        .count()
+}
+
+/// `docs/compat-matrix.md` is what a whole `make compat` run wrote (`scripts/compat_matrix.py`),
+/// and still true: a row per file `scripts/compat.sh` runs, in its order, each server's
+/// passed and failed adding up to the file's tests now, none failed; `tls` skipped only where
+/// the build has no TLS.
+#[test]
+fn the_server_matrix_in_the_docs_counts_the_tests_the_files_have() {
+    let script = read("scripts/compat.sh");
+    let list = script
+        .split_once("all_files=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .expect("all_files in scripts/compat.sh")
+        .0;
+    let files: Vec<&str> = list.split_whitespace().collect();
+    let doc = read("docs/compat-matrix.md");
+    let rerun = "run `make compat` again and commit docs/compat-matrix.md";
+    let header = doc
+        .lines()
+        .find(|l| l.starts_with("| test file |"))
+        .expect("the table's header");
+    let servers: Vec<&str> = header
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .skip(1)
+        .collect();
+    assert_eq!(servers, ["redis-6.2.5", "redis-8.2.3", "valkey-9.1.2"], "{rerun}");
+    let rows: Vec<Vec<&str>> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.split('|').map(str::trim).filter(|c| !c.is_empty()).collect())
+        .collect();
+    let named: Vec<&str> = rows.iter().map(|r| r[0].trim_matches('`')).collect();
+    assert_eq!(named, files, "the matrix's files are not compat.sh's: {rerun}");
+    for row in &rows {
+        let file = row[0].trim_matches('`');
+        let want = tests_in(file);
+        assert!(want > 0, "tests/{file}.rs has no tests");
+        for (server, cell) in servers.iter().zip(&row[1..]) {
+            if cell.starts_with("skipped") {
+                assert_eq!(file, "tls", "{file} skipped on {server}: {rerun}");
+                continue;
+            }
+            let (passed, failed) = cell
+                .split_once(" / ")
+                .map(|(p, f)| (p.parse::<usize>().unwrap(), f.parse::<usize>().unwrap()))
+                .unwrap_or_else(|| panic!("{file} on {server}: {cell:?}"));
+            assert_eq!(failed, 0, "{file} failed on {server}: {rerun}");
+            assert_eq!(
+                passed, want,
+                "tests/{file}.rs has {want} tests, the matrix counts {passed} on {server}: {rerun}"
+            );
+        }
+    }
+    for server in &servers {
+        assert!(doc.contains(&format!("- **{server}** lacks: ")), "{server}: {rerun}");
     }
 }

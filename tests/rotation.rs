@@ -471,7 +471,7 @@ async fn a_followed_rotated_file_rewritten_in_place_counts_every_record_once() {
     let said = s.said();
     assert_eq!(settle_counted(&p, written).await, written, "lockwatch said:\n{said}");
     assert!(
-        said.contains("written over with a copy of another followed file's lines"),
+        said.contains("holds a copy of another followed file's lines"),
         "{said}"
     );
 }

@@ -114,10 +114,14 @@ pub(crate) struct Tracked {
     seen: (u64, Option<SystemTime>),
     /// The size at which the records held back were last flushed for quiet.
     flushed_at: u64,
-    /// Found truncated or rewritten, and what it holds now not judged yet (`Tailer::settle`).
+    /// Found truncated or rewritten (or a copy that grew), and what it holds now not judged
+    /// yet (`Tailer::settle`): not read meanwhile.
     pub(crate) unsettled: bool,
     /// What it holds is a copy of another followed file's lines: not read (`set_copied`).
     copied: bool,
+    /// The followed file whose first and last bytes it held at the last judgment (a copy
+    /// under way, or of lines read already).
+    pub(crate) prefix_of: Option<FileId>,
 }
 
 impl Tracked {
@@ -149,6 +153,7 @@ impl Tracked {
             flushed_at: u64::MAX,
             unsettled: false,
             copied: false,
+            prefix_of: None,
             file,
         })
     }
@@ -240,8 +245,15 @@ impl Tracked {
         } else if self.offset > 0 && !self.fingerprint.matches(&self.file, size)? {
             return self.restart("rewritten (its first bytes changed)", report);
         }
+        if self.offset > 0 && self.before.len != self.offset.min(FINGERPRINT_MAX.into()) as u32 {
+            // Its check before the offset could not be taken (shorter than the offset then).
+            return self.restart("truncated", report);
+        }
         if self.copied {
-            self.skip_to(size)?;
+            // A copy, not read; grown since it was judged one: judged again.
+            self.unsettled = size > self.offset;
+            self.seen = (size, mtime);
+            return Ok(report);
         }
         let fp = FINGERPRINT_MAX as usize;
         while self.offset < size {
@@ -255,7 +267,7 @@ impl Tracked {
             if got < lead {
                 return self.restart("truncated", report);
             }
-            if self.before.len as usize == lead && crc32fast::hash(&buf[..lead]) != self.before.crc {
+            if crc32fast::hash(&buf[..lead]) != self.before.crc {
                 return self.restart("rewritten (the bytes before its offset changed)", report);
             }
             let n = got - lead;
@@ -318,7 +330,30 @@ impl Tracked {
     pub(crate) fn set_copied(&mut self) -> io::Result<()> {
         self.copied = true;
         self.unsettled = false;
-        self.skip_to(self.len()?)
+        self.prefix_of = None;
+        let size = self.len()?;
+        self.fingerprint = Fingerprint::read(&self.file, size)?;
+        self.skip_to(size)
+    }
+
+    /// Judged to hold new lines: read on from the offset (0 after a restart; a copy's end
+    /// for a copy that grew).
+    pub(crate) fn set_new(&mut self) {
+        self.copied = false;
+        self.unsettled = false;
+        self.prefix_of = None;
+        self.seen = (u64::MAX, None);
+    }
+
+    /// Note its size, unread (while unsettled), so a rotated file is still closed after its
+    /// grace and an empty one counts as read to its end.
+    pub(crate) fn mark_seen(&mut self) -> io::Result<()> {
+        let meta = self.file.metadata()?;
+        if meta.len() > self.seen.0 || self.seen.0 == u64::MAX {
+            self.last_growth = Instant::now();
+        }
+        self.seen = (meta.len(), meta.modified().ok());
+        Ok(())
     }
 
     /// Whether it is marked a copy of another file's lines.
@@ -337,6 +372,7 @@ impl Tracked {
         };
         self.copied = false;
         self.unsettled = false;
+        self.prefix_of = None;
         self.seen = (u64::MAX, None);
     }
 
@@ -352,28 +388,28 @@ impl Tracked {
         Ok(())
     }
 
-    /// Whether this file, found truncated or rewritten, now holds a copy of `other`'s lines:
-    /// it begins with `other`'s first bytes and holds the bytes `other` was read up to; or,
-    /// shorter than that (a copy under way, or of lines not read yet), its first and last
-    /// bytes are `other`'s at the same places.
-    pub(crate) fn is_copy_of(&self, other: &Tracked) -> io::Result<bool> {
+    /// Whether this file (not empty) holds `other`'s bytes at its start and at its end, at
+    /// the same places: a copy of `other` under way, or of lines of it read already.
+    pub(crate) fn same_bytes_as(&self, other: &Tracked) -> io::Result<bool> {
         let size = self.len()?;
         if size == 0 || other.id == self.id {
             return Ok(false);
         }
-        if other.offset > 0 && size >= other.offset {
-            return Ok(other.fingerprint.matches(&self.file, size)?
-                && matches_before(&other.before, &self.file, other.offset, size)?);
-        }
         let n = size.min(FINGERPRINT_MAX.into());
         Ok(same_bytes(&self.file, &other.file, 0, n)? && same_bytes(&self.file, &other.file, size - n, n)?)
+    }
+
+    /// Whether it begins with the bytes `fingerprint` was taken of (not when shorter).
+    pub(crate) fn begins_with(&self, fingerprint: &Fingerprint) -> io::Result<bool> {
+        Ok(fingerprint.len > 0 && fingerprint.matches(&self.file, self.len()?)?)
     }
 
     /// Whether the file no longer holds what was read of it (truncated, or rewritten), though
     /// not read since: its next read starts again.
     pub(crate) fn stale(&self) -> io::Result<bool> {
         let size = self.len()?;
-        Ok(size < self.offset
+        Ok(self.unsettled
+            || size < self.offset
             || (self.offset > 0
                 && !(self.fingerprint.matches(&self.file, size)?
                     && matches_before(&self.before, &self.file, self.offset, size)?)))

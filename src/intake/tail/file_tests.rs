@@ -133,22 +133,23 @@ fn a_copy_of_another_file_is_told_from_new_lines() {
     lines(&mut r, false);
     // Copied over in place: holds what the live file was read to.
     std::fs::copy(&live, &rotated).unwrap();
-    assert!(r.is_copy_of(&l).unwrap());
-    // A copy of lines not read yet (shorter than the offset: same first and last bytes).
+    assert!(r.holds(&l.held()).unwrap());
+    // Shorter than what was read (a copy under way): the same first and last bytes.
+    std::fs::write(&rotated, &lines_of(0, 100)[..1500]).unwrap();
+    assert!(!r.holds(&l.held()).unwrap());
+    assert!(r.same_bytes_as(&l).unwrap());
+    // New lines are neither, nor is a file of the same first bytes and other lines.
+    std::fs::write(&rotated, lines_of(700, 800)).unwrap();
+    assert!(!r.holds(&l.held()).unwrap() && !r.same_bytes_as(&l).unwrap());
+    std::fs::write(&rotated, format!("{}{}", lines_of(0, 50), lines_of(900, 1000))).unwrap();
+    assert!(!r.holds(&l.held()).unwrap() && !r.same_bytes_as(&l).unwrap());
+    // What a file found truncated held; its copy marked, then read from its offset.
     std::fs::OpenOptions::new()
         .append(true)
         .open(&live)
         .unwrap()
         .write_all(lines_of(100, 110).as_bytes())
         .unwrap();
-    std::fs::write(&rotated, &lines_of(0, 110)[..2000]).unwrap();
-    assert!(r.is_copy_of(&l).unwrap());
-    // New lines are not a copy, nor is a file of the same first bytes and other lines.
-    std::fs::write(&rotated, lines_of(700, 800)).unwrap();
-    assert!(!r.is_copy_of(&l).unwrap());
-    std::fs::write(&rotated, format!("{}{}", lines_of(0, 50), lines_of(900, 1000))).unwrap();
-    assert!(!r.is_copy_of(&l).unwrap());
-    // What a file found truncated held.
     let held = l.held();
     std::fs::write(&rotated, lines_of(0, 110)).unwrap();
     std::fs::write(&live, "").unwrap();

@@ -232,6 +232,9 @@ impl Tailer {
                 Err(()) => failed.push(i),
             }
         }
+        more |= self.settle_all(&mut failed);
+        failed.sort_unstable();
+        failed.dedup();
         // Descending, so each removal leaves the indices still to remove in place.
         for i in failed.into_iter().rev() {
             let t = self.files.remove(i);
@@ -285,41 +288,36 @@ impl Tailer {
 
     /// Read file `i`: whether its budget ran out, or `Err` (logged) when it cannot be read
     /// and should be dropped (it is picked up again if it is still there). A file found
-    /// truncated or rewritten is judged (`settle`) before what it holds now is read.
+    /// truncated or rewritten is not read before it is judged, at the end of the poll
+    /// (`settle_all`), when every file's truncation this poll is known.
     fn read(&mut self, i: usize, end: End) -> Result<bool, ()> {
-        // At most: a restart, then the read of what the file holds now.
-        for _ in 0..2 {
-            if self.files[i].unsettled {
-                match self.settle(i) {
-                    Ok(true) => {}
-                    Ok(false) => return Ok(false), // empty: judged once it holds something
-                    Err(e) => return self.unreadable(i, &e),
-                }
-            }
-            let (classifier, format) = (&self.classifier, self.source.format);
-            let tally = &mut self.tally;
-            let t = &mut self.files[i];
-            let (dev, ino) = (t.id.dev, t.id.ino);
-            let path = t.path.clone();
-            let file = FileRef { dev, ino, path: &path };
-            let result = t.read(&mut self.buf, READ_BUDGET, end, |piece| {
-                tally.piece_from(classifier, &piece, format, &file)
-            });
-            match result {
-                Ok(r) => {
-                    self.dirty |= r.consumed > 0 || r.restarted.is_some();
-                    if let Some(why) = r.restarted {
-                        tracing::info!(source = %self.source.name, file = %self.files[i].current_path().display(), why,
-                            "the file starts again at 0");
-                        self.held.extend(r.held);
-                        continue;
-                    }
-                    return Ok(r.more);
-                }
-                Err(e) => return self.unreadable(i, &e),
-            }
+        if self.files[i].unsettled {
+            return match self.files[i].mark_seen() {
+                Ok(()) => Ok(false),
+                Err(e) => self.unreadable(i, &e),
+            };
         }
-        Ok(true)
+        let (classifier, format) = (&self.classifier, self.source.format);
+        let tally = &mut self.tally;
+        let t = &mut self.files[i];
+        let (dev, ino) = (t.id.dev, t.id.ino);
+        let path = t.path.clone();
+        let file = FileRef { dev, ino, path: &path };
+        let result = t.read(&mut self.buf, READ_BUDGET, end, |piece| {
+            tally.piece_from(classifier, &piece, format, &file)
+        });
+        match result {
+            Ok(r) => {
+                self.dirty |= r.consumed > 0 || r.restarted.is_some();
+                if let Some(why) = r.restarted {
+                    tracing::info!(source = %self.source.name, file = %self.files[i].current_path().display(), why,
+                        "the file starts again at 0, once what it holds now is judged");
+                    self.held.extend(r.held);
+                }
+                Ok(r.more)
+            }
+            Err(e) => self.unreadable(i, &e),
+        }
     }
 
     /// Say file `i` cannot be read; `Err`: it is dropped.
@@ -369,7 +367,8 @@ impl Tailer {
                     before_crc32: before.crc,
                     skipping: t.records.splitter.skipping,
                     copy: t.rotated.as_ref().is_some_and(|r| r.copy),
-                    copied: t.copied(),
+                    // Undecided too: after a restart it is judged again when it grows.
+                    copied: t.copied() || t.unsettled,
                 }
             })
             .collect();

@@ -10,10 +10,15 @@ use crate::intake::records::End;
 use crate::intake::{Classifier, IntakeMetrics};
 
 fn tailer(dir: &Path) -> Tailer {
+    tailer_of(dir, "app.log", "")
+}
+
+/// A tailer of `glob` in `dir`, `extra` keys of its source.
+fn tailer_of(dir: &Path, glob: &str, extra: &str) -> Tailer {
     let text = format!(
         "[[target]]\nname = \"m\"\nurl = \"redis://127.0.0.1:1/0\"\n\
          [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n\
-         [[logs]]\nname = \"app\"\npath = \"{}/app.log\"\nstart_at = \"beginning\"\nmultiline = \"off\"\n",
+         [[logs]]\nname = \"app\"\npath = \"{}/{glob}\"\nstart_at = \"beginning\"\nmultiline = \"off\"\n{extra}",
         dir.display()
     );
     let config = Config::from_toml(&text, "t.toml", dir, &Default::default()).unwrap();
@@ -125,4 +130,69 @@ fn a_rotated_file_truncated_and_written_anew_is_read_from_its_start() {
     append(&d.join("app.log.1"), 1000, 1007);
     append(&d.join("app.log"), 50, 60);
     assert_eq!(polled(&mut t), 67);
+}
+
+#[test]
+fn a_copy_seen_empty_then_landing_shorter_than_what_was_read_is_not_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut t = rotated(d, 50);
+    // `cp`'s truncation seen, its bytes not yet; the live file read on past what it copies.
+    std::fs::write(d.join("app.log.1"), "").unwrap();
+    let copied = std::fs::read(d.join("app.log")).unwrap();
+    append(&d.join("app.log"), 50, 60);
+    assert_eq!(polled(&mut t), 60);
+    // The copy lands (lines 10 to 50, all read), the live file is truncated.
+    std::fs::write(d.join("app.log.1"), &copied).unwrap();
+    std::fs::write(d.join("app.log"), "").unwrap();
+    append(&d.join("app.log"), 60, 70);
+    assert_eq!(polled(&mut t), 70);
+}
+
+#[test]
+fn a_file_restarted_with_only_another_files_banner_is_read_once_it_has_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let banner = format!("# payout-worker 4.2.1 {}\n", "=".repeat(1200));
+    std::fs::write(d.join("a.log"), &banner).unwrap();
+    append(&d.join("a.log"), 0, 20);
+    std::fs::write(d.join("b.log"), &banner).unwrap();
+    append(&d.join("b.log"), 100, 110);
+    let mut t = tailer_of(d, "*.log", "");
+    let mut lines = 2 + 30;
+    assert_eq!(polled(&mut t), lines);
+    // b restarts: its banner alone, like a's start; then its own lines.
+    std::fs::write(d.join("b.log"), &banner).unwrap();
+    lines += 1;
+    assert_eq!(polled(&mut t), lines - 1, "the banner waits: a copy under way, or new");
+    append(&d.join("b.log"), 200, 230);
+    lines += 30;
+    assert_eq!(polled(&mut t), lines);
+    // Again, and a is truncated while b holds only the banner: judged a copy of what a
+    // held, until its own lines come.
+    std::fs::write(d.join("b.log"), &banner).unwrap();
+    std::fs::write(d.join("a.log"), "").unwrap();
+    append(&d.join("a.log"), 20, 25);
+    lines += 5;
+    assert_eq!(polled(&mut t), lines);
+    append(&d.join("b.log"), 300, 340);
+    lines += 40;
+    assert_eq!(polled(&mut t), lines);
+}
+
+#[test]
+fn a_rotated_file_truncated_to_empty_is_still_closed_after_its_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    append(&d.join("app.log"), 0, 10);
+    let mut t = tailer_of(d, "app.log", "rotated_grace = \"1s\"\n");
+    assert_eq!(polled(&mut t), 10);
+    std::fs::rename(d.join("app.log"), d.join("app.log.1")).unwrap();
+    append(&d.join("app.log"), 10, 20);
+    assert_eq!(polled(&mut t), 20);
+    std::fs::write(d.join("app.log.1"), "").unwrap();
+    polled(&mut t);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(polled(&mut t), 20);
+    assert_eq!(t.files.len(), 1, "the empty rotated file is closed");
 }
