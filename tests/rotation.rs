@@ -470,10 +470,7 @@ async fn a_followed_rotated_file_rewritten_in_place_counts_every_record_once() {
     let written = w.pause();
     let said = s.said();
     assert_eq!(settle_counted(&p, written).await, written, "lockwatch said:\n{said}");
-    assert!(
-        said.contains("holds a copy of another followed file's lines"),
-        "{said}"
-    );
+    assert!(said.contains("holds a copy of another followed file's lines"), "{said}");
 }
 
 /// Busy loops on every core until dropped: the load under which a race shows.

@@ -400,6 +400,23 @@ fn tls_config_errors_exit_2_naming_the_key() {
             "line 4: target[0].url: `#insecure` in the url is not taken: set tls_insecure_skip_verify = true".to_string(),
         ),
         (
+            "insecure-seed.toml",
+            format!(
+                "[[target]]\nname = \"main\"\nmode = \"cluster\"\nnodes = [\"{tls_url}\", \"{tls_url}#insecure\"]\n\
+                 [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n"
+            ),
+            "line 4: target[0].nodes[1]: `#insecure` in the url is not taken".to_string(),
+        ),
+        (
+            "insecure-sentinel.toml",
+            format!(
+                "[[target]]\nname = \"main\"\nmode = \"sentinel\"\nurl = \"{tls_url}\"\nmaster_name = \"mymaster\"\n\
+                 sentinels = [\"rediss://127.0.0.1:26379#insecure\"]\n\
+                 [[namespace]]\nname = \"wf\"\npattern = \"wf:lock:*\"\nttl = \"30s\"\n"
+            ),
+            "target[0].sentinels[0]: `#insecure` in the url is not taken".to_string(),
+        ),
+        (
             "insecure-and-ca.toml",
             config_text(tls_url, "tls_insecure_skip_verify = true\ntls_ca_file = \"ca.pem\""),
             "line 8: target[0].tls_ca_file: not used with tls_insecure_skip_verify = true".to_string(),

@@ -34,10 +34,11 @@ pub(crate) fn certificates(tls: &TargetTls) -> Option<redis::TlsCertificates> {
     })
 }
 
-/// A verifier that takes any server certificate (`tls_insecure_skip_verify`): the
-/// handshake's signatures are still checked with the provider's algorithms, so the
-/// connection is encrypted to whoever holds the presented certificate's key — only who that
-/// is goes unverified.
+/// The subscription reader's verifier under `tls_insecure_skip_verify`: any server
+/// certificate is taken (neither its chain nor its name is checked), as the data
+/// connections (the redis crate's insecure mode) take it. The handshake's signatures are
+/// still checked here — a server that cannot sign with its certificate's key fails every
+/// TLS client anyway — while the redis crate checks none.
 pub(crate) fn unverified() -> std::sync::Arc<dyn rustls::client::danger::ServerCertVerifier> {
     install_provider();
     std::sync::Arc::new(Unverified(rustls::crypto::ring::default_provider()))

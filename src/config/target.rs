@@ -52,6 +52,22 @@ pub struct TargetConfig {
     pub topology: Topology,
 }
 
+impl TargetConfig {
+    /// `redis-cli`'s TLS options for this target, ending in a space: `--tls` where the
+    /// address is given by `-h`/`-p` (`with_url`: a `rediss://` URL says it), `--insecure`
+    /// where the certificate goes unverified (`tls_insecure_skip_verify`).
+    pub fn cli_tls(&self, with_url: bool) -> &'static str {
+        let tls = matches!(self.connection.addr(), redis::ConnectionAddr::TcpTls { .. });
+        match (tls, with_url, self.tls.insecure) {
+            (false, ..) => "",
+            (true, true, false) => "",
+            (true, true, true) => "--insecure ",
+            (true, false, false) => "--tls ",
+            (true, false, true) => "--tls --insecure ",
+        }
+    }
+}
+
 /// Default `reconcile_rate`: about 0.4 % of a Redis core (SCAN MATCH costs ~1.9 µs of
 /// server CPU per key walked in a 10M-key database), which walks 10M keys in ~83 minutes.
 pub const DEFAULT_RECONCILE_RATE: u64 = 2_000;

@@ -728,3 +728,24 @@ fn topology_keys_are_checked_with_key_and_line() {
         assert!(e.contains(expected), "expected `{expected}` in: {e}");
     }
 }
+
+#[test]
+fn redis_cli_is_told_tls_and_an_unverified_certificate() {
+    let target = |url: &str, extra: &str| {
+        load(&format!(
+            "[[target]]\nname = \"m\"\nurl = \"{url}\"\n{extra}\n[[namespace]]\nname = \"wf\"\npattern = \"wf:*\"\nttl = \"30s\"\n"
+        ))
+        .unwrap()
+        .targets
+        .remove(0)
+    };
+    let plain = target("redis://h:6379/0", "");
+    assert_eq!((plain.cli_tls(true), plain.cli_tls(false)), ("", ""));
+    let tls = target("rediss://h:6379/0", "");
+    assert_eq!((tls.cli_tls(true), tls.cli_tls(false)), ("", "--tls "));
+    let unverified = target("rediss://h:6379/0", "tls_insecure_skip_verify = true");
+    assert_eq!(
+        (unverified.cli_tls(true), unverified.cli_tls(false)),
+        ("--insecure ", "--tls --insecure ")
+    );
+}

@@ -5,6 +5,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+/// The refusal of a URL's `#insecure`, wherever it is written.
+pub(super) const INSECURE_URL: &str = "`#insecure` in the url is not taken: set tls_insecure_skip_verify = true under the target (every connection then honours it, and lockwatch says so), or leave both out to verify the server's certificate";
+
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -92,11 +95,7 @@ impl Cx<'_> {
             return Ok(TargetTls::default());
         };
         if *flag {
-            return Err(self.err(
-                t.url.as_ref().map(|u| u.span()).as_ref(),
-                k("url"),
-                "`#insecure` in the url is not taken: set tls_insecure_skip_verify = true under the target (every connection then honours it, and lockwatch says so), or leave both out to verify the server's certificate",
-            ));
+            return Err(self.err(t.url.as_ref().map(|u| u.span()).as_ref(), k("url"), INSECURE_URL));
         }
         let insecure = insecure.is_some_and(|v| *v.get_ref());
         if insecure

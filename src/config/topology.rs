@@ -99,13 +99,18 @@ impl Cx<'_> {
             )?;
         }
         let parse = |u: &str, span: Option<&std::ops::Range<usize>>, key: &str| {
-            u.into_connection_info().map_err(|e| {
+            let info = u.into_connection_info().map_err(|e| {
                 self.err(
                     span,
                     key,
                     format!("not a Redis URL ({e}): write redis://host:port/db or rediss:// for TLS"),
                 )
-            })
+            })?;
+            // Every URL of the target (seeds and sentinels too): one way to turn checks off.
+            if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr() {
+                return Err(self.err(span, key, super::tls::INSECURE_URL));
+            }
+            Ok(info)
         };
         let template = |(u, span, key): (String, Option<std::ops::Range<usize>>, String)| {
             let info = parse(&u, span.as_ref(), &key)?;

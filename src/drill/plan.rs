@@ -67,14 +67,15 @@ impl<'a> Plan<'a> {
 
     /// A `redis-cli` command line to see something yourself.
     pub(crate) fn cli(&self, args: &str) -> String {
-        let tls = match self.target.connection.addr() {
-            redis::ConnectionAddr::TcpTls { .. } => "--tls ",
-            _ => "",
-        };
+        let tls = self.target.cli_tls(false);
         match (&self.target.topology, self.node.rsplit_once(':')) {
             (Topology::Cluster { .. }, Some((host, port))) => format!("redis-cli -c {tls}-h {host} -p {port} {args}"),
             (Topology::Sentinel(_), Some((host, port))) => format!("redis-cli {tls}-h {host} -p {port} {args}"),
-            _ => format!("redis-cli -u '{}' {args}", self.target.display_url),
+            _ => format!(
+                "redis-cli {}-u '{}' {args}",
+                self.target.cli_tls(true),
+                self.target.display_url
+            ),
         }
     }
 }

@@ -243,13 +243,11 @@ fn pick_target<'a>(config: &'a Config, name: Option<&str>) -> Result<&'a TargetC
 
 /// `redis-cli` options for `target` (passwords left out, as in the shown URL).
 fn cli_options(target: &TargetConfig) -> String {
-    let tls = match target.connection.addr() {
-        redis::ConnectionAddr::TcpTls { .. } => "--tls ",
-        _ => "",
-    };
     match (&target.topology, crate::access::NodeAddr::of(&target.connection)) {
-        (crate::config::Topology::Cluster { .. }, Some(a)) => format!("-c {tls}-h {} -p {}", a.host, a.port),
-        _ => format!("-u '{}'", target.display_url),
+        (crate::config::Topology::Cluster { .. }, Some(a)) => {
+            format!("-c {}-h {} -p {}", target.cli_tls(false), a.host, a.port)
+        }
+        _ => format!("{}-u '{}'", target.cli_tls(true), target.display_url),
     }
 }
 

@@ -149,7 +149,7 @@ fn client_config(tls: &TargetTls, insecure: bool) -> Result<rustls::ClientConfig
             .with_custom_certificate_verifier(crate::access::tls::unverified()),
         false => rustls::ClientConfig::builder().with_root_certificates(roots),
     };
-    match &tls.client {
+    let mut config = match &tls.client {
         Some(id) => {
             let chain = CertificateDer::pem_slice_iter(&id.cert.pem)
                 .collect::<Result<Vec<_>, _>>()
@@ -157,10 +157,14 @@ fn client_config(tls: &TargetTls, insecure: bool) -> Result<rustls::ClientConfig
             let key = PrivateKeyDer::from_pem_slice(id.key.expose().as_bytes()).map_err(|e| bad("tls_key_file", &e))?;
             builder
                 .with_client_auth_cert(chain, key)
-                .map_err(|e| bad("the client certificate", &e))
+                .map_err(|e| bad("the client certificate", &e))?
         }
-        None => Ok(builder.with_no_client_auth()),
-    }
+        None => builder.with_no_client_auth(),
+    };
+    // As the data connections (the redis crate's insecure mode) do: no server name sent, so
+    // both reach the same server behind a proxy that routes by it.
+    config.enable_sni = !insecure;
+    Ok(config)
 }
 
 #[cfg(test)]

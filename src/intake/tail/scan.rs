@@ -175,8 +175,14 @@ impl Tailer {
         for held in std::mem::take(&mut self.held) {
             let found = search::candidates(&held.path, self.source.rotated.as_deref());
             let Some(c) = search::copy_of(&found, &held) else {
-                tracing::info!(source = %self.source.name, file = %held.path.display(), offset = held.offset,
-                    "no copy of the truncated file found beside it: lines written between the last read and the truncation, if any, are not counted");
+                // A rotated file written over (a copy of the live file's lines over it) is no
+                // news: what it held was read as it was written.
+                if self.files.iter().any(|t| t.id == held.id && t.rotated.is_some()) {
+                    tracing::debug!(source = %self.source.name, file = %held.path.display(), "no copy of a rotated file written over");
+                } else {
+                    tracing::info!(source = %self.source.name, file = %held.path.display(), offset = held.offset,
+                        "no copy of the truncated file found beside it: lines written between the last read and the truncation, if any, are not counted");
+                }
                 continue;
             };
             if let Some(t) = self.files.iter_mut().find(|t| t.id == c.id) {
