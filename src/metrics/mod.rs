@@ -36,6 +36,9 @@ pub struct Registry {
     removers: Arc<Mutex<Vec<Remover>>>,
     /// The latest exemplar of each series that had one (the OpenMetrics exposition shows them).
     exemplars: Exemplars,
+    /// Held to read every family (shared) and to set several series as one (exclusive,
+    /// [`Registry::together`]): a scrape sees all of such a change or none of it.
+    consistent: Arc<std::sync::RwLock<()>>,
 }
 
 impl Registry {
@@ -58,6 +61,7 @@ impl Registry {
             hooks: Default::default(),
             removers: Default::default(),
             exemplars: Exemplars::default(),
+            consistent: Default::default(),
         })
     }
 
@@ -141,13 +145,22 @@ impl Registry {
             .push(Box::new(hook));
     }
 
-    /// Every family, after the before-encode hooks ran: what both encodings write.
+    /// Every family, after the before-encode hooks ran: what both encodings write. Families
+    /// are read one after the other; a change made [`together`](Self::together) is never
+    /// read half (a namespace's held count from one census, its oldest lock from another).
     pub fn gather(&self) -> Vec<MetricFamily> {
         self.hooks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|hook| hook());
+        let _reading = self.consistent.read().unwrap_or_else(|p| p.into_inner());
         self.inner.gather()
+    }
+
+    /// Set several series as one change: no scrape reads between them.
+    pub fn together<R>(&self, change: impl FnOnce() -> R) -> R {
+        let _writing = self.consistent.write().unwrap_or_else(|p| p.into_inner());
+        change()
     }
 
     /// The text exposition format (0.0.4) of everything registered.
@@ -178,5 +191,45 @@ impl std::fmt::Debug for Registry {
         f.debug_struct("Registry")
             .field("exemplars", &self.exemplars.len())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Two series set together are never read half: a writer moving both on while scrapes
+    /// gather; every scrape sees them equal.
+    #[test]
+    fn series_set_together_are_never_read_half() {
+        let r = Registry::new().unwrap();
+        let a = r.int_gauges("t_a", "a", &["x"]).unwrap();
+        let b = r.int_gauges("t_b", "b", &["x"]).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (r, a, b, stop) = (r.clone(), a.clone(), b.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    r.together(|| {
+                        a.with_label_values(&["1"]).set(i);
+                        b.with_label_values(&["1"]).set(i);
+                    });
+                }
+            })
+        };
+        let value = |fams: &[MetricFamily], name: &str| {
+            fams.iter()
+                .find(|f| f.name() == name)
+                .map(|f| f.get_metric()[0].get_gauge().value())
+        };
+        for _ in 0..3000 {
+            let fams = r.gather();
+            assert_eq!(value(&fams, "t_a"), value(&fams, "t_b"));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
     }
 }

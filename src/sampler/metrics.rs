@@ -256,8 +256,13 @@ impl SamplerMetrics {
         });
     }
 
-    /// The gauges, from a completed cycle (scan mode) or the census of now (events mode).
+    /// The gauges, from a completed cycle (scan mode) or the census of now (events mode),
+    /// set as one change: a scrape reads all of one census.
     pub(crate) fn publish_census(&self, target: &str, ns: &NamespaceConfig, c: &Census) {
+        self.registry.together(|| self.set_census(target, ns, c));
+    }
+
+    fn set_census(&self, target: &str, ns: &NamespaceConfig, c: &Census) {
         let l = [target, ns.name.as_str()];
         self.locks_held.with_label_values(&l).set(c.held);
         self.locks_without_ttl.with_label_values(&l).set(c.without_ttl);
