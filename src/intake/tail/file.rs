@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::fingerprint::read_up_to;
 pub(crate) use super::fingerprint::{FINGERPRINT_MAX, Fingerprint, before, matches_before};
+use super::search;
 use crate::intake::MAX_LINE;
 use crate::intake::lines::Splitter;
 use crate::intake::records::{End, Piece, RecordSplitter};
@@ -410,18 +411,14 @@ impl Tracked {
         let size = self.len()?;
         Ok(self.unsettled
             || size < self.offset
-            || (self.offset > 0
-                && !(self.fingerprint.matches(&self.file, size)?
-                    && matches_before(&self.before, &self.file, self.offset, size)?)))
+            || (self.offset > 0 && !search::holds(&self.file, size, &self.fingerprint, &self.before, self.offset)?))
     }
 
     /// Whether this file now holds what `held` held (a copy of a file just truncated).
     pub(crate) fn holds(&self, held: &Held) -> io::Result<bool> {
-        let size = self.len()?;
         Ok(held.id != self.id
             && held.offset > 0
-            && held.fingerprint.matches(&self.file, size)?
-            && matches_before(&held.before, &self.file, held.offset, size)?)
+            && search::holds(&self.file, self.len()?, &held.fingerprint, &held.before, held.offset)?)
     }
 }
 

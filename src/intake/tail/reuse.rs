@@ -47,7 +47,8 @@ impl Tailer {
 
     fn judge(&self, i: usize) -> io::Result<Judged> {
         let t = &self.files[i];
-        if t.len()? == 0 {
+        let size = t.len()?;
+        if size == 0 {
             return Ok(Judged::Undecided(None));
         }
         let mut prefix = None;
@@ -61,7 +62,7 @@ impl Tailer {
         }
         // Files found truncated in this poll: what they held.
         for h in self.held.iter().filter(|h| h.id != t.id) {
-            let read_part = t.len()? <= h.offset && (t.prefix_of == Some(h.id) || t.begins_with(&h.fingerprint)?);
+            let read_part = size <= h.offset && (t.prefix_of == Some(h.id) || t.begins_with(&h.fingerprint)?);
             if t.holds(h)? || read_part {
                 return Ok(Judged::Copy(h.path.clone()));
             }
