@@ -281,7 +281,7 @@ impl Tailer {
             Some(r) if r.copy => "copy read to its end and closed",
             _ => "rotated file finished and closed",
         };
-        tracing::info!(source = %self.source.name, file = %t.path.display(), "{what}");
+        tracing::info!(source = %self.source.name, file = %t.current_path().display(), "{what}");
         self.closed(&t);
         self.dirty = true;
     }
