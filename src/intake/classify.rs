@@ -13,6 +13,7 @@ use super::fields::{self, Fields};
 use super::origin::Origin;
 use super::phrases::{self, Phrasebook, Said};
 use super::records::Piece;
+use super::skim::Skim;
 use crate::config::{Config, LogFormat};
 use crate::glob::Glob;
 use crate::metrics::TraceContext;
@@ -85,6 +86,9 @@ fn lock_words() -> Result<regex::bytes::Regex, regex::Error> {
     regex::bytes::Regex::new(&format!("(?i-u){}", words.join("|")))
 }
 
+/// Why a record without any of `LOCK_WORDS` is ignored.
+const NO_LOCK_WORD: &str = "no lock word";
+
 struct Namespace {
     name: String,
     pattern: Glob,
@@ -103,6 +107,7 @@ pub struct Classifier {
     rules: Vec<Rule>,
     rule_set: regex::bytes::RegexSet,
     prefilter: regex::bytes::Regex,
+    skim: Skim,
     phrases: Phrasebook,
     namespaces: Vec<Namespace>,
 }
@@ -142,6 +147,7 @@ impl Classifier {
         Ok(Classifier {
             rules,
             rule_set,
+            skim: Skim::new(prefilter.clone()),
             prefilter,
             phrases: Phrasebook::new()?,
             namespaces: config
@@ -154,6 +160,13 @@ impl Classifier {
                 })
                 .collect(),
         })
+    }
+
+    /// How records read as `format` may be skimmed (`RecordSplitter::feed_skimming`): by
+    /// the lock words, unless `[[rule]]`s (regexes on whole records) are configured or every
+    /// record's shape is checked (`format = "json"`).
+    pub fn skim(&self, format: LogFormat) -> Option<&Skim> {
+        (self.rules.is_empty() && format != LogFormat::Json).then_some(&self.skim)
     }
 
     /// How many namespaces are configured.
@@ -186,6 +199,7 @@ impl Classifier {
             }
             Piece::Record { bytes, .. } => self.classify(bytes, format),
             Piece::TooLong(_) => Verdict::Malformed("line too long"),
+            Piece::Quiet { .. } => Verdict::Ignored(NO_LOCK_WORD),
         }
     }
 
@@ -206,7 +220,7 @@ impl Classifier {
                 LogFormat::Json if !fields::looks_like_json(first_and_rest(record, text).0) => {
                     Verdict::Malformed("not a JSON object")
                 }
-                _ => Verdict::Ignored("no lock word"),
+                _ => Verdict::Ignored(NO_LOCK_WORD),
             };
         }
         let (first, rest) = first_and_rest(record, text);
@@ -259,7 +273,7 @@ impl Classifier {
             && !self.prefilter.is_match(record)
             && !extra.clone().any(|e| self.prefilter.is_match(e.as_bytes()))
         {
-            return Verdict::Ignored("no lock word");
+            return Verdict::Ignored(NO_LOCK_WORD);
         }
         let (first, rest) = first_and_rest(record, text);
         let (mut f, rest) = fields::read_record(first, rest, text, LogFormat::Auto).unwrap_or_default();

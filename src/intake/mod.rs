@@ -28,6 +28,7 @@ pub(crate) mod push;
 pub(crate) mod recent;
 pub mod records;
 pub(crate) mod reopen;
+pub mod skim;
 pub(crate) mod stdin;
 pub(crate) mod tail;
 pub(crate) mod wire;

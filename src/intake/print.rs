@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 
 use super::count::Tally;
 use super::records::{End, Piece, RecordSplitter};
+use super::skim::Skim;
 use super::{Classifier, MAX_LINE, Verdict};
 use crate::config::{LogFormat, Multiline};
 
@@ -21,10 +22,11 @@ pub(crate) struct Totals {
 }
 
 /// Hand every piece of `input` to `on` with its first line number (1-based), in 1 MiB
-/// reads as the file tailer does.
+/// reads as the file tailer does, skimming by `skim` when given.
 fn each_piece(
     mut input: impl Read,
     multiline: Multiline,
+    skim: Option<&Skim>,
     mut on: impl FnMut(u64, &Piece<'_>) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut splitter = RecordSplitter::new(multiline);
@@ -35,7 +37,7 @@ fn each_piece(
         filled += n;
         let end = if n == 0 { End::Eof } else { End::More };
         let mut failed = Ok(());
-        let used = splitter.feed(&buf[..filled], MAX_LINE, end, |piece| {
+        let used = splitter.feed_skimming(&buf[..filled], MAX_LINE, end, skim, |piece| {
             if failed.is_ok() {
                 failed = on(line, &piece);
             }
@@ -61,7 +63,7 @@ pub(crate) fn run(
     out: &mut impl Write,
 ) -> std::io::Result<Totals> {
     let mut t = Totals::default();
-    each_piece(input, multiline, |first, piece| {
+    each_piece(input, multiline, None, |first, piece| {
         let last = first + u64::from(piece.lines()) - 1;
         t.lines += u64::from(piece.lines());
         t.records += 1;
@@ -103,7 +105,7 @@ pub(crate) fn tally(
     multiline: Multiline,
 ) -> std::io::Result<Tally> {
     let mut tally = Tally::new(classifier.namespace_count());
-    each_piece(input, multiline, |_, piece| {
+    each_piece(input, multiline, classifier.skim(format), |_, piece| {
         tally.piece(classifier, piece, format);
         Ok(())
     })?;

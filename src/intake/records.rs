@@ -10,6 +10,7 @@
 
 use crate::config::Multiline;
 use crate::intake::lines::Splitter;
+use crate::intake::skim::{Marks, Skim, quiet_lines};
 
 /// A record is cut after this many lines; the lines after it start records of their own.
 pub const MAX_RECORD_LINES: u32 = 1000;
@@ -30,13 +31,16 @@ pub enum Piece<'a> {
     },
     /// A line over the line bound, skipped: its length in bytes. A record boundary.
     TooLong(usize),
+    /// Records with no lock word and nothing malformed, skimmed over (`feed_skimming`):
+    /// their lines, counted as ignored.
+    Quiet { lines: u32 },
 }
 
 impl Piece<'_> {
     /// Physical lines in the piece.
     pub fn lines(&self) -> u32 {
         match self {
-            Piece::Record { lines, .. } => *lines,
+            Piece::Record { lines, .. } | Piece::Quiet { lines } => *lines,
             Piece::TooLong(_) => 1,
         }
     }
@@ -71,7 +75,21 @@ impl RecordSplitter {
 
     /// Call `on` for each record of `data` (and each line over `max_line`), in order, and
     /// return how many bytes were consumed: up to the last record handed out.
-    pub fn feed(&mut self, data: &[u8], max_line: usize, end: End, mut on: impl FnMut(Piece<'_>)) -> usize {
+    pub fn feed(&mut self, data: &[u8], max_line: usize, end: End, on: impl FnMut(Piece<'_>)) -> usize {
+        self.feed_skimming(data, max_line, end, None, on)
+    }
+
+    /// [`feed`](Self::feed), with the records between the marks of `skim` handed out as
+    /// `Piece::Quiet`: the same lines, the same records around every mark, the same bytes
+    /// consumed or fewer left for the next call.
+    pub fn feed_skimming(
+        &mut self,
+        data: &[u8],
+        max_line: usize,
+        end: End,
+        skim: Option<&Skim>,
+        mut on: impl FnMut(Piece<'_>),
+    ) -> usize {
         let mut asm = Assembler::new(self.multiline);
         let mut pos = 0;
         if self.splitter.skipping {
@@ -83,14 +101,26 @@ impl RecordSplitter {
                 None => return data.len(),
             }
         }
-        let start = pos;
-        for nl in memchr::memchr_iter(b'\n', &data[start..]).map(|i| start + i) {
+        let mut marks = skim.map(|s| s.marks(data));
+        let last = marks.as_ref().and_then(|_| last_line_start(data, pos));
+        let mut prev = None;
+        while let Some(nl) = memchr::memchr(b'\n', &data[pos..]).map(|i| pos + i) {
+            if let (Some(m), Some(last)) = (marks.as_mut(), last)
+                && let Some((to, lines)) = self.quiet(data, prev, pos, nl, last, m, max_line)
+            {
+                asm.flush(data, &mut on);
+                on(Piece::Quiet { lines });
+                prev = Some(line_before(data, to));
+                pos = to;
+                continue;
+            }
             if nl - pos > max_line {
                 asm.flush(data, &mut on);
                 on(Piece::TooLong(nl - pos));
             } else {
                 asm.push(data, pos, strip_cr(data, pos, nl), &mut on);
             }
+            prev = Some((pos, strip_cr(data, pos, nl)));
             pos = nl + 1;
         }
         let rest = data.len() - pos;
@@ -112,6 +142,86 @@ impl RecordSplitter {
         }
         asm.pending_start().unwrap_or(pos)
     }
+}
+
+impl RecordSplitter {
+    /// From the line `data[pos..nl]`, when it starts a record whatever came before it
+    /// (`prev`, the line before it, if in `data`): the quiet records up to the last such
+    /// line before the next mark (or before `last`, the last complete line) — where to go
+    /// on, and their lines. `None` when there are none.
+    #[allow(clippy::too_many_arguments)]
+    fn quiet(
+        &self,
+        data: &[u8],
+        prev: Option<(usize, usize)>,
+        pos: usize,
+        nl: usize,
+        last: usize,
+        marks: &mut Marks<'_>,
+        max_line: usize,
+    ) -> Option<(usize, u32)> {
+        let line = |(a, b): (usize, usize)| &data[a..b];
+        if !self.starts_alone(prev.map(line), line((pos, strip_cr(data, pos, nl)))) {
+            return None;
+        }
+        let mark = marks.next(pos);
+        if mark <= nl {
+            return None; // this line is marked
+        }
+        let mut to = match mark >= last {
+            true => last,
+            false => memchr::memrchr(b'\n', &data[..mark]).map_or(0, |i| i + 1),
+        };
+        while to > pos {
+            let end = memchr::memchr(b'\n', &data[to..]).map_or(data.len(), |i| to + i);
+            let before = line_before(data, to);
+            if self.starts_alone(Some(line(before)), line((to, strip_cr(data, to, end)))) {
+                break;
+            }
+            to = before.0;
+        }
+        if to <= pos {
+            return None;
+        }
+        let (lines, to) = quiet_lines(data, pos, to, max_line);
+        (lines > 0).then_some((to, lines))
+    }
+
+    /// Whether `line` starts a record whatever came before it, and no record before it can
+    /// take it in (`prev`: the line before it; `None` at the start of the data, where
+    /// nothing is held): no line it could continue in any context, it is no exception
+    /// header a held line could join, and the line before it leaves no Python traceback
+    /// open (neither blank, indented nor the traceback's first line).
+    fn starts_alone(&self, prev: Option<&[u8]>, line: &[u8]) -> bool {
+        if !matches!(self.multiline, Multiline::Auto) {
+            return true;
+        }
+        let opens = |l: &[u8]| {
+            l.trim_ascii().is_empty() || matches!(l.first(), Some(b' ' | b'\t')) || l.starts_with(PY_TRACEBACK)
+        };
+        !opens(line)
+            && !matches!(line.first(), Some(b'}' | b']' | b')'))
+            && !line.starts_with(b"Caused by: ")
+            && !line.starts_with(b"During handling of the above exception")
+            && !line.starts_with(b"The above exception was the direct cause")
+            && !is_php_trace_line(line)
+            && !is_go_line(line)
+            && !is_exception_header(line)
+            && prev.is_none_or(|p| !opens(p))
+    }
+}
+
+/// The start of the last complete line of `data[from..]`, if it has one.
+fn last_line_start(data: &[u8], from: usize) -> Option<usize> {
+    let nl = from + memchr::memrchr(b'\n', &data[from..])?;
+    Some(memchr::memrchr(b'\n', &data[from..nl]).map_or(from, |i| from + i + 1))
+}
+
+/// The line before the one starting at `start` (> 0): its start and end (its `\r` left out).
+fn line_before(data: &[u8], start: usize) -> (usize, usize) {
+    let nl = start - 1;
+    let from = memchr::memrchr(b'\n', &data[..nl]).map_or(0, |i| i + 1);
+    (from, strip_cr(data, from, nl))
 }
 
 fn strip_cr(data: &[u8], start: usize, end: usize) -> usize {

@@ -9,6 +9,7 @@ fn records(data: &str, end: End) -> (Vec<(String, u32, bool)>, usize) {
             out.push((String::from_utf8_lossy(bytes).into_owned(), lines, orphan))
         }
         Piece::TooLong(n) => out.push((format!("<{n}>"), 1, false)),
+        Piece::Quiet { lines } => out.push((format!("<quiet {lines}>"), lines, false)),
     });
     (out, used)
 }

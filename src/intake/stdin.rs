@@ -69,7 +69,7 @@ fn assemble(source: &LogConfig, rx: &Receiver<Vec<u8>>, classifier: &Classifier,
             Err(RecvTimeoutError::Timeout) => End::Quiet,
             Err(RecvTimeoutError::Disconnected) => End::Eof,
         };
-        let used = splitter.feed(&buf, MAX_LINE, end, |piece| {
+        let used = splitter.feed_skimming(&buf, MAX_LINE, end, classifier.skim(source.format), |piece| {
             lines += u64::from(piece.lines());
             tally.piece(classifier, &piece, source.format);
         });

@@ -24,6 +24,7 @@ use super::search;
 use crate::intake::MAX_LINE;
 use crate::intake::lines::Splitter;
 use crate::intake::records::{End, Piece, RecordSplitter};
+use crate::intake::skim::Skim;
 
 /// Device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -226,6 +227,7 @@ impl Tracked {
         buf: &mut [u8],
         budget: u64,
         end: End,
+        skim: Option<&Skim>,
         mut on: impl FnMut(Piece<'_>),
     ) -> io::Result<ReadReport> {
         let meta = self.file.metadata()?;
@@ -277,7 +279,9 @@ impl Tracked {
             }
             let whole = self.offset + n as u64 >= size;
             let chunk_end = if whole { end } else { End::More };
-            let used = self.records.feed(&buf[lead..got], MAX_LINE, chunk_end, &mut on);
+            let used = self
+                .records
+                .feed_skimming(&buf[lead..got], MAX_LINE, chunk_end, skim, &mut on);
             if used == 0 {
                 break; // an unfinished last line or record: wait for what follows it
             }

@@ -9,7 +9,7 @@ fn lines(t: &mut Tracked, eof: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 256 * 1024];
     let end = if eof { End::Eof } else { End::Quiet };
-    t.read(&mut buf, u64::MAX, end, |p| {
+    t.read(&mut buf, u64::MAX, end, None, |p| {
         if let Piece::Record { bytes, .. } = p {
             out.push(String::from_utf8_lossy(bytes).into_owned());
         }
@@ -61,7 +61,7 @@ fn restarted(t: &mut Tracked) -> (Option<&'static str>, Vec<String>) {
     let mut buf = vec![0u8; 256 * 1024];
     let mut out = Vec::new();
     let r = t
-        .read(&mut buf, u64::MAX, End::Quiet, |p| {
+        .read(&mut buf, u64::MAX, End::Quiet, None, |p| {
             if let Piece::Record { bytes, .. } = p {
                 out.push(String::from_utf8_lossy(bytes).into_owned());
             }

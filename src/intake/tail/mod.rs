@@ -303,7 +303,8 @@ impl Tailer {
         let (dev, ino) = (t.id.dev, t.id.ino);
         let path = t.path.clone();
         let file = FileRef { dev, ino, path: &path };
-        let result = t.read(&mut self.buf, READ_BUDGET, end, |piece| {
+        let skim = classifier.skim(format);
+        let result = t.read(&mut self.buf, READ_BUDGET, end, skim, |piece| {
             tally.piece_from(classifier, &piece, format, &file)
         });
         match result {

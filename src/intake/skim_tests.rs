@@ -1,0 +1,154 @@
+//! Skimming changes no count: every corpus the intake's tests use, and a generated mix of
+//! every record shape (tracebacks whose lock word is in a frame, Go dumps, held lines an
+//! exception joins, JSON, CRLF, blank lines, invalid UTF-8, NUL, over-long lines), fed
+//! whole and in pieces of many sizes, gives the same line counts and events, skimmed or not.
+#![allow(clippy::unwrap_used)]
+use std::path::Path;
+
+use crate::config::{Config, LogFormat, Multiline, Overrides};
+use crate::intake::records::{End, RecordSplitter};
+use crate::intake::{Classifier, MAX_LINE, Tally};
+
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn classifier() -> Classifier {
+    let dir = fixtures();
+    let text = std::fs::read_to_string(dir.join("lockwatch.toml")).unwrap();
+    Classifier::new(&Config::from_toml(&text, "lockwatch.toml", &dir, &Overrides::default()).unwrap()).unwrap()
+}
+
+/// What a tally counted: lines by result, events by kind.
+type Counted = (
+    [u64; 3],
+    Vec<(Option<usize>, crate::vocab::Op, crate::vocab::Outcome, u64)>,
+);
+
+/// Feed `data` in pieces of `chunk` bytes (what is not consumed fed again with the next),
+/// as stdin is read; skimmed or not.
+fn counted(c: &Classifier, data: &[u8], chunk: usize, multiline: Multiline, skim: bool) -> Counted {
+    let mut tally = Tally::new(c.namespace_count());
+    let mut splitter = RecordSplitter::new(multiline);
+    let skim = if skim { c.skim(LogFormat::Auto) } else { None };
+    let mut buf: Vec<u8> = Vec::new();
+    let mut pieces = data.chunks(chunk.max(1)).peekable();
+    loop {
+        let end = match pieces.next() {
+            Some(p) => {
+                buf.extend_from_slice(p);
+                if pieces.peek().is_some() { End::More } else { End::Quiet }
+            }
+            None => End::Eof,
+        };
+        let used = splitter.feed_skimming(&buf, MAX_LINE, end, skim, |p| tally.piece(c, &p, LogFormat::Auto));
+        buf.drain(..used);
+        if end == End::Eof {
+            break;
+        }
+    }
+    (tally.lines, tally.events().collect())
+}
+
+fn same_skimmed_or_not(c: &Classifier, name: &str, data: &[u8], chunks: &[usize]) -> Counted {
+    let whole = counted(c, data, data.len(), Multiline::Auto, false);
+    for &chunk in chunks {
+        for multiline in [Multiline::Auto, Multiline::Off] {
+            let want = counted(c, data, chunk, multiline, false);
+            assert_eq!(
+                counted(c, data, chunk, multiline, true),
+                want,
+                "{name}: pieces of {chunk}, {multiline:?}"
+            );
+        }
+    }
+    whole
+}
+
+#[test]
+fn the_fixture_logs_count_the_same_skimmed() {
+    let c = classifier();
+    let mut seen = 0;
+    for dir in ["samples/logs", "libraries"] {
+        for entry in std::fs::read_dir(fixtures().join(dir)).unwrap().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "log") {
+                let data = std::fs::read(entry.path()).unwrap();
+                let (lines, events) = same_skimmed_or_not(
+                    &c,
+                    &entry.path().display().to_string(),
+                    &data,
+                    &[data.len(), 4096, 997, 61, 7],
+                );
+                assert!(
+                    lines.iter().sum::<u64>() > 0 && !events.is_empty(),
+                    "{}",
+                    entry.path().display()
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 10, "{seen} fixture logs");
+}
+
+/// A deterministic mix of every record shape, `n` records.
+fn mixed(n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let shape = x % 40;
+        let ts = format!("2026-11-29T07:{:02}:{:02}.{:03}Z", i % 60, (i / 60) % 60, i % 1000);
+        let rec: Vec<u8> = match shape {
+            0 => format!("{ts} level=error msg=\"lock not owned\" key=payout:batch:lock:{i}\n").into_bytes(),
+            1 => format!("{{\"time\":\"{ts}\",\"level\":\"error\",\"msg\":\"failed to release lock\",\"key\":\"cordum:wf:run:lock:{i}\"}}\n").into_bytes(),
+            2 => format!("{ts} ERROR worker failed\nTraceback (most recent call last):\n  File \"w.py\", line 3, in run\n    lock.release()\nredis.exceptions.LockNotOwnedError: Cannot release a lock that's no longer owned\n").into_bytes(),
+            3 => format!("{ts} ERROR payout unlock failed\njava.lang.IllegalMonitorStateException: attempt to unlock lock, not locked by current thread\n\tat org.redisson.RedissonLock.unlock(RedissonLock.java:1)\n\tat com.example.Payout.run(Payout.java:9)\nCaused by: java.lang.RuntimeException: x\n\t... 3 more\n").into_bytes(),
+            4 => b"panic: runtime error\n\ngoroutine 1 [running]:\nmain.release(0x1)\n\t/src/lock.go:12 +0x1d\nexit status 2\n".to_vec(),
+            5 => format!("{ts} WARN Lease on approval lock cordum:approval:lock:{i} EXPIRED before renewal\r\n").into_bytes(),
+            6 => b"\n   \n".to_vec(),
+            7 => [format!("{ts} INFO bad bytes ").as_bytes(), b"\xff\xfe in a line about a lock\nplain \xc3\x28 line\n"].concat(),
+            8 => format!("{ts} INFO a NUL \0 here\n").into_bytes(),
+            9 if i % 7 == 0 => format!("{ts} INFO {}\n", "x".repeat(MAX_LINE + 10)).into_bytes(),
+            10 => format!("{ts} INFO something\n    indented detail about the mutex\n").into_bytes(),
+            11 => format!("{ts} ERROR failed\n{{\"nested\": true}}\n]\n").into_bytes(),
+            12 => b"ERROR\nsingleword\nanother(x)\n".to_vec(),
+            13 => format!("{ts} ERROR reconciler lock renewal failed: token mismatch\n").into_bytes(),
+            _ => format!("{ts} INFO payout batch {i} processed in {} ms by worker-{}\n", x % 1000, x % 7).into_bytes(),
+        };
+        out.extend_from_slice(&rec);
+    }
+    out
+}
+
+#[test]
+fn a_generated_mix_of_every_shape_counts_the_same_skimmed() {
+    let c = classifier();
+    let data = mixed(6000);
+    let (lines, events) = same_skimmed_or_not(&c, "mixed", &data, &[data.len(), 1 << 20, 65_537, 4093]);
+    assert!(lines.iter().all(|n| *n > 0), "every result seen: {lines:?}");
+    assert!(events.len() >= 4, "{events:?}");
+    // Mostly quiet lines, some marked: the skim did skip.
+    let mut quiet = 0u64;
+    RecordSplitter::new(Multiline::Auto).feed_skimming(&data, MAX_LINE, End::Eof, c.skim(LogFormat::Auto), |p| {
+        if let crate::intake::records::Piece::Quiet { lines } = p {
+            quiet += u64::from(lines);
+        }
+    });
+    assert!(quiet > lines[1] / 2, "{quiet} of {} ignored lines skimmed", lines[1]);
+}
+
+#[test]
+fn no_skim_for_rules_or_json() {
+    let dir = fixtures();
+    let text = std::fs::read_to_string(dir.join("lockwatch.toml")).unwrap();
+    let c = classifier();
+    assert!(c.skim(LogFormat::Auto).is_some() && c.skim(LogFormat::Logfmt).is_some());
+    assert!(c.skim(LogFormat::Json).is_none());
+    let ruled = format!("{text}\n[[rule]]\nmatch = \"boom\"\nop = \"release\"\noutcome = \"not_owned\"\n");
+    let c =
+        Classifier::new(&Config::from_toml(&ruled, "lockwatch.toml", &dir, &Overrides::default()).unwrap()).unwrap();
+    assert!(c.skim(LogFormat::Auto).is_none());
+}
