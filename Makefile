@@ -39,8 +39,13 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
+# The benchmarks (scripts/bench/, Python): every section, or some (SECTIONS="intake classify");
+# BENCH_FLAGS=--quick for a smoke run of the harness itself. Results in bench-results/;
+# `python3 scripts/bench render` puts them into the docs (see docs/development.md).
+SECTIONS ?=
+BENCH_FLAGS ?=
 bench: setup-bench
-	scripts/bench.sh
+	python3 scripts/bench $(BENCH_FLAGS) $(SECTIONS)
 
 setup-test:
 	scripts/setup.sh test

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Load for the tracking benchmark (scripts/bench.sh tracking): cache writes and lock churn
-on one redis-server, at fixed rates, until killed.
+"""Load for the tracking benchmark (make bench's tracking section, scripts/bench/tracking.py):
+cache writes and lock churn on one redis-server, at fixed rates, until killed.
 
   tracking_load.py PORT CACHE_KEYS LOCKS CACHE_WRITES_PER_S LOCK_OPS_PER_S
 

@@ -7,7 +7,7 @@
 //! turns in one loop (`paired:` lines on stderr: minimum and median of each), which a
 //! shared machine's load disturbs less.
 //!
-//! `cargo bench --bench exposition` (`scripts/bench.sh exposition` prints the ratios).
+//! `cargo bench --bench exposition` (`python3 scripts/bench exposition` gives the ratios).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant, SystemTime};

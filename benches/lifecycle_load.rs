@@ -8,7 +8,7 @@
 //! `cargo bench --bench lifecycle_load`; rates (transitions/s) from
 //! `LOCKWATCH_LOAD_RATES=10000,50000` (`none`: memory only, cold), seconds per step from
 //! `LOCKWATCH_LOAD_SECS`, locks held for the memory figure from `LOCKWATCH_LOAD_LOCKS`, the
-//! exporter binary from `LOCKWATCH_BENCH_BIN` (`scripts/bench.sh` runs a base revision's).
+//! exporter binary from `LOCKWATCH_BENCH_BIN` (`scripts/bench` runs a base revision's).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Child, Command, Stdio};

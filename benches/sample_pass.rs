@@ -2,13 +2,13 @@
 //!
 //! Sizes come from `LOCKWATCH_BENCH_SIZES` (default `100000,1000000`); each size lives in
 //! its own Redis database so a pass scans only its keys. With `LOCKWATCH_BENCH_REDIS_URL`
-//! set, that server is used (scripts/bench.sh shares one server with the peer exporter);
+//! set, that server is used (`scripts/bench` shares one server with the peer exporter);
 //! otherwise a private redis-server is started. Keys are loaded once when a database does
 //! not already hold exactly N of them.
 //!
 //! Beside each pass, `scan_only_<N>_keys` walks the same keys with the same `SCAN MATCH …
 //! COUNT` pages on the same kind of connection and reads nothing: the floor a pass is
-//! measured against (scripts/bench.sh prints pass ÷ SCAN-only).
+//! measured against (`scripts/bench` gives pass ÷ SCAN-only).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

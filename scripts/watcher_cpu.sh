@@ -3,8 +3,7 @@
 # acquire (SET NX PX) -> renew (compare-and-pexpire) -> release (compare-and-delete) cycles run.
 set -euo pipefail
 bin=$1; n=$2; work=$(mktemp -d)
-. "$(dirname "$0")/bench-common.sh"
-bench_setup "$work"
+. "$(dirname "$0")/bench-redis.sh"
 valgrind --tool=callgrind --callgrind-out-file=$work/cg.out "$bin" serve -c $work/c.toml --log-level warn 2>$work/vg.log &
 lpid=$!
 trap 'kill $rpid 2>/dev/null; rm -rf $work' EXIT

@@ -89,6 +89,9 @@ fn lock_words() -> Result<regex::bytes::Regex, regex::Error> {
 /// Why a record without any of `LOCK_WORDS` is ignored.
 const NO_LOCK_WORD: &str = "no lock word";
 
+/// Why a record is ignored when counting finds no outcome phrase in it (`count_piece`).
+const NO_OUTCOME: &str = "no failure named";
+
 struct Namespace {
     name: String,
     pattern: Glob,
@@ -120,6 +123,8 @@ pub enum ClassifierError {
     Prefilter(regex::Error),
     #[error("cannot build the phrasebook: {0}")]
     Phrasebook(#[from] aho_corasick::BuildError),
+    #[error("cannot build the lock-word skim: {0}")]
+    Skim(#[from] super::skim::SkimError),
 }
 
 impl Classifier {
@@ -147,7 +152,7 @@ impl Classifier {
         Ok(Classifier {
             rules,
             rule_set,
-            skim: Skim::new(prefilter.clone()),
+            skim: Skim::new(LOCK_WORDS)?,
             prefilter,
             phrases: Phrasebook::new()?,
             namespaces: config
@@ -193,11 +198,23 @@ impl Classifier {
 
     /// Classify one piece of input: a record, or a line too long to keep.
     pub fn classify_piece(&self, piece: &Piece<'_>, format: LogFormat) -> Verdict {
+        self.piece(piece, format, false)
+    }
+
+    /// [`classify_piece`](Self::classify_piece) for counting, where an ignored record's
+    /// reason is not shown: a one-line record read as `auto` or `text` that holds a lock
+    /// word but no outcome phrase (and no `\\`, so no escape can make one) is ignored with
+    /// [`NO_OUTCOME`] before its fields are read. Every verdict but that reason is the same.
+    pub fn count_piece(&self, piece: &Piece<'_>, format: LogFormat) -> Verdict {
+        self.piece(piece, format, true)
+    }
+
+    fn piece(&self, piece: &Piece<'_>, format: LogFormat, quick: bool) -> Verdict {
         match piece {
             Piece::Record { orphan: true, .. } => {
                 Verdict::Ignored("continuation lines whose first line was read before (counted with it)")
             }
-            Piece::Record { bytes, .. } => self.classify(bytes, format),
+            Piece::Record { bytes, .. } => self.record(bytes, format, quick),
             Piece::TooLong(_) => Verdict::Malformed("line too long"),
             Piece::Quiet { .. } => Verdict::Ignored(NO_LOCK_WORD),
         }
@@ -206,6 +223,10 @@ impl Classifier {
     /// Classify one record read as `format`: a line (without its newline), or lines joined
     /// by newlines whose first line starts the record.
     pub fn classify(&self, record: &[u8], format: LogFormat) -> Verdict {
+        self.record(record, format, false)
+    }
+
+    fn record(&self, record: &[u8], format: LogFormat, quick: bool) -> Verdict {
         let text = match readable(record) {
             Ok(text) => text,
             Err(malformed) => return malformed,
@@ -222,6 +243,14 @@ impl Classifier {
                 }
                 _ => Verdict::Ignored(NO_LOCK_WORD),
             };
+        }
+        if quick
+            && rule.is_none()
+            && matches!(format, LogFormat::Auto | LogFormat::Text)
+            && memchr::memchr2(b'\\', b'\n', record).is_none()
+            && !self.phrases.may_say(record)
+        {
+            return Verdict::Ignored(NO_OUTCOME);
         }
         let (first, rest) = first_and_rest(record, text);
         let (f, rest) = match fields::read_record(first, rest, text, format) {

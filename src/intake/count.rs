@@ -233,7 +233,7 @@ impl Tally {
 
     /// Classify one piece of input read as `format` and count it.
     pub fn piece(&mut self, classifier: &Classifier, piece: &Piece<'_>, format: LogFormat) {
-        self.record(&classifier.classify_piece(piece, format), u64::from(piece.lines()));
+        self.record(&classifier.count_piece(piece, format), u64::from(piece.lines()));
     }
 
     /// [`piece`](Self::piece), read from `file`: a keyed event keeps the file it came from.
@@ -244,7 +244,7 @@ impl Tally {
         format: LogFormat,
         file: &FileRef<'_>,
     ) {
-        let verdict = classifier.classify_piece(piece, format);
+        let verdict = classifier.count_piece(piece, format);
         self.record_from(&verdict, u64::from(piece.lines()), Some(file));
     }
 

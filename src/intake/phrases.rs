@@ -10,7 +10,7 @@
 //! identifiers — `_processRefresh`, `do_release`, `unlockAsync` — whose camelCase and
 //! snake_case parts are words of their own.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use crate::vocab::{Op, Outcome};
 
@@ -207,6 +207,8 @@ pub(crate) struct Found {
 /// The nouns and outcome phrases, built once.
 pub(crate) struct Phrasebook {
     automaton: AhoCorasick,
+    /// The outcome phrases alone, for `may_say`.
+    outcomes: AhoCorasick,
     /// Per pattern: is it a noun, and what outcome it says (a phrase can be both).
     meaning: Vec<(bool, Option<Said>, &'static str)>,
 }
@@ -232,10 +234,33 @@ impl Phrasebook {
                 }
             }
         }
+        // DFAs: a few hundred states, walked over every record with a lock word.
         let automaton = AhoCorasickBuilder::new()
             .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(meaning.iter().map(|m| m.2))?;
-        Ok(Phrasebook { automaton, meaning })
+        let outcomes = AhoCorasickBuilder::new()
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(meaning.iter().filter(|m| m.1.is_some()).map(|m| m.2))?;
+        Ok(Phrasebook {
+            automaton,
+            outcomes,
+            meaning,
+        })
+    }
+
+    /// Whether `raw`, as bytes, may hold an outcome phrase: `false` only when no text read
+    /// from it without unescaping (a line's message and error, as substrings of it) can.
+    pub(crate) fn may_say(&self, raw: &[u8]) -> bool {
+        let normalized: Vec<u8> = raw
+            .iter()
+            .map(|&b| match b {
+                b'-' | b'\t' | b'\r' | b'\n' => b' ',
+                b => b.to_ascii_lowercase(),
+            })
+            .collect();
+        self.outcomes.is_match(&normalized)
     }
 
     /// Nouns and the strongest outcome in `t`, a text made by `normalize`.

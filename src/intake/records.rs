@@ -191,7 +191,8 @@ impl RecordSplitter {
     /// take it in (`prev`: the line before it; `None` at the start of the data, where
     /// nothing is held): no line it could continue in any context, it is no exception
     /// header a held line could join, and the line before it leaves no Python traceback
-    /// open (neither blank, indented nor the traceback's first line).
+    /// open (neither blank, indented, the traceback's first line nor a closing bracket's,
+    /// which a traceback's frames take in and stay open after).
     fn starts_alone(&self, prev: Option<&[u8]>, line: &[u8]) -> bool {
         if !matches!(self.multiline, Multiline::Auto) {
             return true;
@@ -207,7 +208,7 @@ impl RecordSplitter {
             && !is_php_trace_line(line)
             && !is_go_line(line)
             && !is_exception_header(line)
-            && prev.is_none_or(|p| !opens(p))
+            && prev.is_none_or(|p| !opens(p) && !matches!(p.first(), Some(b'}' | b']' | b')')))
     }
 }
 

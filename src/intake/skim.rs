@@ -1,23 +1,67 @@
 //! Skimming a chunk of log lines for the few that may be lock events. The lock words (the
-//! classifier's prefilter, searched over the whole chunk with its SIMD literal search), NUL
-//! bytes and invalid UTF-8 are *marks*; `RecordSplitter::feed_skimming` counts the records
-//! between the neighbourhoods of two marks as ignored lines (`Piece::Quiet`) without
-//! splitting, decoding or lower-casing them, from one line that starts a record whatever
-//! came before it to another, so the records around a mark come out as if every line had
-//! been read. Not for `[[rule]]`s (regexes on whole records) nor `format = "json"` (every
-//! record's shape is checked): the classifier gives no skim then.
+//! classifier's prefilter words), NUL bytes and invalid UTF-8 are *marks*;
+//! `RecordSplitter::feed_skimming` counts the records between the neighbourhoods of two
+//! marks as ignored lines (`Piece::Quiet`) without splitting, decoding or lower-casing
+//! them, from one line that starts a record whatever came before it to another, so the
+//! records around a mark come out as if every line had been read. Not for `[[rule]]`s
+//! (regexes on whole records) nor `format = "json"` (every record's shape is checked): the
+//! classifier gives no skim then.
+//!
+//! The words are searched case-blind over a copy of the chunk with bit 5 of every byte
+//! set (`A` reads `a`), 16 KiB at a time, for their lowercase spellings alone: a handful of
+//! literals a SIMD (Teddy) search finds at memory speed, where their case variants would be
+//! hundreds.
+//! Only two bytes fold onto a word's byte that is not their own letter in another case —
+//! NUL onto the space — and a NUL is a mark anyway.
 
+use aho_corasick::{AhoCorasick, MatchKind, packed};
 use memchr::memchr;
+
+/// Bytes folded and searched at a time, in a buffer on the stack.
+const WINDOW: usize = 16 * 1024;
+/// Bytes folded past a window's end, so that a word starting in it is found whole: more
+/// than the longest word (`Skim::new` refuses longer ones).
+const OVERLAP: usize = 64;
 
 /// What marks a line as worth reading: the classifier's lock words.
 #[derive(Debug, Clone)]
 pub struct Skim {
-    words: regex::bytes::Regex,
+    /// Teddy, where the CPU has it (SSSE3 or AVX2).
+    packed: Option<packed::Searcher>,
+    words: AhoCorasick,
+}
+
+/// A word `Skim::new` cannot search for.
+#[derive(Debug, thiserror::Error)]
+pub enum SkimError {
+    #[error("lock word {0:?} is longer than {OVERLAP} bytes")]
+    TooLong(String),
+    /// A byte without bit 5 (`_`, `@`, `[`): no folded byte can match it.
+    #[error("lock word {0:?} holds a byte the case fold cannot match")]
+    Unfoldable(String),
+    #[error(transparent)]
+    Build(#[from] aho_corasick::BuildError),
 }
 
 impl Skim {
-    pub(crate) fn new(words: regex::bytes::Regex) -> Self {
-        Skim { words }
+    /// A skim by `words` (letters and spaces), ASCII case ignored.
+    pub(crate) fn new(words: &[&str]) -> Result<Self, SkimError> {
+        let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
+        if let Some(w) = lower.iter().find(|w| w.len() > OVERLAP) {
+            return Err(SkimError::TooLong(w.clone()));
+        }
+        if let Some(w) = lower.iter().find(|w| w.bytes().any(|b| b | 0x20 != b)) {
+            return Err(SkimError::Unfoldable(w.clone()));
+        }
+        let packed = packed::Config::new()
+            .match_kind(packed::MatchKind::LeftmostFirst)
+            .builder()
+            .extend(&lower)
+            .build();
+        let words = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&lower)?;
+        Ok(Skim { packed, words })
     }
 
     /// The marks of `data`, searched as asked.
@@ -25,10 +69,61 @@ impl Skim {
         Marks {
             skim: self,
             data,
+            folded: Folded::new(),
             word: None,
             nul: None,
             utf8: None,
         }
+    }
+
+    /// Where the first word in `folded` starts.
+    fn find(&self, folded: &[u8]) -> Option<usize> {
+        match &self.packed {
+            Some(p) => p.find(folded).map(|m| m.start()),
+            None => self.words.find(folded).map(|m| m.start()),
+        }
+    }
+}
+
+/// `data` folded (every byte's bit 5 set) a window at a time, the last window kept.
+struct Folded {
+    buf: Vec<u8>,
+    /// Where the window kept starts in `data`, and its length; `None` before the first.
+    at: Option<(usize, usize)>,
+}
+
+impl Folded {
+    fn new() -> Self {
+        Folded {
+            buf: Vec::new(),
+            at: None,
+        }
+    }
+
+    /// Where the first word at or after `from` in `data` starts, or `data.len()`. A word
+    /// found starting past its window is looked for again in the next, which holds it whole.
+    fn first_word(&mut self, skim: &Skim, data: &[u8], from: usize) -> usize {
+        let mut from = from;
+        while from < data.len() {
+            let (at, n) = match self.at {
+                Some((at, n)) if (at..at + WINDOW).contains(&from) => (at, n),
+                _ => self.fold(data, from),
+            };
+            match skim.find(&self.buf[from - at..n]) {
+                Some(i) if from - at + i < WINDOW || at + n == data.len() => return from + i,
+                _ => from = at + WINDOW,
+            }
+        }
+        data.len()
+    }
+
+    /// Fold the window of `data` that starts at `at`: its start and length.
+    fn fold(&mut self, data: &[u8], at: usize) -> (usize, usize) {
+        let end = (at + WINDOW + OVERLAP).min(data.len());
+        self.buf.clear();
+        self.buf.extend(data[at..end].iter().map(|b| b | 0x20));
+        self.at = Some((at, end - at));
+        (at, end - at)
     }
 }
 
@@ -37,6 +132,7 @@ impl Skim {
 pub(crate) struct Marks<'a> {
     skim: &'a Skim,
     data: &'a [u8],
+    folded: Folded,
     word: Option<usize>,
     nul: Option<usize>,
     utf8: Option<usize>,
@@ -49,7 +145,7 @@ impl Marks<'_> {
         let (data, len) = (self.data, self.data.len());
         let rest = &data[pos.min(len)..];
         if self.word.is_none_or(|w| w < pos) {
-            self.word = Some(self.skim.words.find_at(data, pos).map_or(len, |m| m.start()));
+            self.word = Some(self.folded.first_word(self.skim, data, pos));
         }
         if self.nul.is_none_or(|n| n < pos) {
             self.nul = Some(memchr(0, rest).map_or(len, |i| pos + i));
@@ -69,15 +165,29 @@ impl Marks<'_> {
 }
 
 /// Complete lines in `data[from..to]` (both line starts), up to the first over `max_line`
-/// bytes: `(lines, where they end)`; at most `u32::MAX` lines.
+/// bytes: `(lines, where they end)`; at most `u32::MAX` lines. Newlines are counted a
+/// window of `max_line / 2` bytes at a time (`memchr`'s SIMD count); only a
+/// window's first and last newline are looked for, since no line inside a window that
+/// holds two newlines can be over the bound.
 pub(crate) fn quiet_lines(data: &[u8], from: usize, to: usize, max_line: usize) -> (u32, usize) {
+    let window = (max_line / 2).max(1);
     let (mut lines, mut start) = (0u32, from);
-    for nl in memchr::memchr_iter(b'\n', &data[from..to]).map(|i| from + i) {
-        if nl - start > max_line || lines == u32::MAX {
+    let mut at = from;
+    while at < to {
+        let end = (at + window).min(to);
+        let piece = &data[at..end];
+        let Some(first) = memchr(b'\n', piece) else {
+            at = end; // the line from `start` goes on
+            continue;
+        };
+        let n = memchr::memchr_iter(b'\n', piece).count();
+        let Ok(n) = u32::try_from(n) else { break };
+        if at + first - start > max_line || lines.checked_add(n).is_none() {
             break;
         }
-        lines += 1;
-        start = nl + 1;
+        lines += n;
+        start = at + memchr::memrchr(b'\n', piece).map_or(0, |i| i + 1);
+        at = end;
     }
     (lines, start)
 }
