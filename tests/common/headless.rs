@@ -14,17 +14,28 @@ pub fn chromium() -> PathBuf {
         .unwrap_or_else(|| panic!("chromium not found: install it with `sudo apt-get install chromium`"))
 }
 
-/// Chromium with its own profile in `profile`, to its end; stdout and stderr as text.
+/// Chromium with its own profile in `profile`, to its end; stdout and stderr as text. A
+/// run whose zygote could not fork its renderer (a host short of processes for a moment,
+/// as under the server matrix) is Chromium's failure, not the page's: tried up to 3 times.
 fn run(profile: &Path, args: &[&str]) -> (String, String) {
-    let out = Command::new(chromium())
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "chromium {args:?}: {stderr}");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    let mut attempt = 1;
+    loop {
+        let out = Command::new(chromium())
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() && stderr.contains("Zygote could not fork") && attempt < 3 {
+            eprintln!("chromium {args:?}: its zygote could not fork (attempt {attempt}); again");
+            attempt += 1;
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            continue;
+        }
+        assert!(out.status.success(), "chromium {args:?}: {stderr}");
+        return (String::from_utf8_lossy(&out.stdout).into_owned(), stderr);
+    }
 }
 
 /// A page as Chromium rendered it.
