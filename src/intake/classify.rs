@@ -248,7 +248,7 @@ impl Classifier {
             && rule.is_none()
             && matches!(format, LogFormat::Auto | LogFormat::Text)
             && memchr::memchr2(b'\\', b'\n', record).is_none()
-            && !self.phrases.may_say(record)
+            && !self.phrases.may_say(text)
         {
             return Verdict::Ignored(NO_OUTCOME);
         }

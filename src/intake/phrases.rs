@@ -250,17 +250,10 @@ impl Phrasebook {
         })
     }
 
-    /// Whether `raw`, as bytes, may hold an outcome phrase: `false` only when no text read
-    /// from it without unescaping (a line's message and error, as substrings of it) can.
-    pub(crate) fn may_say(&self, raw: &[u8]) -> bool {
-        let normalized: Vec<u8> = raw
-            .iter()
-            .map(|&b| match b {
-                b'-' | b'\t' | b'\r' | b'\n' => b' ',
-                b => b.to_ascii_lowercase(),
-            })
-            .collect();
-        self.outcomes.is_match(&normalized)
+    /// Whether `text` may hold an outcome phrase: `false` only when no text read from it
+    /// without unescaping (a line's message and error, as substrings of it) can.
+    pub(crate) fn may_say(&self, text: &str) -> bool {
+        self.outcomes.is_match(&normalize(text))
     }
 
     /// Nouns and the strongest outcome in `t`, a text made by `normalize`.
