@@ -1,9 +1,9 @@
 //! Classifying one log record (a line, or a line with its traceback) into a lock event
 //! `{namespace, op, outcome}`, or saying why not.
 //!
-//! Order: configured `[[rule]]`s (regexes on the raw record) first; then a prefilter (one
-//! case-insensitive literal search for lock words, SIMD over the words' first bytes) so a
-//! record with none costs about a memory scan; then the first line's fields are read (the lines after it join the error
+//! Order: configured `[[rule]]`s (regexes on the raw record) first; then a prefilter (the
+//! skim's case-blind SIMD search for the lock words) so a record with none costs about a
+//! memory scan; then the first line's fields are read (the lines after it join the error
 //! text) and the built-in rules (`phrases`) look for a lock noun, an outcome and an
 //! operation, as whole words. Namespace: an explicit field, else a lock key (a field, or a
 //! word of the text) matched against the patterns, else `log_phrases`, else unknown. Label
@@ -78,14 +78,6 @@ const LOCK_WORDS: &[&str] = &[
     "fenc",
 ];
 
-/// The prefilter: any of `LOCK_WORDS`, ASCII case ignored. A regex rather than an
-/// Aho-Corasick automaton: its literal prefilter (SIMD, over the case variants of the
-/// words' first bytes) skips most of a line instead of stepping through every byte.
-fn lock_words() -> Result<regex::bytes::Regex, regex::Error> {
-    let words: Vec<String> = LOCK_WORDS.iter().map(|w| regex::escape(w)).collect();
-    regex::bytes::Regex::new(&format!("(?i-u){}", words.join("|")))
-}
-
 /// Why a record without any of `LOCK_WORDS` is ignored.
 const NO_LOCK_WORD: &str = "no lock word";
 
@@ -109,7 +101,6 @@ struct Rule {
 pub struct Classifier {
     rules: Vec<Rule>,
     rule_set: regex::bytes::RegexSet,
-    prefilter: regex::bytes::Regex,
     skim: Skim,
     phrases: Phrasebook,
     namespaces: Vec<Namespace>,
@@ -119,8 +110,6 @@ pub struct Classifier {
 pub enum ClassifierError {
     #[error("rule[{index}]: {source}")]
     Rule { index: usize, source: regex::Error },
-    #[error("cannot build the lock-word prefilter: {0}")]
-    Prefilter(regex::Error),
     #[error("cannot build the phrasebook: {0}")]
     Phrasebook(#[from] aho_corasick::BuildError),
     #[error("cannot build the lock-word skim: {0}")]
@@ -148,12 +137,10 @@ impl Classifier {
             .collect::<Result<Vec<_>, ClassifierError>>()?;
         let rule_set = regex::bytes::RegexSet::new(rules.iter().map(|r| r.regex.as_str()))
             .map_err(|source| ClassifierError::Rule { index: 0, source })?;
-        let prefilter = lock_words().map_err(ClassifierError::Prefilter)?;
         Ok(Classifier {
             rules,
             rule_set,
             skim: Skim::new(LOCK_WORDS)?,
-            prefilter,
             phrases: Phrasebook::new()?,
             namespaces: config
                 .namespaces
@@ -236,7 +223,7 @@ impl Classifier {
         } else {
             self.rule_set.matches(record).iter().next()
         };
-        if rule.is_none() && !self.prefilter.is_match(record) {
+        if rule.is_none() && !self.skim.is_match(record) {
             return match format {
                 LogFormat::Json if !fields::looks_like_json(first_and_rest(record, text).0) => {
                     Verdict::Malformed("not a JSON object")
@@ -298,10 +285,7 @@ impl Classifier {
                 .chain(extra.clone().map(|e| e.as_bytes()))
                 .find_map(|r| self.rule_set.matches(r).iter().next())
         };
-        if rule.is_none()
-            && !self.prefilter.is_match(record)
-            && !extra.clone().any(|e| self.prefilter.is_match(e.as_bytes()))
-        {
+        if rule.is_none() && !self.skim.is_match(record) && !extra.clone().any(|e| self.skim.is_match(e.as_bytes())) {
             return Verdict::Ignored(NO_LOCK_WORD);
         }
         let (first, rest) = first_and_rest(record, text);

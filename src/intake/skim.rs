@@ -76,6 +76,26 @@ impl Skim {
         }
     }
 
+    /// Whether `text`, which holds no NUL, holds a word. Without a NUL the fold is exact:
+    /// a folded byte equals a word's (a lowercase letter or the space) only where the byte
+    /// is that letter in either case, or the space.
+    pub(crate) fn is_match(&self, text: &[u8]) -> bool {
+        const STEP: usize = 256;
+        let mut buf = [0u8; STEP + OVERLAP];
+        let mut at = 0;
+        while at < text.len() {
+            let piece = &text[at..(at + STEP + OVERLAP).min(text.len())];
+            for (f, &b) in buf.iter_mut().zip(piece) {
+                *f = b | 0x20;
+            }
+            if self.find(&buf[..piece.len()]).is_some() {
+                return true;
+            }
+            at += STEP;
+        }
+        false
+    }
+
     /// Where the first word in `folded` starts.
     fn find(&self, folded: &[u8]) -> Option<usize> {
         match &self.packed {
@@ -85,55 +105,67 @@ impl Skim {
     }
 }
 
-/// `data` folded (every byte's bit 5 set) a window at a time, the last window kept.
+/// `data` folded (every byte's bit 5 set) a window at a time, the last window kept. The
+/// same loop notes whether a window holds a NUL or a byte over 0x7F, so the searches for
+/// those run only where one of them may be.
 struct Folded {
-    buf: Vec<u8>,
-    /// Where the window kept starts in `data`, and its length; `None` before the first.
-    at: Option<(usize, usize)>,
+    buf: Box<[u8; WINDOW + OVERLAP]>,
+    /// Where the window kept starts in `data`, its length, and whether it is odd (holds a
+    /// NUL or a non-ASCII byte); `None` before the first.
+    at: Option<(usize, usize, bool)>,
 }
 
 impl Folded {
     fn new() -> Self {
         Folded {
-            buf: Vec::new(),
+            buf: Box::new([0; WINDOW + OVERLAP]),
             at: None,
         }
     }
 
-    /// Where the first word at or after `from` in `data` starts, or `data.len()`. A word
-    /// found starting past its window is looked for again in the next, which holds it whole.
-    fn first_word(&mut self, skim: &Skim, data: &[u8], from: usize) -> usize {
-        let mut from = from;
+    /// Where the first word at or after `from` in `data` starts, or `data.len()`, and
+    /// whether a window from `from`'s to the word's is odd. A word found starting past its
+    /// window is looked for again in the next, which holds it whole.
+    fn first_word(&mut self, skim: &Skim, data: &[u8], from: usize) -> (usize, bool) {
+        let (mut from, mut odd) = (from, false);
         while from < data.len() {
-            let (at, n) = match self.at {
-                Some((at, n)) if (at..at + WINDOW).contains(&from) => (at, n),
+            let (at, n, o) = match self.at {
+                Some((at, n, o)) if (at..at + WINDOW).contains(&from) => (at, n, o),
                 _ => self.fold(data, from),
             };
+            odd |= o;
             match skim.find(&self.buf[from - at..n]) {
-                Some(i) if from - at + i < WINDOW || at + n == data.len() => return from + i,
+                Some(i) if from - at + i < WINDOW || at + n == data.len() => return (from + i, odd),
                 _ => from = at + WINDOW,
             }
         }
-        data.len()
+        (data.len(), odd)
     }
 
-    /// Fold the window of `data` that starts at `at`: its start and length.
-    fn fold(&mut self, data: &[u8], at: usize) -> (usize, usize) {
+    /// Fold the window of `data` that starts at `at`: its start, length and oddness.
+    fn fold(&mut self, data: &[u8], at: usize) -> (usize, usize, bool) {
         let end = (at + WINDOW + OVERLAP).min(data.len());
-        self.buf.clear();
-        self.buf.extend(data[at..end].iter().map(|b| b | 0x20));
-        self.at = Some((at, end - at));
-        (at, end - at)
+        let (mut low, mut high) = (u8::MAX, 0u8);
+        for (f, &b) in self.buf.iter_mut().zip(&data[at..end]) {
+            *f = b | 0x20;
+            low = low.min(b);
+            high = high.max(b);
+        }
+        let window = (at, end - at, low == 0 || high > 0x7f);
+        self.at = Some(window);
+        window
     }
 }
 
 /// The next mark of each kind at or after the last position asked, each searched again
-/// only once it is passed: every byte is searched once per kind.
+/// only once it is passed: every byte is searched once per kind, and for a NUL or invalid
+/// UTF-8 only once a window before the next word is odd.
 pub(crate) struct Marks<'a> {
     skim: &'a Skim,
     data: &'a [u8],
     folded: Folded,
-    word: Option<usize>,
+    /// The next word, and whether a window up to it is odd.
+    word: Option<(usize, bool)>,
     nul: Option<usize>,
     utf8: Option<usize>,
 }
@@ -143,10 +175,14 @@ impl Marks<'_> {
     /// the data's length.
     pub(crate) fn next(&mut self, pos: usize) -> usize {
         let (data, len) = (self.data, self.data.len());
-        let rest = &data[pos.min(len)..];
-        if self.word.is_none_or(|w| w < pos) {
-            self.word = Some(self.folded.first_word(self.skim, data, pos));
+        let (word, odd) = match self.word {
+            Some((w, odd)) if w >= pos => (w, odd),
+            _ => *self.word.insert(self.folded.first_word(self.skim, data, pos)),
+        };
+        if !odd {
+            return word; // no NUL and no byte over 0x7F before it
         }
+        let rest = &data[pos.min(len)..];
         if self.nul.is_none_or(|n| n < pos) {
             self.nul = Some(memchr(0, rest).map_or(len, |i| pos + i));
         }
@@ -156,7 +192,7 @@ impl Marks<'_> {
                 Err(e) => pos + e.valid_up_to(),
             });
         }
-        [self.word, self.nul, self.utf8]
+        [Some(word), self.nul, self.utf8]
             .into_iter()
             .flatten()
             .min()

@@ -178,15 +178,73 @@ fn a_word_across_the_fold_windows_edge_is_found_where_it_starts() {
         let mut data = vec![b'x'; at];
         data.extend_from_slice(b" IllegalMonitorState then LOCK\n");
         let mut folded = super::Folded::new();
-        assert_eq!(folded.first_word(&skim, &data, 0), at + 1, "at {at}");
-        assert_eq!(folded.first_word(&skim, &data, at + 2), at + 26, "at {at}");
+        assert_eq!(folded.first_word(&skim, &data, 0).0, at + 1, "at {at}");
+        assert_eq!(folded.first_word(&skim, &data, at + 2).0, at + 26, "at {at}");
         assert_eq!(
-            super::Folded::new().first_word(&skim, &data, at + 2),
+            super::Folded::new().first_word(&skim, &data, at + 2).0,
             at + 26,
             "at {at}"
         );
     }
-    assert_eq!(super::Folded::new().first_word(&skim, b"no words here", 0), 13);
+    assert_eq!(super::Folded::new().first_word(&skim, b"no words here", 0), (13, false));
     assert!(super::Skim::new(&["x".repeat(super::OVERLAP + 1).as_str()]).is_err());
     assert!(super::Skim::new(&["lock_key"]).is_err());
+}
+
+#[test]
+fn a_nul_or_bad_utf8_is_a_mark_in_any_window_before_the_next_word() {
+    let skim = super::Skim::new(&["lock"]).unwrap();
+    let w = super::WINDOW;
+    for odd in [&b"\0"[..], b"\xff", b"\xc3"] {
+        for at in [0, 5, w - 1, w, w + 1, 2 * w + 3, 3 * w - 2] {
+            let mut data = vec![b'x'; 4 * w];
+            data[at..at + odd.len()].copy_from_slice(odd);
+            data.extend_from_slice(b"\nLOCK\n");
+            let word = 4 * w + 1;
+            let mut marks = skim.marks(&data);
+            assert_eq!(marks.next(0), at, "{odd:?} at {at}");
+            assert_eq!(marks.next(at + 1), word, "{odd:?} at {at}");
+            // Asked again from a later line start, the window kept is searched again.
+            let mut marks = skim.marks(&data);
+            assert_eq!(marks.next(at / 2), at, "{odd:?} at {at}, from {}", at / 2);
+        }
+    }
+    // Valid UTF-8 beyond ASCII is no mark; the window it is in is still looked through.
+    let mut data = "é".repeat(w).into_bytes();
+    data.extend_from_slice(b"\nLOCK\n");
+    assert_eq!(skim.marks(&data).next(0), 2 * w + 1);
+}
+
+#[test]
+fn is_match_agrees_with_a_case_blind_regex_on_any_text_without_nul() {
+    let words = ["lock", "not owned", "illegalmonitorstate", "fenc"];
+    let skim = super::Skim::new(&words).unwrap();
+    let re = regex::bytes::Regex::new(&format!("(?i-u){}", words.join("|"))).unwrap();
+    // Bytes that fold onto a letter or near one (`@`, `[`, `` ` ``, `{`), controls,
+    // bytes over 0x7F, and the words' own letters in both cases.
+    let alphabet = b"lLoOcCkKnNtT wWeEdDfF@[`{\x01\x0c\x2c\x8c\xcc\xec";
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for len in [0, 3, 4, 9, 60, 255, 256, 257, 320, 321, 700] {
+        for _ in 0..300 {
+            let text: Vec<u8> = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    alphabet[(seed % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(
+                skim.is_match(&text),
+                re.is_match(&text),
+                "{:?}",
+                String::from_utf8_lossy(&text)
+            );
+        }
+    }
+    for at in [0, 250, 253, 255, 256, 300, 316, 317, 600] {
+        let mut text = vec![b'x'; 640];
+        text[at..at + 9].copy_from_slice(b"NoT OwNeD");
+        assert!(skim.is_match(&text), "at {at}");
+    }
 }
