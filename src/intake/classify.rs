@@ -377,14 +377,26 @@ impl Classifier {
         {
             return Some((i, k));
         }
-        t.text.split(is_separator).find_map(|w| {
-            let w = w.trim_matches(|c: char| matches!(c, ':' | '.' | ',' | ';' | '\'' | '"'));
-            if w.len() > 2 && w.contains(':') {
-                self.namespace_of_key(w).map(|i| (i, w))
-            } else {
-                None
+        // The words (between separators) that hold a `:`, in order, found from the colons.
+        let text = t.text.as_str();
+        let mut from = 0;
+        while let Some(colon) = text[from..].find(':').map(|i| from + i) {
+            let start = text[..colon]
+                .char_indices()
+                .rev()
+                .find(|(_, c)| is_separator(*c))
+                .map_or(0, |(i, c)| i + c.len_utf8());
+            let end = text[colon..].find(is_separator).map_or(text.len(), |i| colon + i);
+            let w = text[start..end].trim_matches(|c: char| matches!(c, ':' | '.' | ',' | ';' | '\'' | '"'));
+            if w.len() > 2
+                && w.contains(':')
+                && let Some(i) = self.namespace_of_key(w)
+            {
+                return Some((i, w));
             }
-        })
+            from = end;
+        }
+        None
     }
 
     /// The namespace whose `log_phrases` appears first in the text.

@@ -153,3 +153,45 @@ fn an_event_carries_the_key_it_named_and_nothing_else_does() {
     let v = key_of(&c, &format!("lock release failed: lock not owned key={long}"));
     assert_eq!(v, Some((Some(3), k(&long[..256]))));
 }
+
+#[test]
+fn the_key_named_is_the_first_word_with_a_colon_that_a_pattern_matches() {
+    let c = classifier();
+    // What `named_key` reads, written the plain way: every word, in order.
+    let by_words = |text: &str| {
+        text.split(is_separator).find_map(|w| {
+            let w = w.trim_matches(|c: char| matches!(c, ':' | '.' | ',' | ';' | '\'' | '"'));
+            (w.len() > 2 && w.contains(':'))
+                .then(|| c.namespace_of_key(w).map(|i| (i, w.to_string())))
+                .flatten()
+        })
+    };
+    let keys = ["cordum:wf:run:lock:r1", "payout:batch:lock:7", "cordum:approval:lock:a"];
+    let glue = [
+        " ", ": ", "\u{2003}", "(", ")", "[", "=", "\"", "'", ".", ",", ":", "é", "`", "<", "x",
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..3000 {
+        let mut text = String::new();
+        for _ in 0..8 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let pick = (seed % 97) as usize;
+            text.push_str(match pick % 4 {
+                0 => keys[pick % keys.len()],
+                1 => "lock:",
+                2 => "x:y",
+                _ => "word",
+            });
+            text.push_str(glue[pick % glue.len()]);
+        }
+        let f = Fields {
+            message: text.as_str().into(),
+            ..Fields::default()
+        };
+        let t = Text::of(&f, "");
+        let got = c.named_key(&f, &t).map(|(i, w)| (i, w.to_string()));
+        assert_eq!(got, by_words(&t.text), "{text:?}");
+    }
+}

@@ -17,7 +17,7 @@
 use aho_corasick::{AhoCorasick, MatchKind, packed};
 use memchr::memchr;
 
-/// Bytes folded and searched at a time, in a buffer on the stack.
+/// Bytes folded and searched at a time, in a buffer allocated once per chunk.
 const WINDOW: usize = 16 * 1024;
 /// Bytes folded past a window's end, so that a word starting in it is found whole: more
 /// than the longest word (`Skim::new` refuses longer ones).
