@@ -334,7 +334,30 @@ async fn prometheus_scrapes_lockwatch_evaluates_the_rules_and_answers_every_pane
     eprintln!("{} panel queries answered, {evaluated} rules healthy", queries.len());
 
     // What Prometheus recorded of the batch job is enough for advise, and its TTL would
-    // have held the run that outlived the old one.
+    // have held the run that outlived the old one. The takeover is counted once lockwatch
+    // has seen the expiry and Prometheus has scraped the count since: waited for (up to
+    // 60 s), as advise reads only what Prometheus holds.
+    let takeovers = "sum(increase(lockwatch_lock_expiry_takeovers_total{namespace=\"batch\"}[1h]))";
+    let asked = Instant::now();
+    loop {
+        let v = get_json(&format!("{}/api/v1/query", prom.url), &[("query", takeovers)]).await;
+        let n = v["data"]["result"][0]["value"][1]
+            .as_str()
+            .and_then(|n| n.parse::<f64>().ok());
+        if n >= Some(1.0) {
+            eprintln!(
+                "takeovers in Prometheus {:?} after the batch's first",
+                taken_over_at.elapsed()
+            );
+            break;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(60),
+            "Prometheus holds no takeover of the batch lock {:?} after it: {v}",
+            taken_over_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let config = dir.path().join("lockwatch.toml");
     std::fs::write(&config, config_text(dir.path()).replace("{url}", &r.url())).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lockwatch"))
