@@ -67,7 +67,7 @@ pub enum Verdict {
 
 /// Words that make a record worth reading: each of the phrasebook's nouns holds one. Kept
 /// to a few words that seldom start ordinary text, so the prefilter stays a fast scan.
-const LOCK_WORDS: &[&str] = &[
+pub(crate) const LOCK_WORDS: &[&str] = &[
     "lock",
     "lease",
     "mutex",

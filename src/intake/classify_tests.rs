@@ -172,7 +172,7 @@ fn the_key_named_is_the_first_word_with_a_colon_that_a_pattern_matches() {
     ];
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..3000 {
-        let mut text = String::new();
+        let mut text = String::from(glue[(seed % glue.len() as u64) as usize]);
         for _ in 0..8 {
             seed ^= seed << 13;
             seed ^= seed >> 7;

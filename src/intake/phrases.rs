@@ -378,6 +378,31 @@ mod tests {
             assert_eq!(n.len(), t.len());
         }
         assert_eq!(normalize("Not-Owned\tX"), "not owned x");
+        // The reading it replaced, a char at a time.
+        let by_chars = |t: &str| -> String {
+            t.chars()
+                .map(|c| match c {
+                    '-' | '\t' | '\r' | '\n' => ' ',
+                    c => c.to_ascii_lowercase(),
+                })
+                .collect()
+        };
+        let mut seed = 0x0bad_cafe_f00d_1234u64;
+        let alphabet = [
+            "A", "z", "-", "\t", "\r", "\n", " ", "É", "ß", "—", "\u{0}", "K", "\u{212a}", "_",
+        ];
+        for _ in 0..2000 {
+            let t: String = (0..(seed % 40))
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    alphabet[(seed % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(normalize(&t), by_chars(&t), "{t:?}");
+            assert_eq!(normal_bytes(&t), by_chars(&t).into_bytes(), "{t:?}");
+        }
     }
 
     #[test]

@@ -248,3 +248,49 @@ fn is_match_agrees_with_a_case_blind_regex_on_any_text_without_nul() {
         assert!(skim.is_match(&text), "at {at}");
     }
 }
+
+#[test]
+fn marks_found_after_a_clean_call_and_past_a_kept_word() {
+    let skim = super::Skim::new(&["lock"]).unwrap();
+    let w = super::WINDOW;
+    // A word, then (in a later window) a NUL, then a word: asked from each line start.
+    let mut data = vec![b'x'; 3 * w];
+    data[10..14].copy_from_slice(b"LOCK");
+    data[20] = b'\n';
+    data[2 * w + 7] = 0;
+    data[2 * w + 20..2 * w + 24].copy_from_slice(b"lock");
+    data.push(b'\n');
+    let mut marks = skim.marks(&data);
+    assert_eq!(marks.next(0), 10, "the word, the NUL after it no mark yet");
+    assert_eq!(marks.next(21), 2 * w + 7, "the NUL, found on a later call");
+    assert_eq!(marks.next(2 * w + 8), 2 * w + 20);
+    // A kept word whose windows were clean, asked again from a later line start.
+    let mut data = vec![b'y'; 2 * w];
+    data[5] = b'\n';
+    data[w + 3..w + 7].copy_from_slice(b"Lock");
+    let mut marks = skim.marks(&data);
+    assert_eq!(marks.next(0), w + 3);
+    assert_eq!(marks.next(6), w + 3);
+    // A character cut at the data's end is a mark; a whole one is none.
+    let mut data = b"caf\xc3\xa9\n".repeat(10);
+    assert_eq!(skim.marks(&data).next(0), data.len());
+    data.push(0xc3);
+    assert_eq!(skim.marks(&data).next(0), data.len() - 1);
+}
+
+#[test]
+fn is_match_finds_the_real_words_and_the_longest_a_skim_takes_at_every_step_edge() {
+    let longest = "q".repeat(super::OVERLAP);
+    let mut words: Vec<&str> = crate::intake::classify::LOCK_WORDS.to_vec();
+    words.push(&longest);
+    let skim = super::Skim::new(&words).unwrap();
+    for word in &words {
+        for at in 240..=300 {
+            let mut text = vec![b'x'; 420];
+            text[at..at + word.len()].copy_from_slice(word.to_ascii_uppercase().as_bytes());
+            assert!(skim.is_match(&text), "{word} at {at}");
+            text[at] = b'-';
+            assert!(!skim.is_match(&text), "{word} cut at {at}");
+        }
+    }
+}
