@@ -170,14 +170,11 @@ fn the_key_named_is_the_first_word_with_a_colon_that_a_pattern_matches() {
     let glue = [
         " ", ": ", "\u{2003}", "(", ")", "[", "=", "\"", "'", ".", ",", ":", "é", "`", "<", "x",
     ];
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = crate::intake::test_rng::Xorshift(0x2545_f491_4f6c_dd1d);
     for _ in 0..3000 {
-        let mut text = String::from(glue[(seed % glue.len() as u64) as usize]);
+        let mut text = String::from(glue[rng.below(glue.len())]);
         for _ in 0..8 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let pick = (seed % 97) as usize;
+            let pick = rng.below(97);
             text.push_str(match pick % 4 {
                 0 => keys[pick % keys.len()],
                 1 => "lock:",

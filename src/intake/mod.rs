@@ -31,6 +31,8 @@ pub(crate) mod reopen;
 pub mod skim;
 pub(crate) mod stdin;
 pub(crate) mod tail;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub(crate) mod wire;
 
 pub use classify::{Classifier, ClassifierError, Given, Verdict};

@@ -387,18 +387,13 @@ mod tests {
                 })
                 .collect()
         };
-        let mut seed = 0x0bad_cafe_f00d_1234u64;
+        let mut rng = crate::intake::test_rng::Xorshift(0x0bad_cafe_f00d_1234);
         let alphabet = [
             "A", "z", "-", "\t", "\r", "\n", " ", "É", "ß", "—", "\u{0}", "K", "\u{212a}", "_",
         ];
         for _ in 0..2000 {
-            let t: String = (0..(seed % 40))
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    alphabet[(seed % alphabet.len() as u64) as usize]
-                })
+            let t: String = (0..rng.below(40))
+                .map(|_| alphabet[rng.below(alphabet.len())])
                 .collect();
             assert_eq!(normalize(&t), by_chars(&t), "{t:?}");
             assert_eq!(normal_bytes(&t), by_chars(&t).into_bytes(), "{t:?}");
