@@ -17,7 +17,7 @@
 use aho_corasick::{AhoCorasick, MatchKind, packed};
 use memchr::memchr;
 
-/// Bytes folded and searched at a time, in a buffer allocated once per chunk.
+/// Bytes folded and searched at a time, in a buffer allocated at a chunk's first fold.
 const WINDOW: usize = 16 * 1024;
 /// Bytes folded past a window's end, so that a word starting in it is found whole: more
 /// than the longest word (`Skim::new` refuses longer ones).
@@ -109,7 +109,8 @@ impl Skim {
 /// same loop notes whether a window holds a NUL or a byte over 0x7F, so the searches for
 /// those run only where one of them may be.
 struct Folded {
-    buf: Box<[u8; WINDOW + OVERLAP]>,
+    /// Empty until the first fold, then `WINDOW + OVERLAP` bytes.
+    buf: Vec<u8>,
     /// Where the window kept starts in `data`, its length, and whether it is odd (holds a
     /// NUL or a non-ASCII byte); `None` before the first.
     at: Option<(usize, usize, bool)>,
@@ -118,7 +119,7 @@ struct Folded {
 impl Folded {
     fn new() -> Self {
         Folded {
-            buf: Box::new([0; WINDOW + OVERLAP]),
+            buf: Vec::new(),
             at: None,
         }
     }
@@ -145,6 +146,9 @@ impl Folded {
     /// Fold the window of `data` that starts at `at`: its start, length and oddness.
     fn fold(&mut self, data: &[u8], at: usize) -> (usize, usize, bool) {
         let end = (at + WINDOW + OVERLAP).min(data.len());
+        if self.buf.is_empty() {
+            self.buf.resize(WINDOW + OVERLAP, 0);
+        }
         let (mut low, mut high) = (u8::MAX, 0u8);
         for (f, &b) in self.buf.iter_mut().zip(&data[at..end]) {
             *f = b | 0x20;
