@@ -136,33 +136,72 @@ fn text(line: &str) -> Fields<'_> {
     }
 }
 
+/// The lists of names `json` reads, in the order of `Fields`' members after `format`.
+const LISTS: [&[&str]; 9] = [
+    MESSAGE,
+    ERROR,
+    KEY,
+    NAMESPACE,
+    TRACE_ID,
+    SPAN_ID,
+    PID_FIELDS,
+    HOST_FIELDS,
+    INSTANCE_FIELDS,
+];
+
+/// How many names the lists hold together.
+const NAMES: usize = {
+    let (mut n, mut i) = (0, 0);
+    while i < LISTS.len() {
+        n += LISTS[i].len();
+        i += 1;
+    }
+    n
+};
+
 fn json(line: &str) -> Option<Fields<'_>> {
-    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).ok()?;
-    let value = |n: &str| -> Option<Cow<'static, str>> {
-        // A dotted name flat (`"dd.trace_id": …`) or nested (`"trace": {"id": …}`).
-        let v = match (map.get(n), n.split_once('.')) {
-            (Some(v), _) => v,
-            (None, Some((outer, inner))) => map.get(outer)?.get(inner)?,
-            (None, None) => return None,
-        };
-        match v {
-            serde_json::Value::String(s) => Some(Cow::Owned(s.clone())),
-            serde_json::Value::Null => None,
+    use serde_json::Value;
+    let map: serde_json::Map<String, Value> = serde_json::from_str(line).ok()?;
+    // One pass over the object's members for every name of the lists, numbered in their
+    // order: flat (`"dd.trace_id": …`), and for a dotted name nested (`"dd": {"trace_id":
+    // …}`), read only where the flat one is absent (a flat `null` stands).
+    let (mut flat, mut nested) = ([None::<&Value>; NAMES], [None::<&Value>; NAMES]);
+    for (k, v) in &map {
+        for (i, n) in LISTS.iter().flat_map(|l| l.iter()).enumerate() {
+            if *n == k {
+                flat[i] = Some(v);
+            } else if v.is_object()
+                && let Some((outer, inner)) = n.split_once('.')
+                && outer == k
+            {
+                nested[i] = v.get(inner);
+            }
+        }
+    }
+    let value = |i: usize| -> Option<Cow<'static, str>> {
+        match flat[i].or(nested[i])? {
+            Value::String(s) => Some(Cow::Owned(s.clone())),
+            Value::Null => None,
             other => Some(Cow::Owned(other.to_string())),
         }
     };
-    let get = |names: &[&str]| names.iter().find_map(|n| value(n));
+    // The names of list `l`, by their numbers.
+    let names = |l: usize| {
+        let start: usize = LISTS[..l].iter().map(|l| l.len()).sum();
+        start..start + LISTS[l].len()
+    };
+    let get = |l: usize| names(l).find_map(value);
     Some(Fields {
         format: Some(LogFormat::Json),
-        message: get(MESSAGE).unwrap_or_default(),
-        error: joined(ERROR.iter().filter_map(|n| value(n))),
-        key: get(KEY),
-        namespace: get(NAMESPACE),
-        trace_id: get(TRACE_ID),
-        span_id: get(SPAN_ID),
-        pid: get(PID_FIELDS),
-        host: get(HOST_FIELDS),
-        instance: get(INSTANCE_FIELDS),
+        message: get(0).unwrap_or_default(),
+        error: joined(names(1).filter_map(value)),
+        key: get(2),
+        namespace: get(3),
+        trace_id: get(4),
+        span_id: get(5),
+        pid: get(6),
+        host: get(7),
+        instance: get(8),
     })
 }
 
@@ -294,6 +333,10 @@ fn logfmt(line: &str) -> Option<Fields<'_>> {
         instance: get(INSTANCE_FIELDS),
     })
 }
+
+#[cfg(test)]
+#[path = "fields_json_tests.rs"]
+mod json_tests;
 
 #[cfg(test)]
 mod tests {

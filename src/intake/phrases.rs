@@ -10,7 +10,11 @@
 //! identifiers — `_processRefresh`, `do_release`, `unlockAsync` — whose camelCase and
 //! snake_case parts are words of their own.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use foldhash::fast::FixedState;
 
 use crate::vocab::{Op, Outcome};
 
@@ -180,20 +184,100 @@ const ERROR: &[&str] = &[
 ];
 
 /// Operation words, as whole words or as parts of identifiers.
+const OP_WORDS: &[(Op, &[&str])] = &[
+    (
+        Op::Release,
+        &[
+            "release",
+            "released",
+            "releases",
+            "releasing",
+            "unlock",
+            "unlocked",
+            "unlocking",
+            "unlocks",
+            "unset",
+        ],
+    ),
+    (
+        Op::Renew,
+        &[
+            "renew",
+            "renewal",
+            "renewed",
+            "renewing",
+            "renews",
+            "renewer",
+            "extend",
+            "extended",
+            "extending",
+            "extends",
+            "extension",
+            "refresh",
+            "refreshed",
+            "refreshing",
+            "refreshes",
+            "expiration",
+            "keepalive",
+            "watchdog",
+            "touch",
+            "prolong",
+            "prolonged",
+            "reacquire",
+            "heartbeat",
+        ],
+    ),
+    (
+        Op::Acquire,
+        &[
+            "acquire",
+            "acquired",
+            "acquires",
+            "acquiring",
+            "acquisition",
+            "obtain",
+            "obtained",
+            "obtaining",
+            "trylock",
+            "tryacquire",
+            // Library failures that only one operation raises.
+            "locktimeoutexception",
+        ],
+    ),
+    (
+        Op::Write,
+        &["write", "writes", "writing", "fenced", "commit", "committed"],
+    ),
+];
+
+/// The shortest and the longest operation word: a word of another length is none.
+const OP_LENGTHS: (usize, usize) = {
+    let (mut min, mut max, mut i) = (usize::MAX, 0, 0);
+    while i < OP_WORDS.len() {
+        let mut j = 0;
+        while j < OP_WORDS[i].1.len() {
+            let n = OP_WORDS[i].1[j].len();
+            min = if n < min { n } else { min };
+            max = if n > max { n } else { max };
+            j += 1;
+        }
+        i += 1;
+    }
+    (min, max)
+};
+
+/// The operation `word` (lowercase) names.
 fn op_of(word: &str) -> Option<Op> {
-    Some(match word {
-        "release" | "released" | "releases" | "releasing" | "unlock" | "unlocked" | "unlocking" | "unlocks"
-        | "unset" => Op::Release,
-        "renew" | "renewal" | "renewed" | "renewing" | "renews" | "renewer" | "extend" | "extended" | "extending"
-        | "extends" | "extension" | "refresh" | "refreshed" | "refreshing" | "refreshes" | "expiration"
-        | "keepalive" | "watchdog" | "touch" | "prolong" | "prolonged" | "reacquire" | "heartbeat" => Op::Renew,
-        "acquire" | "acquired" | "acquires" | "acquiring" | "acquisition" | "obtain" | "obtained" | "obtaining"
-        | "trylock" | "tryacquire" => Op::Acquire,
-        // Library failures that only one operation raises.
-        "locktimeoutexception" => Op::Acquire,
-        "write" | "writes" | "writing" | "fenced" | "commit" | "committed" => Op::Write,
-        _ => return None,
-    })
+    static OPS: LazyLock<HashMap<&'static str, Op, FixedState>> = LazyLock::new(|| {
+        OP_WORDS
+            .iter()
+            .flat_map(|(op, words)| words.iter().map(move |w| (*w, *op)))
+            .collect()
+    });
+    if !(OP_LENGTHS.0..=OP_LENGTHS.1).contains(&word.len()) {
+        return None;
+    }
+    OPS.get(word).copied()
 }
 
 /// What the phrasebook found in a record.
@@ -337,8 +421,8 @@ pub(crate) fn first_op(text: &str) -> Option<(usize, Op)> {
         }
         // The whole run (`tryLock`), then its camelCase parts (`process` `Refresh`).
         let run = &text[start..i];
-        if run.len() > 32 {
-            continue;
+        if run.len() > 32 || run.len() < OP_LENGTHS.0 {
+            continue; // nor is any part of it an operation word
         }
         lowered.clear();
         lowered.push_str(run);
@@ -368,6 +452,25 @@ mod tests {
 
     fn said(t: &str) -> Option<(Said, &'static str)> {
         Phrasebook::new().unwrap().find(&normalize(t)).said
+    }
+
+    #[test]
+    fn every_operation_word_names_its_operation_once() {
+        let mut seen = std::collections::HashSet::new();
+        for (op, words) in OP_WORDS {
+            for w in *words {
+                assert!(seen.insert(*w), "{w} twice");
+                assert_eq!(op_of(w), Some(*op), "{w}");
+                assert_eq!(w.to_ascii_lowercase(), *w);
+            }
+        }
+        assert_eq!(OP_LENGTHS, (5, 20));
+        assert_eq!(first_op("lock RELEASE failed"), Some((5, Op::Release)));
+        assert_eq!(first_op("a tryLock b"), Some((2, Op::Acquire)));
+        assert_eq!(first_op("processRefresh"), Some((7, Op::Renew)));
+        assert_eq!(first_op("x unlockX y"), Some((2, Op::Release)));
+        assert_eq!(first_op("x unlockingly y"), None);
+        assert_eq!(first_op("set get put"), None);
     }
 
     #[test]

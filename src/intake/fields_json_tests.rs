@@ -1,0 +1,79 @@
+//! `json` reads every name of its lists in one pass over the object; here it is held to
+//! the reading it replaced, a lookup per name, on generated objects.
+#![allow(clippy::unwrap_used)]
+
+use std::borrow::Cow;
+
+use super::*;
+
+/// The old reading: each name looked up, flat first, then nested under its first dot.
+fn by_lookups(line: &str) -> Option<Fields<'_>> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).ok()?;
+    let value = |n: &str| -> Option<Cow<'static, str>> {
+        let v = match (map.get(n), n.split_once('.')) {
+            (Some(v), _) => v,
+            (None, Some((outer, inner))) => map.get(outer)?.get(inner)?,
+            (None, None) => return None,
+        };
+        match v {
+            serde_json::Value::String(s) => Some(Cow::Owned(s.clone())),
+            serde_json::Value::Null => None,
+            other => Some(Cow::Owned(other.to_string())),
+        }
+    };
+    let get = |names: &[&str]| names.iter().find_map(|n| value(n));
+    Some(Fields {
+        format: Some(LogFormat::Json),
+        message: get(MESSAGE).unwrap_or_default(),
+        error: joined(ERROR.iter().filter_map(|n| value(n))),
+        key: get(KEY),
+        namespace: get(NAMESPACE),
+        trace_id: get(TRACE_ID),
+        span_id: get(SPAN_ID),
+        pid: get(PID_FIELDS),
+        host: get(HOST_FIELDS),
+        instance: get(INSTANCE_FIELDS),
+    })
+}
+
+#[test]
+fn one_pass_reads_what_a_lookup_per_name_read() {
+    let names: Vec<&str> = LISTS.iter().flat_map(|l| l.iter().copied()).collect();
+    assert_eq!(names.len(), NAMES);
+    // Outer names of the dotted ones, and names no list holds.
+    let others = [
+        "dd", "trace", "span", "service", "host", "process", "lock", "error", "x", "msg2",
+    ];
+    let values = [
+        r#""a""#,
+        r#""b \"q\" é""#,
+        "null",
+        "7",
+        "true",
+        "[1,\"x\"]",
+        r#"{"id":"n1","trace_id":"n2","span_id":"n3","key":"n4","message":"n5","name":"n6","pid":9,"instance.id":"n7"}"#,
+        r#"{"id":null}"#,
+    ];
+    let mut seed = 0x51_7cc1_b727_220au64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for _ in 0..4000 {
+        let members: Vec<String> = (0..1 + next(9))
+            .map(|_| {
+                let k = match next(3) {
+                    0 => others[next(others.len())],
+                    _ => names[next(names.len())],
+                };
+                format!("{}:{}", serde_json::to_string(k).unwrap(), values[next(values.len())])
+            })
+            .collect();
+        let line = format!("{{{}}}", members.join(","));
+        assert_eq!(json(&line), by_lookups(&line), "{line}");
+    }
+    assert_eq!(json("[1]"), None);
+    assert_eq!(json("{\"msg\":"), None);
+}
