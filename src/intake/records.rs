@@ -456,9 +456,12 @@ fn is_go_line(line: &[u8]) -> bool {
     {
         return true;
     }
-    // A function: no space before its arguments, or (zap) a bare symbol.
-    let head = &line[..memchr::memchr(b'(', line).unwrap_or(line.len())];
-    !head.is_empty() && !head.iter().any(u8::is_ascii_whitespace)
+    // A function: no space before its arguments, or (zap) a bare symbol. Read up to the
+    // first `(` or space, whichever comes first.
+    match line.iter().position(|b| *b == b'(' || b.is_ascii_whitespace()) {
+        Some(i) => line[i] == b'(' && i > 0,
+        None => !line.is_empty(),
+    }
 }
 
 /// An exception line: a (dotted) class name ending the way exception classes end, or

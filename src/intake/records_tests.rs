@@ -159,3 +159,33 @@ fn a_json_object_line_is_complete_at_once() {
     assert!(got.is_empty());
     assert_eq!(used, 0);
 }
+
+#[test]
+fn a_go_function_line_is_read_up_to_its_first_parenthesis_or_space() {
+    // The reading it replaced: the text before the first `(`, non-empty and without space.
+    let before_paren = |line: &[u8]| {
+        let head = &line[..memchr::memchr(b'(', line).unwrap_or(line.len())];
+        !head.is_empty() && !head.iter().any(u8::is_ascii_whitespace)
+    };
+    let parts: [&[u8]; 8] = [b"main.(*T).Run", b"(", b")", b" ", b"\t", b"pkg.Func", b"0x1f", b"\x0b"];
+    let mut seed = 0x1234_5678_9abc_def1u64;
+    for _ in 0..5000 {
+        let mut line = Vec::new();
+        for _ in 0..(seed % 5) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            line.extend_from_slice(parts[(seed % 8) as usize]);
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        assert_eq!(
+            is_go_line(&line),
+            before_paren(&line),
+            "{:?}",
+            String::from_utf8_lossy(&line)
+        );
+    }
+    assert!(is_go_line(b"main.main()") && is_go_line(b"go.uber.org/zap.Sugar") && !is_go_line(b"(x)"));
+}
