@@ -87,7 +87,8 @@ const NO_OUTCOME: &str = "no failure named";
 struct Namespace {
     name: String,
     pattern: Glob,
-    phrases: Vec<String>,
+    /// `log_phrases`, each searched for with a searcher built once.
+    phrases: Vec<memchr::memmem::Finder<'static>>,
 }
 
 struct Rule {
@@ -111,7 +112,7 @@ pub enum ClassifierError {
     #[error("rule[{index}]: {source}")]
     Rule { index: usize, source: regex::Error },
     #[error("cannot build the phrasebook: {0}")]
-    Phrasebook(#[from] aho_corasick::BuildError),
+    Phrasebook(#[from] super::phrases::PhrasebookError),
     #[error("cannot build the lock-word skim: {0}")]
     Skim(#[from] super::skim::SkimError),
 }
@@ -148,7 +149,11 @@ impl Classifier {
                 .map(|n| Namespace {
                     name: n.name.clone(),
                     pattern: n.pattern.clone(),
-                    phrases: n.log_phrases.clone(),
+                    phrases: n
+                        .log_phrases
+                        .iter()
+                        .map(|p| memchr::memmem::Finder::new(p.as_bytes()).into_owned())
+                        .collect(),
                 })
                 .collect(),
         })
@@ -327,17 +332,14 @@ impl Classifier {
     }
 
     fn builtin(&self, f: &Fields<'_>, t: &Text) -> Verdict {
-        let found = self.phrases.find(&t.lowered);
+        let found = self.phrases.find(&t.lowered, &t.text);
         if !found.noun {
             return Verdict::Ignored("lock words only as an adjective (locked, unlocked): not about a lock");
         }
         let Some((said, signal)) = found.said else {
             return Verdict::Ignored("about a lock, but no failure in it");
         };
-        let named = phrases::first_op(&t.text[..t.message_len])
-            .or_else(|| phrases::first_op(&t.text))
-            .map(|(_, op)| op);
-        let Some((op, outcome)) = said.resolve(named) else {
+        let Some((op, outcome)) = said.resolve(found.op.map(|(_, op)| op)) else {
             return Verdict::Ignored("a lock failure that names no operation (acquire, release, renew, write)");
         };
         let signal = match said {
@@ -407,7 +409,7 @@ impl Classifier {
             .filter_map(|(i, n)| {
                 n.phrases
                     .iter()
-                    .filter_map(|p| t.lowered.find(p.as_str()))
+                    .filter_map(|p| p.find(t.lowered.as_bytes()))
                     .min()
                     .map(|at| (at, i))
             })
@@ -453,7 +455,6 @@ fn is_separator(c: char) -> bool {
 struct Text {
     text: String,
     lowered: String,
-    message_len: usize,
 }
 
 impl Text {
@@ -471,7 +472,6 @@ impl Text {
         }
         Text {
             lowered: phrases::normalize(&text),
-            message_len: f.message.len(),
             text,
         }
     }

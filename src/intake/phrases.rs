@@ -6,16 +6,13 @@
 //! Nouns and outcomes are found in one Aho-Corasick pass over the record's text, lowercased
 //! with `-`, tabs and line breaks read as spaces (so "already-expired" is "already
 //! expired"); a match counts only between word boundaries, where a word is letters, digits
-//! and `_` (so `socket_timeout=5` holds no "timeout"). Operations are also read inside
-//! identifiers — `_processRefresh`, `do_release`, `unlockAsync` — whose camelCase and
-//! snake_case parts are words of their own.
-
-use std::collections::HashMap;
-use std::sync::LazyLock;
+//! and `_` (so `socket_timeout=5` holds no "timeout"). The operation a record names is
+//! `ops`'s.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
-use foldhash::fast::FixedState;
 
+use super::literals::{Literals, LiteralsError};
+use super::ops;
 use crate::vocab::{Op, Outcome};
 
 /// What an outcome phrase says. Strongest first: the strongest found wins.
@@ -183,122 +180,46 @@ const ERROR: &[&str] = &[
     "errextendfailed",
 ];
 
-/// Operation words, as whole words or as parts of identifiers.
-const OP_WORDS: &[(Op, &[&str])] = &[
-    (
-        Op::Release,
-        &[
-            "release",
-            "released",
-            "releases",
-            "releasing",
-            "unlock",
-            "unlocked",
-            "unlocking",
-            "unlocks",
-            "unset",
-        ],
-    ),
-    (
-        Op::Renew,
-        &[
-            "renew",
-            "renewal",
-            "renewed",
-            "renewing",
-            "renews",
-            "renewer",
-            "extend",
-            "extended",
-            "extending",
-            "extends",
-            "extension",
-            "refresh",
-            "refreshed",
-            "refreshing",
-            "refreshes",
-            "expiration",
-            "keepalive",
-            "watchdog",
-            "touch",
-            "prolong",
-            "prolonged",
-            "reacquire",
-            "heartbeat",
-        ],
-    ),
-    (
-        Op::Acquire,
-        &[
-            "acquire",
-            "acquired",
-            "acquires",
-            "acquiring",
-            "acquisition",
-            "obtain",
-            "obtained",
-            "obtaining",
-            "trylock",
-            "tryacquire",
-            // Library failures that only one operation raises.
-            "locktimeoutexception",
-        ],
-    ),
-    (
-        Op::Write,
-        &["write", "writes", "writing", "fenced", "commit", "committed"],
-    ),
-];
-
-/// The shortest and the longest operation word: a word of another length is none.
-const OP_LENGTHS: (usize, usize) = {
-    let (mut min, mut max, mut i) = (usize::MAX, 0, 0);
-    while i < OP_WORDS.len() {
-        let mut j = 0;
-        while j < OP_WORDS[i].1.len() {
-            let n = OP_WORDS[i].1[j].len();
-            min = if n < min { n } else { min };
-            max = if n > max { n } else { max };
-            j += 1;
-        }
-        i += 1;
-    }
-    (min, max)
-};
-
-/// The operation `word` (lowercase) names.
-fn op_of(word: &str) -> Option<Op> {
-    static OPS: LazyLock<HashMap<&'static str, Op, FixedState>> = LazyLock::new(|| {
-        OP_WORDS
-            .iter()
-            .flat_map(|(op, words)| words.iter().map(move |w| (*w, *op)))
-            .collect()
-    });
-    if !(OP_LENGTHS.0..=OP_LENGTHS.1).contains(&word.len()) {
-        return None;
-    }
-    OPS.get(word).copied()
-}
-
 /// What the phrasebook found in a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Found {
     pub(crate) noun: bool,
     /// The strongest outcome phrase, and the phrase.
     pub(crate) said: Option<(Said, &'static str)>,
+    /// The operation named earliest (`ops::is_read_as_word`), and where.
+    pub(crate) op: Option<(usize, Op)>,
 }
 
-/// The nouns and outcome phrases, built once.
+/// What one of the automaton's patterns means: a noun, an outcome, an operation (a
+/// pattern can be more than one).
+#[derive(Debug, Clone, Copy)]
+struct Meaning {
+    phrase: &'static str,
+    noun: bool,
+    said: Option<Said>,
+    op: Option<Op>,
+}
+
+/// Why the phrasebook cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum PhrasebookError {
+    #[error(transparent)]
+    Automaton(#[from] aho_corasick::BuildError),
+    #[error(transparent)]
+    Literals(#[from] LiteralsError),
+}
+
+/// The nouns, outcome phrases and operation words, built once.
 pub(crate) struct Phrasebook {
     automaton: AhoCorasick,
     /// The outcome phrases alone, for `may_say`.
-    outcomes: AhoCorasick,
-    /// Per pattern: is it a noun, and what outcome it says (a phrase can be both).
-    meaning: Vec<(bool, Option<Said>, &'static str)>,
+    outcomes: Literals,
+    /// Per pattern of `automaton`.
+    meaning: Vec<Meaning>,
 }
 
 impl Phrasebook {
-    pub(crate) fn new() -> Result<Self, aho_corasick::BuildError> {
+    pub(crate) fn new() -> Result<Self, PhrasebookError> {
         let said: [(Said, &[&'static str]); 7] = [
             (Said::StaleFence, STALE_FENCE),
             (Said::NotOwned, NOT_OWNED),
@@ -308,25 +229,61 @@ impl Phrasebook {
             (Said::Busy, BUSY),
             (Said::Error, ERROR),
         ];
-        let mut meaning: Vec<(bool, Option<Said>, &'static str)> = NOUNS.iter().map(|n| (true, None, *n)).collect();
-        for (s, phrases) in said {
-            for p in phrases {
-                match meaning.iter_mut().find(|m| m.2 == *p) {
-                    Some(m) if m.1.is_none() => m.1 = Some(s),
-                    Some(_) => {}
-                    None => meaning.push((false, Some(s), p)),
+        let mut meaning: Vec<Meaning> = Vec::new();
+        let mut entry = |phrase: &'static str| -> usize {
+            match meaning.iter().position(|m| m.phrase == phrase) {
+                Some(i) => i,
+                None => {
+                    meaning.push(Meaning {
+                        phrase,
+                        noun: false,
+                        said: None,
+                        op: None,
+                    });
+                    meaning.len() - 1
                 }
             }
+        };
+        let mut nouns = Vec::new();
+        let mut outcomes = Vec::new();
+        let mut ops = Vec::new();
+        for n in NOUNS {
+            nouns.push(entry(n));
+        }
+        for (s, phrases) in said {
+            for p in phrases {
+                outcomes.push((entry(p), s));
+            }
+        }
+        for (op, words) in ops::OP_WORDS {
+            for w in *words {
+                ops.push((entry(w), *op));
+            }
+        }
+        for i in nouns {
+            meaning[i].noun = true;
+        }
+        for (i, s) in outcomes {
+            // Listed strongest first: a phrase keeps its first outcome.
+            meaning[i].said = meaning[i].said.or(Some(s));
+        }
+        for (i, op) in ops {
+            meaning[i].op = Some(op);
         }
         // DFAs: a few hundred states, walked over every record with a lock word.
         let automaton = AhoCorasickBuilder::new()
             .match_kind(MatchKind::Standard)
             .kind(Some(AhoCorasickKind::DFA))
-            .build(meaning.iter().map(|m| m.2))?;
-        let outcomes = AhoCorasickBuilder::new()
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(meaning.iter().filter(|m| m.1.is_some()).map(|m| m.2))?;
+            .build(meaning.iter().map(|m| m.phrase))?;
+        // `may_say` needs only the phrases that hold no other: where one holds another,
+        // the other is found too.
+        let outcomes: Vec<&str> = meaning.iter().filter(|m| m.said.is_some()).map(|m| m.phrase).collect();
+        let outcomes: Vec<&str> = outcomes
+            .iter()
+            .filter(|p| !outcomes.iter().any(|q| q != *p && p.contains(q)))
+            .copied()
+            .collect();
+        let outcomes = Literals::new(&outcomes)?;
         Ok(Phrasebook {
             automaton,
             outcomes,
@@ -337,28 +294,44 @@ impl Phrasebook {
     /// Whether `text` may hold an outcome phrase: `false` only when no text read from it
     /// without unescaping (a line's message and error, as substrings of it) can.
     pub(crate) fn may_say(&self, text: &str) -> bool {
-        self.outcomes.is_match(&normal_bytes(text))
+        self.outcomes.is_match_mapped(text.as_bytes(), normal_byte)
     }
 
-    /// Nouns and the strongest outcome in `t`, a text made by `normalize`.
-    pub(crate) fn find(&self, t: &str) -> Found {
-        let b = t.as_bytes();
+    /// Nouns, the strongest outcome and the first operation in `text`, in one pass over
+    /// `lowered`, `text` made by `normalize` (the same length: `text` tells camelCase parts).
+    pub(crate) fn find(&self, lowered: &str, text: &str) -> Found {
+        let b = lowered.as_bytes();
         let mut found = Found {
             noun: false,
             said: None,
+            op: None,
         };
-        for m in self.automaton.find_overlapping_iter(t) {
-            if !is_boundary(b, m.start()) || !is_boundary(b, m.end()) || is_zero_count(&b[m.end()..]) {
+        // The operation word found earliest, and its end: of two at one offset (a whole
+        // run, `tryLock`, and its first part) the longer is read first.
+        let mut op: Option<(usize, usize, Op)> = None;
+        for m in self.automaton.find_overlapping_iter(lowered) {
+            let meaning = self.meaning[m.pattern().as_usize()];
+            if let Some(o) = meaning.op
+                && op.is_none_or(|(at, end, _)| (m.start(), end) < (at, m.end()))
+                && ops::is_read_as_word(text.as_bytes(), m.start(), m.end())
+            {
+                op = Some((m.start(), m.end(), o));
+            }
+            if !(meaning.noun || meaning.said.is_some())
+                || !is_boundary(b, m.start())
+                || !is_boundary(b, m.end())
+                || is_zero_count(&b[m.end()..])
+            {
                 continue;
             }
-            let (noun, said, phrase) = self.meaning[m.pattern().as_usize()];
-            found.noun |= noun;
-            if let Some(s) = said
+            found.noun |= meaning.noun;
+            if let Some(s) = meaning.said
                 && found.said.is_none_or(|(best, _)| s < best)
             {
-                found.said = Some((s, phrase));
+                found.said = Some((s, meaning.phrase));
             }
         }
+        found.op = op.map(|(at, _, o)| (at, o));
         found
     }
 }
@@ -392,12 +365,7 @@ pub(crate) fn normalize(text: &str) -> String {
     }
 }
 
-/// `normalize`'s bytes, made a byte at a time (a loop the compiler vectorises): for a
-/// search that needs no `str`.
-pub(crate) fn normal_bytes(text: &str) -> Vec<u8> {
-    text.bytes().map(normal_byte).collect()
-}
-
+/// `normalize`, a byte at a time: for a search that needs no `str`.
 fn normal_byte(b: u8) -> u8 {
     match b {
         b'-' | b'\t' | b'\r' | b'\n' => b' ',
@@ -405,72 +373,17 @@ fn normal_byte(b: u8) -> u8 {
     }
 }
 
-/// The operation named earliest in `text` (original case): (offset, op).
-pub(crate) fn first_op(text: &str) -> Option<(usize, Op)> {
-    let b = text.as_bytes();
-    let mut i = 0;
-    let mut lowered = String::new();
-    while i < b.len() {
-        if !b[i].is_ascii_alphanumeric() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && b[i].is_ascii_alphanumeric() {
-            i += 1;
-        }
-        // The whole run (`tryLock`), then its camelCase parts (`process` `Refresh`).
-        let run = &text[start..i];
-        if run.len() > 32 || run.len() < OP_LENGTHS.0 {
-            continue; // nor is any part of it an operation word
-        }
-        lowered.clear();
-        lowered.push_str(run);
-        lowered.make_ascii_lowercase();
-        if let Some(op) = op_of(&lowered) {
-            return Some((start, op));
-        }
-        let mut part = start;
-        for j in start + 1..=i {
-            if j == i || (b[j].is_ascii_uppercase() && b[j - 1].is_ascii_lowercase()) {
-                if (part, j) != (start, i)
-                    && let Some(op) = op_of(&lowered[part - start..j - start])
-                {
-                    return Some((part, op));
-                }
-                part = j;
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn said(t: &str) -> Option<(Said, &'static str)> {
-        Phrasebook::new().unwrap().find(&normalize(t)).said
+    fn normal_bytes(text: &str) -> Vec<u8> {
+        text.bytes().map(normal_byte).collect()
     }
 
-    #[test]
-    fn every_operation_word_names_its_operation_once() {
-        let mut seen = std::collections::HashSet::new();
-        for (op, words) in OP_WORDS {
-            for w in *words {
-                assert!(seen.insert(*w), "{w} twice");
-                assert_eq!(op_of(w), Some(*op), "{w}");
-                assert_eq!(w.to_ascii_lowercase(), *w);
-            }
-        }
-        assert_eq!(OP_LENGTHS, (5, 20));
-        assert_eq!(first_op("lock RELEASE failed"), Some((5, Op::Release)));
-        assert_eq!(first_op("a tryLock b"), Some((2, Op::Acquire)));
-        assert_eq!(first_op("processRefresh"), Some((7, Op::Renew)));
-        assert_eq!(first_op("x unlockX y"), Some((2, Op::Release)));
-        assert_eq!(first_op("x unlockingly y"), None);
-        assert_eq!(first_op("set get put"), None);
+    fn said(t: &str) -> Option<(Said, &'static str)> {
+        Phrasebook::new().unwrap().find(&normalize(t), t).said
     }
 
     #[test]
@@ -504,6 +417,48 @@ mod tests {
     }
 
     #[test]
+    fn may_say_is_an_automaton_over_the_normalised_text() {
+        let book = Phrasebook::new().unwrap();
+        let phrases: Vec<&str> = book
+            .meaning
+            .iter()
+            .filter(|m| m.said.is_some())
+            .map(|m| m.phrase)
+            .collect();
+        let automaton = AhoCorasick::new(&phrases).unwrap();
+        let mut rng = crate::intake::test_rng::Xorshift(0x0005_eed0_f0a7_c0e5);
+        let filler = ["lock ", "x", "=", "\t", "\r", "-", " ", "é", "0", "{\"msg\":"];
+        for _ in 0..6000 {
+            let mut t = String::new();
+            let len = [20, 250, 260, 330, 600][rng.below(5)];
+            while t.len() < len {
+                match rng.below(12) {
+                    0 => {
+                        // A phrase, in any case, its spaces read as `-`, tabs or CRs.
+                        let p = phrases[rng.below(phrases.len())];
+                        let cut = rng.below(5) == 0;
+                        for (i, c) in p.chars().enumerate() {
+                            if cut && i + 1 == p.len() {
+                                break;
+                            }
+                            t.push(match (c, rng.below(4)) {
+                                (' ', 0) => '-',
+                                (' ', 1) => '\t',
+                                (' ', 2) => '\r',
+                                (c, 3) => c.to_ascii_uppercase(),
+                                (c, _) => c,
+                            });
+                        }
+                    }
+                    _ => t.push_str(filler[rng.below(filler.len())]),
+                }
+            }
+            let want = automaton.is_match(normalize(&t).as_bytes());
+            assert_eq!(book.may_say(&t), want, "{t:?}");
+        }
+    }
+
+    #[test]
     fn outcome_words_are_whole_words() {
         assert_eq!(said("masters=(socket_timeout=5, orig_socket_timeout=5)"), None);
         assert_eq!(said("read timeout after 5s"), Some((Said::Timeout, "timeout")));
@@ -520,21 +475,14 @@ mod tests {
             Some((Said::NotOwned, "locknotownederror"))
         );
         let book = Phrasebook::new().unwrap();
-        assert!(book.find(&normalize("Lock(lock:payout:1)")).noun);
+        assert!(book.find(&normalize("Lock(lock:payout:1)"), "Lock(lock:payout:1)").noun);
         assert!(
             !book
-                .find(&normalize("user account locked; clock skew; _lock_renewer"))
+                .find(
+                    &normalize("user account locked; clock skew; _lock_renewer"),
+                    "user account locked; clock skew; _lock_renewer"
+                )
                 .noun
         );
-    }
-
-    #[test]
-    fn operations_inside_identifiers() {
-        assert_eq!(first_op("at Lock._processRefresh (Lock.js:68)"), Some((16, Op::Renew)));
-        assert_eq!(first_op("in do_release"), Some((6, Op::Release)));
-        assert_eq!(first_op("RedissonBaseLock.unlockAsync0"), Some((17, Op::Release)));
-        assert_eq!(first_op("tryLock(10, SECONDS)"), Some((0, Op::Acquire)));
-        assert_eq!(first_op("run lock renewal failed"), Some((9, Op::Renew)));
-        assert_eq!(first_op("payout batch aborted; rewrite later"), None);
     }
 }

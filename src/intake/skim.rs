@@ -14,54 +14,43 @@
 //! Only two bytes fold onto a word's byte that is not their own letter in another case —
 //! NUL onto the space — and a NUL is a mark anyway.
 
-use aho_corasick::{AhoCorasick, MatchKind, packed};
 use memchr::memchr;
+
+use super::literals::{LONGEST, Literals, LiteralsError};
 
 /// Bytes folded and searched at a time, in a buffer allocated at a chunk's first fold.
 const WINDOW: usize = 16 * 1024;
-/// Bytes folded past a window's end, so that a word starting in it is found whole: more
-/// than the longest word (`Skim::new` refuses longer ones).
-const OVERLAP: usize = 64;
+/// Bytes folded past a window's end, so that a word starting in it is found whole: the
+/// longest word `Literals` takes.
+const OVERLAP: usize = LONGEST;
 
 /// What marks a line as worth reading: the classifier's lock words.
 #[derive(Debug, Clone)]
 pub struct Skim {
-    /// Teddy, where the CPU has it (SSSE3 or AVX2).
-    packed: Option<packed::Searcher>,
-    words: AhoCorasick,
+    /// The words, lowercase.
+    words: Literals,
 }
 
 /// A word `Skim::new` cannot search for.
 #[derive(Debug, thiserror::Error)]
 pub enum SkimError {
-    #[error("lock word {0:?} is longer than {OVERLAP} bytes")]
-    TooLong(String),
     /// A byte without bit 5 (`_`, `@`, `[`): no folded byte can match it.
     #[error("lock word {0:?} holds a byte the case fold cannot match")]
     Unfoldable(String),
     #[error(transparent)]
-    Build(#[from] aho_corasick::BuildError),
+    Literals(#[from] LiteralsError),
 }
 
 impl Skim {
     /// A skim by `words` (letters and spaces), ASCII case ignored.
     pub(crate) fn new(words: &[&str]) -> Result<Self, SkimError> {
         let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
-        if let Some(w) = lower.iter().find(|w| w.len() > OVERLAP) {
-            return Err(SkimError::TooLong(w.clone()));
-        }
         if let Some(w) = lower.iter().find(|w| w.bytes().any(|b| b | 0x20 != b)) {
             return Err(SkimError::Unfoldable(w.clone()));
         }
-        let packed = packed::Config::new()
-            .match_kind(packed::MatchKind::LeftmostFirst)
-            .builder()
-            .extend(&lower)
-            .build();
-        let words = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(&lower)?;
-        Ok(Skim { packed, words })
+        Ok(Skim {
+            words: Literals::new(&lower)?,
+        })
     }
 
     /// The marks of `data`, searched as asked.
@@ -80,28 +69,12 @@ impl Skim {
     /// a folded byte equals a word's (a lowercase letter or the space) only where the byte
     /// is that letter in either case, or the space.
     pub(crate) fn is_match(&self, text: &[u8]) -> bool {
-        const STEP: usize = 256;
-        let mut buf = [0u8; STEP + OVERLAP];
-        let mut at = 0;
-        while at < text.len() {
-            let piece = &text[at..(at + STEP + OVERLAP).min(text.len())];
-            for (f, &b) in buf.iter_mut().zip(piece) {
-                *f = b | 0x20;
-            }
-            if self.find(&buf[..piece.len()]).is_some() {
-                return true;
-            }
-            at += STEP;
-        }
-        false
+        self.words.is_match_mapped(text, |b| b | 0x20)
     }
 
     /// Where the first word in `folded` starts.
     fn find(&self, folded: &[u8]) -> Option<usize> {
-        match &self.packed {
-            Some(p) => p.find(folded).map(|m| m.start()),
-            None => self.words.find(folded).map(|m| m.start()),
-        }
+        self.words.find(folded)
     }
 }
 
