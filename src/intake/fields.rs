@@ -89,11 +89,11 @@ impl Malformed {
 pub(crate) fn read(line: &str, format: LogFormat) -> Result<Fields<'_>, Malformed> {
     let trimmed = line.trim();
     match format {
-        LogFormat::Json => json(trimmed).ok_or(Malformed::NotJson),
+        LogFormat::Json => json::fields(trimmed).ok_or(Malformed::NotJson),
         LogFormat::Logfmt => logfmt(trimmed).ok_or(Malformed::NotLogfmt),
         LogFormat::Text => Ok(text(trimmed)),
         LogFormat::Auto => Ok(if trimmed.starts_with('{') {
-            json(trimmed).unwrap_or_else(|| text(trimmed))
+            json::fields(trimmed).unwrap_or_else(|| text(trimmed))
         } else if looks_like_logfmt(trimmed) {
             logfmt(trimmed).unwrap_or_else(|| text(trimmed))
         } else {
@@ -115,7 +115,7 @@ pub(crate) fn read_record<'a>(
     if !rest.is_empty()
         && opens
         && matches!(format, LogFormat::Auto | LogFormat::Json)
-        && let Some(f) = json(whole.trim())
+        && let Some(f) = json::fields(whole.trim())
     {
         return Ok((f, ""));
     }
@@ -134,75 +134,6 @@ fn text(line: &str) -> Fields<'_> {
         message: Cow::Borrowed(line),
         ..Fields::default()
     }
-}
-
-/// The lists of names `json` reads, in the order of `Fields`' members after `format`.
-const LISTS: [&[&str]; 9] = [
-    MESSAGE,
-    ERROR,
-    KEY,
-    NAMESPACE,
-    TRACE_ID,
-    SPAN_ID,
-    PID_FIELDS,
-    HOST_FIELDS,
-    INSTANCE_FIELDS,
-];
-
-/// How many names the lists hold together.
-const NAMES: usize = {
-    let (mut n, mut i) = (0, 0);
-    while i < LISTS.len() {
-        n += LISTS[i].len();
-        i += 1;
-    }
-    n
-};
-
-fn json(line: &str) -> Option<Fields<'_>> {
-    use serde_json::Value;
-    let map: serde_json::Map<String, Value> = serde_json::from_str(line).ok()?;
-    // One pass over the object's members for every name of the lists, numbered in their
-    // order: flat (`"dd.trace_id": …`), and for a dotted name nested (`"dd": {"trace_id":
-    // …}`), read only where the flat one is absent (a flat `null` stands).
-    let (mut flat, mut nested) = ([None::<&Value>; NAMES], [None::<&Value>; NAMES]);
-    for (k, v) in &map {
-        for (i, n) in LISTS.iter().flat_map(|l| l.iter()).enumerate() {
-            if *n == k {
-                flat[i] = Some(v);
-            } else if v.is_object()
-                && let Some((outer, inner)) = n.split_once('.')
-                && outer == k
-            {
-                nested[i] = v.get(inner);
-            }
-        }
-    }
-    let value = |i: usize| -> Option<Cow<'static, str>> {
-        match flat[i].or(nested[i])? {
-            Value::String(s) => Some(Cow::Owned(s.clone())),
-            Value::Null => None,
-            other => Some(Cow::Owned(other.to_string())),
-        }
-    };
-    // The names of list `l`, by their numbers.
-    let names = |l: usize| {
-        let start: usize = LISTS[..l].iter().map(|l| l.len()).sum();
-        start..start + LISTS[l].len()
-    };
-    let get = |l: usize| names(l).find_map(value);
-    Some(Fields {
-        format: Some(LogFormat::Json),
-        message: get(0).unwrap_or_default(),
-        error: joined(names(1).filter_map(value)),
-        key: get(2),
-        namespace: get(3),
-        trace_id: get(4),
-        span_id: get(5),
-        pid: get(6),
-        host: get(7),
-        instance: get(8),
-    })
 }
 
 /// Starts with `ident=`: the first word is a key with a value.
@@ -334,9 +265,8 @@ fn logfmt(line: &str) -> Option<Fields<'_>> {
     })
 }
 
-#[cfg(test)]
-#[path = "fields_json_tests.rs"]
-mod json_tests;
+#[path = "fields_json.rs"]
+mod json;
 
 #[cfg(test)]
 mod tests {

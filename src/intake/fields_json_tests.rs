@@ -1,4 +1,4 @@
-//! `json` reads every name of its lists in one pass over the object; here it is held to
+//! `fields` reads every name of its lists in one pass over the object; here it is held to
 //! the reading it replaced, a lookup per name, on generated objects.
 #![allow(clippy::unwrap_used)]
 
@@ -25,7 +25,7 @@ fn by_lookups(line: &str) -> Option<Fields<'_>> {
     Some(Fields {
         format: Some(LogFormat::Json),
         message: get(MESSAGE).unwrap_or_default(),
-        error: joined(ERROR.iter().filter_map(|n| value(n))),
+        error: super::super::joined(ERROR.iter().filter_map(|n| value(n))),
         key: get(KEY),
         namespace: get(NAMESPACE),
         trace_id: get(TRACE_ID),
@@ -54,13 +54,8 @@ fn one_pass_reads_what_a_lookup_per_name_read() {
         r#"{"id":"n1","trace_id":"n2","span_id":"n3","key":"n4","message":"n5","name":"n6","pid":9,"instance.id":"n7"}"#,
         r#"{"id":null}"#,
     ];
-    let mut seed = 0x51_7cc1_b727_220au64;
-    let mut next = |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
-    };
+    let mut rng = crate::intake::test_rng::Xorshift(0x51_7cc1_b727_220a);
+    let mut next = |n: usize| rng.below(n);
     for _ in 0..4000 {
         let members: Vec<String> = (0..1 + next(9))
             .map(|_| {
@@ -72,8 +67,24 @@ fn one_pass_reads_what_a_lookup_per_name_read() {
             })
             .collect();
         let line = format!("{{{}}}", members.join(","));
-        assert_eq!(json(&line), by_lookups(&line), "{line}");
+        assert_eq!(fields(&line), by_lookups(&line), "{line}");
     }
-    assert_eq!(json("[1]"), None);
-    assert_eq!(json("{\"msg\":"), None);
+    assert_eq!(fields("[1]"), None);
+    assert_eq!(fields("{\"msg\":"), None);
+    for line in [
+        r#"{"ms\u0067":"escaped name","error":"a \"q\"","err":{"b":1,"a":[2,null]}}"#,
+        r#"{"msg":"one","msg":"two","dd":{"trace_id":"t1"},"dd":"flat"}"#,
+        r#"{"msg":"m","dd":"x","dd":{"trace_id":7}}"#,
+        r#" {"msg":1.5e3,"pid":-3,"x":{"deep":[{"msg":"no"}]}} "#,
+        r#"{"msg":"m"} x"#,
+        r#"{"msg":"m",}"#,
+        r#"{"msg":"m","x":[1,}"#,
+        "{}",
+    ] {
+        assert_eq!(fields(line), by_lookups(line), "{line}");
+    }
+    assert!(matches!(
+        fields(r#"{"msg":"plain"}"#).unwrap().message,
+        Cow::Borrowed("plain")
+    ));
 }

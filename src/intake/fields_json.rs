@@ -1,0 +1,223 @@
+//! A JSON record's fields, read in one pass of the parser over its members: the members
+//! named by the lists (flat, `"dd.trace_id"`, or the outer object of a dotted name, `"dd"`)
+//! are kept, strings borrowed from the line where they hold no escape; every other member
+//! is checked and skipped. No map of the record is built.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::{ERROR, Fields, HOST_FIELDS, INSTANCE_FIELDS, KEY, MESSAGE, NAMESPACE, PID_FIELDS, SPAN_ID, TRACE_ID};
+use crate::config::LogFormat;
+
+/// The lists of names `fields` reads, in the order of `Fields`' members after `format`.
+pub(super) const LISTS: [&[&str]; 9] = [
+    MESSAGE,
+    ERROR,
+    KEY,
+    NAMESPACE,
+    TRACE_ID,
+    SPAN_ID,
+    PID_FIELDS,
+    HOST_FIELDS,
+    INSTANCE_FIELDS,
+];
+
+/// How many names the lists hold together.
+#[cfg(test)]
+pub(super) const NAMES: usize = {
+    let (mut n, mut i) = (0, 0);
+    while i < LISTS.len() {
+        n += LISTS[i].len();
+        i += 1;
+    }
+    n
+};
+
+/// The fields of `line`, a JSON object; `None` when it is not one. A name's value is its
+/// flat member's (the last, where a name is written twice; a `null` reads as absent and
+/// stands), else, for a dotted name, the member inside the last member of its outer name
+/// when that is an object. A string reads as itself, anything else as its JSON.
+pub(super) fn fields(line: &str) -> Option<Fields<'_>> {
+    let mut de = serde_json::Deserializer::from_str(line);
+    let kept = de.deserialize_map(Members).ok()?;
+    de.end().ok()?;
+    let value = |name: &str| -> Option<Cow<'_, str>> {
+        let last = |k: &str| kept.iter().rev().find(|(key, _)| key == k).map(|(_, v)| v);
+        if let Some(v) = last(name) {
+            return v.text();
+        }
+        let (outer, inner) = name.split_once('.')?;
+        match last(outer)? {
+            Kept::Value(Value::Object(m)) => match m.get(inner)? {
+                Value::String(s) => Some(Cow::Owned(s.clone())),
+                Value::Null => None,
+                other => Some(Cow::Owned(other.to_string())),
+            },
+            _ => None,
+        }
+    };
+    let get = |l: usize| LISTS[l].iter().find_map(|n| value(n));
+    Some(Fields {
+        format: Some(LogFormat::Json),
+        message: get(0).unwrap_or_default(),
+        error: super::joined(LISTS[1].iter().filter_map(|n| value(n))),
+        key: get(2),
+        namespace: get(3),
+        trace_id: get(4),
+        span_id: get(5),
+        pid: get(6),
+        host: get(7),
+        instance: get(8),
+    })
+}
+
+/// Whether a member named `key` is kept: a name of the lists, or a dotted one's outer name.
+fn is_kept(key: &str) -> bool {
+    LISTS
+        .iter()
+        .flat_map(|l| l.iter())
+        .any(|n| *n == key || n.split_once('.').is_some_and(|(outer, _)| outer == key))
+}
+
+/// A kept member's value: a string as written (borrowed without escapes), else parsed.
+#[derive(Debug)]
+enum Kept<'de> {
+    Str(Cow<'de, str>),
+    Value(Value),
+}
+
+impl<'de> Kept<'de> {
+    /// What a field reads: a string itself, `null` nothing, anything else its JSON.
+    fn text(&self) -> Option<Cow<'de, str>> {
+        match self {
+            Kept::Str(s) => Some(s.clone()),
+            Kept::Value(Value::Null) => None,
+            Kept::Value(v) => Some(Cow::Owned(v.to_string())),
+        }
+    }
+}
+
+/// The object's kept members, in order.
+struct Members;
+
+impl<'de> Visitor<'de> for Members {
+    type Value = Vec<(Cow<'de, str>, Kept<'de>)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept = Vec::new();
+        while let Some(key) = map.next_key_seed(Text)? {
+            if is_kept(&key) {
+                let v = map.next_value_seed(KeptSeed)?;
+                kept.push((key, v));
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(kept)
+    }
+}
+
+/// A string, borrowed from the line when it holds no escape.
+struct Text;
+
+impl<'de> DeserializeSeed<'de> for Text {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(TextVisitor)
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// A kept member's value.
+struct KeptSeed;
+
+impl<'de> DeserializeSeed<'de> for KeptSeed {
+    type Value = Kept<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeptSeed {
+    type Value = Kept<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Kept::Str(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Kept::Str(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Kept::Str(Cow::Owned(v)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Kept::Value(Value::Null))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Kept::Value(Value::Bool(v)))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Kept::Value(Value::from(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Kept::Value(Value::from(v)))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Kept::Value(Value::from(v)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Value::deserialize(SeqAccessDeserializer::new(seq)).map(Kept::Value)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Value::deserialize(MapAccessDeserializer::new(map)).map(Kept::Value)
+    }
+}
+
+#[cfg(test)]
+#[path = "fields_json_tests.rs"]
+mod tests;
