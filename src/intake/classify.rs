@@ -382,7 +382,7 @@ impl Classifier {
         // The words (between separators) that hold a `:`, in order, found from the colons.
         let text = t.text.as_str();
         let mut from = 0;
-        while let Some(colon) = text[from..].find(':').map(|i| from + i) {
+        while let Some(colon) = memchr::memchr(b':', &text.as_bytes()[from..]).map(|i| from + i) {
             let start = text[..colon]
                 .char_indices()
                 .rev()

@@ -4,7 +4,11 @@
 //! is checked and skipped. No map of the record is built.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::LazyLock;
+
+use foldhash::fast::FixedState;
 
 use serde::Deserialize;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
@@ -28,8 +32,7 @@ pub(super) const LISTS: [&[&str]; 9] = [
 ];
 
 /// How many names the lists hold together.
-#[cfg(test)]
-pub(super) const NAMES: usize = {
+const NAMES: usize = {
     let (mut n, mut i) = (0, 0);
     while i < LISTS.len() {
         n += LISTS[i].len();
@@ -37,6 +40,25 @@ pub(super) const NAMES: usize = {
     }
     n
 };
+
+/// What a member's name is to the lists: the names it is (numbered in the lists' order,
+/// flat) and the dotted names it is the outer object of (with their inner name).
+type Uses = Vec<(usize, Option<&'static str>)>;
+
+/// Every name the lists read, flat or as a dotted name's outer object, and its uses.
+fn uses(key: &str) -> Option<&'static Uses> {
+    static USES: LazyLock<HashMap<&'static str, Uses, FixedState>> = LazyLock::new(|| {
+        let mut uses: HashMap<&'static str, Uses, FixedState> = HashMap::default();
+        for (i, name) in LISTS.iter().flat_map(|l| l.iter()).enumerate() {
+            uses.entry(name).or_default().push((i, None));
+            if let Some((outer, inner)) = name.split_once('.') {
+                uses.entry(outer).or_default().push((i, Some(inner)));
+            }
+        }
+        uses
+    });
+    USES.get(key)
+}
 
 /// The fields of `line`, a JSON object; `None` when it is not one. A name's value is its
 /// flat member's (the last, where a name is written twice; a `null` reads as absent and
@@ -46,13 +68,22 @@ pub(super) fn fields(line: &str) -> Option<Fields<'_>> {
     let mut de = serde_json::Deserializer::from_str(line);
     let kept = de.deserialize_map(Members).ok()?;
     de.end().ok()?;
-    let value = |name: &str| -> Option<Cow<'_, str>> {
-        let last = |k: &str| kept.iter().rev().find(|(key, _)| key == k).map(|(_, v)| v);
-        if let Some(v) = last(name) {
-            return v.text();
+    // Per name, the last kept member that is it (flat) and that is its outer object.
+    let (mut flat, mut outer) = ([None::<usize>; NAMES], [None::<(usize, &str)>; NAMES]);
+    for (j, (uses, _)) in kept.iter().enumerate() {
+        for &(i, inner) in uses.iter() {
+            match inner {
+                None => flat[i] = Some(j),
+                Some(inner) => outer[i] = Some((j, inner)),
+            }
         }
-        let (outer, inner) = name.split_once('.')?;
-        match last(outer)? {
+    }
+    let value = |i: usize| -> Option<Cow<'_, str>> {
+        if let Some(j) = flat[i] {
+            return kept[j].1.text();
+        }
+        let (j, inner) = outer[i]?;
+        match &kept[j].1 {
             Kept::Value(Value::Object(m)) => match m.get(inner)? {
                 Value::String(s) => Some(Cow::Owned(s.clone())),
                 Value::Null => None,
@@ -61,11 +92,16 @@ pub(super) fn fields(line: &str) -> Option<Fields<'_>> {
             _ => None,
         }
     };
-    let get = |l: usize| LISTS[l].iter().find_map(|n| value(n));
+    // The names of list `l`, by their numbers.
+    let names = |l: usize| {
+        let start: usize = LISTS[..l].iter().map(|l| l.len()).sum();
+        start..start + LISTS[l].len()
+    };
+    let get = |l: usize| names(l).find_map(value);
     Some(Fields {
         format: Some(LogFormat::Json),
         message: get(0).unwrap_or_default(),
-        error: super::joined(LISTS[1].iter().filter_map(|n| value(n))),
+        error: super::joined(names(1).filter_map(value)),
         key: get(2),
         namespace: get(3),
         trace_id: get(4),
@@ -74,14 +110,6 @@ pub(super) fn fields(line: &str) -> Option<Fields<'_>> {
         host: get(7),
         instance: get(8),
     })
-}
-
-/// Whether a member named `key` is kept: a name of the lists, or a dotted one's outer name.
-fn is_kept(key: &str) -> bool {
-    LISTS
-        .iter()
-        .flat_map(|l| l.iter())
-        .any(|n| *n == key || n.split_once('.').is_some_and(|(outer, _)| outer == key))
 }
 
 /// A kept member's value: a string as written (borrowed without escapes), else parsed.
@@ -106,7 +134,7 @@ impl<'de> Kept<'de> {
 struct Members;
 
 impl<'de> Visitor<'de> for Members {
-    type Value = Vec<(Cow<'de, str>, Kept<'de>)>;
+    type Value = Vec<(&'static Uses, Kept<'de>)>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
@@ -115,11 +143,11 @@ impl<'de> Visitor<'de> for Members {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut kept = Vec::new();
         while let Some(key) = map.next_key_seed(Text)? {
-            if is_kept(&key) {
-                let v = map.next_value_seed(KeptSeed)?;
-                kept.push((key, v));
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match uses(&key) {
+                Some(uses) => kept.push((uses, map.next_value_seed(KeptSeed)?)),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
         Ok(kept)
