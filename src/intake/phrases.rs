@@ -356,13 +356,11 @@ fn is_boundary(b: &[u8], i: usize) -> bool {
 }
 
 /// `text` lowercased, with `-`, tabs, carriage returns and line breaks as spaces: the same
-/// length, so offsets carry over. Only ASCII bytes change, so it is `normal_bytes(text)`.
+/// length, so offsets carry over. Made a byte at a time (`normal_byte`, a loop the compiler
+/// vectorises); only ASCII bytes change, into ASCII bytes, so the bytes stay UTF-8.
 pub(crate) fn normalize(text: &str) -> String {
-    let lowered = text.to_ascii_lowercase();
-    match lowered.bytes().any(|b| normal_byte(b) != b) {
-        true => lowered.replace(['-', '\t', '\r', '\n'], " "),
-        false => lowered,
-    }
+    String::from_utf8(text.bytes().map(normal_byte).collect())
+        .unwrap_or_else(|_| text.to_ascii_lowercase().replace(['-', '\t', '\r', '\n'], " "))
 }
 
 /// `normalize`, a byte at a time: for a search that needs no `str`.

@@ -457,9 +457,11 @@ fn is_go_line(line: &[u8]) -> bool {
         return true;
     }
     // A function: no space before its arguments, or (zap) a bare symbol. Read up to the
-    // first `(` or space, whichever comes first.
-    match line.iter().position(|b| *b == b'(' || b.is_ascii_whitespace()) {
-        Some(i) => line[i] == b'(' && i > 0,
+    // first `(` or ASCII space (`\t \n \x0c \r`, searched apart), whichever comes first.
+    let stop = memchr::memchr3(b'(', b' ', b'\t', line).unwrap_or(line.len());
+    let stop = memchr::memchr3(b'\n', b'\x0c', b'\r', &line[..stop]).unwrap_or(stop);
+    match line.get(stop) {
+        Some(b) => *b == b'(' && stop > 0,
         None => !line.is_empty(),
     }
 }

@@ -167,19 +167,27 @@ fn a_go_function_line_is_read_up_to_its_first_parenthesis_or_space() {
         let head = &line[..memchr::memchr(b'(', line).unwrap_or(line.len())];
         !head.is_empty() && !head.iter().any(u8::is_ascii_whitespace)
     };
-    let parts: [&[u8]; 8] = [b"main.(*T).Run", b"(", b")", b" ", b"\t", b"pkg.Func", b"0x1f", b"\x0b"];
-    let mut seed = 0x1234_5678_9abc_def1u64;
-    for _ in 0..5000 {
+    let long = [b'x'; 40];
+    let parts: [&[u8]; 12] = [
+        b"main.(*T).Run",
+        b"(",
+        b")",
+        b" ",
+        b"\t",
+        b"pkg.Func",
+        b"0x1f",
+        b"\x0b",
+        b"\x0c",
+        b"\r",
+        b"\n",
+        &long,
+    ];
+    let mut rng = crate::intake::test_rng::Xorshift(0x1234_5678_9abc_def1);
+    for _ in 0..20_000 {
         let mut line = Vec::new();
-        for _ in 0..(seed % 5) {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            line.extend_from_slice(parts[(seed % 8) as usize]);
+        for _ in 0..rng.below(7) {
+            line.extend_from_slice(parts[rng.below(parts.len())]);
         }
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
         assert_eq!(
             is_go_line(&line),
             before_paren(&line),
