@@ -344,7 +344,7 @@ impl Classifier {
         };
         let signal = match said {
             Said::Quorum | Said::Held => format!("built-in: \"{signal}\" (another holder: {})", outcome.as_str()),
-            _ => format!("built-in: \"{signal}\""),
+            _ => self.phrases.signal(signal),
         };
         let (namespace, key) = self.place(f, t);
         Verdict::Event {

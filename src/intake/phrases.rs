@@ -9,7 +9,10 @@
 //! and `_` (so `socket_timeout=5` holds no "timeout"). The operation a record names is
 //! `ops`'s.
 
+use std::collections::HashMap;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use foldhash::fast::FixedState;
 
 use super::literals::{Literals, LiteralsError};
 use super::ops;
@@ -216,6 +219,8 @@ pub(crate) struct Phrasebook {
     outcomes: Literals,
     /// Per pattern of `automaton`.
     meaning: Vec<Meaning>,
+    /// Per outcome phrase, the signal an event it decides names (`built-in: "phrase"`).
+    signals: HashMap<&'static str, String, FixedState>,
 }
 
 impl Phrasebook {
@@ -284,11 +289,25 @@ impl Phrasebook {
             .copied()
             .collect();
         let outcomes = Literals::new(&outcomes)?;
+        let signals = meaning
+            .iter()
+            .filter(|m| m.said.is_some())
+            .map(|m| (m.phrase, format!("built-in: \"{}\"", m.phrase)))
+            .collect();
         Ok(Phrasebook {
             automaton,
             outcomes,
             meaning,
+            signals,
         })
+    }
+
+    /// The signal an event decided by the outcome `phrase` names (`Verdict::Event::by`).
+    pub(crate) fn signal(&self, phrase: &str) -> String {
+        match self.signals.get(phrase) {
+            Some(s) => s.clone(),
+            None => format!("built-in: \"{phrase}\""),
+        }
     }
 
     /// Whether `text` may hold an outcome phrase: `false` only when no text read from it
