@@ -1,0 +1,113 @@
+//! The phrasebook: whole words, outcomes by strength, `may_say` against an automaton over
+//! the normalised text, `normalize` against the char-at-a-time reading it replaced.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+fn normal_bytes(text: &str) -> Vec<u8> {
+    text.bytes().map(normal_byte).collect()
+}
+
+fn said(t: &str) -> Option<(Said, &'static str)> {
+    Phrasebook::new().unwrap().find(&normalize(t), t).said
+}
+
+#[test]
+fn normalize_and_normal_bytes_agree() {
+    for t in ["Lock NOT-owned\tÄrger\r\nüber", "", "plain", "—-\u{2028}Ǆ", "A\u{0}B"] {
+        let n = normalize(t);
+        assert_eq!(n.as_bytes(), normal_bytes(t), "{t:?}");
+        assert_eq!(n.len(), t.len());
+    }
+    assert_eq!(normalize("Not-Owned\tX"), "not owned x");
+    // The reading it replaced, a char at a time.
+    let by_chars = |t: &str| -> String {
+        t.chars()
+            .map(|c| match c {
+                '-' | '\t' | '\r' | '\n' => ' ',
+                c => c.to_ascii_lowercase(),
+            })
+            .collect()
+    };
+    let mut rng = crate::intake::test_rng::Xorshift(0x0bad_cafe_f00d_1234);
+    let alphabet = [
+        "A", "z", "-", "\t", "\r", "\n", " ", "É", "ß", "—", "\u{0}", "K", "\u{212a}", "_",
+    ];
+    for _ in 0..2000 {
+        let t: String = (0..rng.below(40))
+            .map(|_| alphabet[rng.below(alphabet.len())])
+            .collect();
+        assert_eq!(normalize(&t), by_chars(&t), "{t:?}");
+        assert_eq!(normal_bytes(&t), by_chars(&t).into_bytes(), "{t:?}");
+    }
+}
+
+#[test]
+fn may_say_is_an_automaton_over_the_normalised_text() {
+    let book = Phrasebook::new().unwrap();
+    let phrases: Vec<&str> = book
+        .meaning
+        .iter()
+        .filter(|m| m.said.is_some())
+        .map(|m| m.phrase)
+        .collect();
+    let automaton = AhoCorasick::new(&phrases).unwrap();
+    let mut rng = crate::intake::test_rng::Xorshift(0x0005_eed0_f0a7_c0e5);
+    let filler = ["lock ", "x", "=", "\t", "\r", "-", " ", "é", "0", "{\"msg\":"];
+    for _ in 0..6000 {
+        let mut t = String::new();
+        let len = [20, 250, 260, 330, 600][rng.below(5)];
+        while t.len() < len {
+            match rng.below(12) {
+                0 => {
+                    // A phrase, in any case, its spaces read as `-`, tabs or CRs.
+                    let p = phrases[rng.below(phrases.len())];
+                    let cut = rng.below(5) == 0;
+                    for (i, c) in p.chars().enumerate() {
+                        if cut && i + 1 == p.len() {
+                            break;
+                        }
+                        t.push(match (c, rng.below(4)) {
+                            (' ', 0) => '-',
+                            (' ', 1) => '\t',
+                            (' ', 2) => '\r',
+                            (c, 3) => c.to_ascii_uppercase(),
+                            (c, _) => c,
+                        });
+                    }
+                }
+                _ => t.push_str(filler[rng.below(filler.len())]),
+            }
+        }
+        let want = automaton.is_match(normalize(&t).as_bytes());
+        assert_eq!(book.may_say(&t), want, "{t:?}");
+    }
+}
+
+#[test]
+fn outcome_words_are_whole_words() {
+    assert_eq!(said("masters=(socket_timeout=5, orig_socket_timeout=5)"), None);
+    assert_eq!(said("read timeout after 5s"), Some((Said::Timeout, "timeout")));
+    assert_eq!(
+        said("Cannot extend an already-expired lock."),
+        Some((Said::NotOwned, "already expired"))
+    );
+    assert_eq!(said("failover done"), None);
+    assert_eq!(said("Acquired: 1, Conflicted: 0, Error: 0, failed=0"), None);
+    assert_eq!(said("Conflicted: 1, Error: 0"), Some((Said::Held, "conflicted")));
+    assert_eq!(said("LockNotOwnedErrors"), None);
+    assert_eq!(
+        said("redis.exceptions.LockNotOwnedError: Cannot release"),
+        Some((Said::NotOwned, "locknotownederror"))
+    );
+    let book = Phrasebook::new().unwrap();
+    assert!(book.find(&normalize("Lock(lock:payout:1)"), "Lock(lock:payout:1)").noun);
+    assert!(
+        !book
+            .find(
+                &normalize("user account locked; clock skew; _lock_renewer"),
+                "user account locked; clock skew; _lock_renewer"
+            )
+            .noun
+    );
+}
