@@ -1,7 +1,8 @@
 //! A JSON record's fields, read in one pass of the parser over its members: the members
 //! named by the lists (flat, `"dd.trace_id"`, or the outer object of a dotted name, `"dd"`)
 //! are kept, strings borrowed from the line where they hold no escape; every other member
-//! is checked and skipped. No map of the record is built.
+//! is checked as a `serde_json::Value` would be (escapes, number range, depth) and skipped.
+//! No map of the record is built.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -12,7 +13,7 @@ use foldhash::fast::FixedState;
 
 use serde::Deserialize;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::{ERROR, Fields, HOST_FIELDS, INSTANCE_FIELDS, KEY, MESSAGE, NAMESPACE, PID_FIELDS, SPAN_ID, TRACE_ID};
@@ -146,11 +147,68 @@ impl<'de> Visitor<'de> for Members {
             match uses(&key) {
                 Some(uses) => kept.push((uses, map.next_value_seed(KeptSeed)?)),
                 None => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value_seed(Skip)?;
                 }
             }
         }
         Ok(kept)
+    }
+}
+
+/// A member that is not kept, checked as parsing it into a `Value` would check it (a lone
+/// surrogate escape, a number out of range, nesting past the parser's depth are errors;
+/// serde's `IgnoredAny` lets them pass) and dropped.
+struct Skip;
+
+impl<'de> DeserializeSeed<'de> for Skip {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Skip {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Skip)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key_seed(Skip)?.is_some() {
+            map.next_value_seed(Skip)?;
+        }
+        Ok(())
     }
 }
 

@@ -80,9 +80,30 @@ fn one_pass_reads_what_a_lookup_per_name_read() {
         r#"{"msg":"m",}"#,
         r#"{"msg":"m","x":[1,}"#,
         "{}",
+        // What a `Value` refuses in a member that is not kept: a lone surrogate (as a value
+        // and as a nested name), a number out of range, nesting past the parser's depth.
+        r#"{"msg":"lock release failed: not owned","x":"\ud800"}"#,
+        r#"{"msg":"lock release failed: not owned","x":{"\ud800":1}}"#,
+        r#"{"msg":"lock release failed: not owned","x":1e400}"#,
+        format!(r#"{{"msg":"m","x":{}}}"#, "9".repeat(400)).as_str(),
+        format!(r#"{{"msg":"m","x":{}{}}}"#, "[".repeat(200), "]".repeat(200)).as_str(),
+        format!(r#"{{"msg":"m","x":{}{}}}"#, "[".repeat(100), "]".repeat(100)).as_str(),
+        r#"{"msg":"m","x":"\ud83d\ude00","y":-0,"z":[1.0,true,null,{"a":"b"}]}"#,
     ] {
         assert_eq!(fields(line), by_lookups(line), "{line}");
     }
+    // The old reading refuses the first five of those, and reads the others.
+    let refused = [
+        r#"{"msg":"m","x":"\ud800"}"#.to_string(),
+        r#"{"msg":"m","x":{"\ud800":1}}"#.to_string(),
+        r#"{"msg":"m","x":1e400}"#.to_string(),
+        format!(r#"{{"msg":"m","x":{}}}"#, "9".repeat(400)),
+        format!(r#"{{"msg":"m","x":{}{}}}"#, "[".repeat(200), "]".repeat(200)),
+    ];
+    for line in &refused {
+        assert!(by_lookups(line).is_none() && fields(line).is_none(), "{line}");
+    }
+    assert!(fields(&format!(r#"{{"msg":"m","x":{}{}}}"#, "[".repeat(100), "]".repeat(100))).is_some());
     assert!(matches!(
         fields(r#"{"msg":"plain"}"#).unwrap().message,
         Cow::Borrowed("plain")

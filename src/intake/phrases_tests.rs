@@ -42,15 +42,19 @@ fn normalize_and_normal_bytes_agree() {
     }
 }
 
-#[test]
-fn may_say_is_an_automaton_over_the_normalised_text() {
-    let book = Phrasebook::new().unwrap();
-    let phrases: Vec<&str> = book
-        .meaning
+/// Every outcome phrase of `book`.
+fn outcome_phrases(book: &Phrasebook) -> Vec<&'static str> {
+    book.meaning
         .iter()
         .filter(|m| m.said.is_some())
         .map(|m| m.phrase)
-        .collect();
+        .collect()
+}
+
+#[test]
+fn may_say_is_an_automaton_over_the_normalised_text() {
+    let book = Phrasebook::new().unwrap();
+    let phrases = outcome_phrases(&book);
     let automaton = AhoCorasick::new(&phrases).unwrap();
     let mut rng = crate::intake::test_rng::Xorshift(0x0005_eed0_f0a7_c0e5);
     let filler = ["lock ", "x", "=", "\t", "\r", "-", " ", "é", "0", "{\"msg\":"];
@@ -110,4 +114,15 @@ fn outcome_words_are_whole_words() {
             )
             .noun
     );
+}
+
+#[test]
+fn an_outcome_phrase_names_its_signal() {
+    let book = Phrasebook::new().unwrap();
+    let outcomes = outcome_phrases(&book);
+    assert!(outcomes.len() > 50);
+    for p in outcomes {
+        assert_eq!(book.signal(p), format!("built-in: \"{p}\""));
+    }
+    assert_eq!(book.signal("no such phrase"), "built-in: \"no such phrase\"");
 }
