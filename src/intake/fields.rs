@@ -242,19 +242,19 @@ fn utf8_len(first: u8) -> usize {
 
 fn logfmt(line: &str) -> Option<Fields<'_>> {
     let pairs = logfmt_pairs(line)?;
-    let get = |names: &[&str]| {
-        names
-            .iter()
-            .find_map(|n| pairs.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()))
-    };
-    Some(Fields {
-        format: Some(LogFormat::Logfmt),
+    Some(by_names(LogFormat::Logfmt, |n| {
+        pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone())
+    }))
+}
+
+/// A line's fields read as `format`, each by `value(name)`: a list's first name that has a
+/// value, and every error name's, joined.
+fn by_names<'a>(format: LogFormat, value: impl Fn(&str) -> Option<Cow<'a, str>>) -> Fields<'a> {
+    let get = |names: &[&str]| names.iter().find_map(|n| value(n));
+    Fields {
+        format: Some(format),
         message: get(MESSAGE).unwrap_or_default(),
-        error: joined(
-            ERROR
-                .iter()
-                .filter_map(|n| pairs.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())),
-        ),
+        error: joined(ERROR.iter().filter_map(|n| value(n))),
         key: get(KEY),
         namespace: get(NAMESPACE),
         trace_id: get(TRACE_ID),
@@ -262,7 +262,7 @@ fn logfmt(line: &str) -> Option<Fields<'_>> {
         pid: get(PID_FIELDS),
         host: get(HOST_FIELDS),
         instance: get(INSTANCE_FIELDS),
-    })
+    }
 }
 
 #[path = "fields_json.rs"]

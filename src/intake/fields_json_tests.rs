@@ -21,19 +21,7 @@ fn by_lookups(line: &str) -> Option<Fields<'_>> {
             other => Some(Cow::Owned(other.to_string())),
         }
     };
-    let get = |names: &[&str]| names.iter().find_map(|n| value(n));
-    Some(Fields {
-        format: Some(LogFormat::Json),
-        message: get(MESSAGE).unwrap_or_default(),
-        error: super::super::joined(ERROR.iter().filter_map(|n| value(n))),
-        key: get(KEY),
-        namespace: get(NAMESPACE),
-        trace_id: get(TRACE_ID),
-        span_id: get(SPAN_ID),
-        pid: get(PID_FIELDS),
-        host: get(HOST_FIELDS),
-        instance: get(INSTANCE_FIELDS),
-    })
+    Some(super::super::by_names(LogFormat::Json, value))
 }
 
 #[test]

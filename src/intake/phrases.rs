@@ -235,45 +235,20 @@ impl Phrasebook {
             (Said::Error, ERROR),
         ];
         let mut meaning: Vec<Meaning> = Vec::new();
-        let mut entry = |phrase: &'static str| -> usize {
-            match meaning.iter().position(|m| m.phrase == phrase) {
-                Some(i) => i,
-                None => {
-                    meaning.push(Meaning {
-                        phrase,
-                        noun: false,
-                        said: None,
-                        op: None,
-                    });
-                    meaning.len() - 1
-                }
-            }
-        };
-        let mut nouns = Vec::new();
-        let mut outcomes = Vec::new();
-        let mut ops = Vec::new();
         for n in NOUNS {
-            nouns.push(entry(n));
+            entry(&mut meaning, n).noun = true;
         }
         for (s, phrases) in said {
             for p in phrases {
-                outcomes.push((entry(p), s));
+                // Listed strongest first: a phrase keeps its first outcome.
+                let m = entry(&mut meaning, p);
+                m.said = m.said.or(Some(s));
             }
         }
         for (op, words) in ops::OP_WORDS {
             for w in *words {
-                ops.push((entry(w), *op));
+                entry(&mut meaning, w).op = Some(*op);
             }
-        }
-        for i in nouns {
-            meaning[i].noun = true;
-        }
-        for (i, s) in outcomes {
-            // Listed strongest first: a phrase keeps its first outcome.
-            meaning[i].said = meaning[i].said.or(Some(s));
-        }
-        for (i, op) in ops {
-            meaning[i].op = Some(op);
         }
         // DFAs: a few hundred states, walked over every record with a lock word.
         let automaton = AhoCorasickBuilder::new()
@@ -353,6 +328,23 @@ impl Phrasebook {
         found.op = op.map(|(at, _, o)| (at, o));
         found
     }
+}
+
+/// The meaning of `phrase` in `meaning`, added (meaning nothing yet) where it is not there.
+fn entry<'m>(meaning: &'m mut Vec<Meaning>, phrase: &'static str) -> &'m mut Meaning {
+    let i = match meaning.iter().position(|m| m.phrase == phrase) {
+        Some(i) => i,
+        None => {
+            meaning.push(Meaning {
+                phrase,
+                noun: false,
+                said: None,
+                op: None,
+            });
+            meaning.len() - 1
+        }
+    };
+    &mut meaning[i]
 }
 
 /// Whether a phrase is followed by a count of zero (`Error: 0`, `failed=0`): a tally, not
