@@ -110,6 +110,7 @@ fn count(entries: &[Entry], classifier: &Classifier, tally: &mut Tally) {
             bytes,
             lines,
             orphan: false,
+            ..
         } = piece
         else {
             tally.piece(classifier, &piece, crate::config::LogFormat::Auto);

@@ -14,6 +14,7 @@ use super::origin::Origin;
 use super::phrases::{self, Phrasebook, Said};
 use super::records::Piece;
 use super::skim::Skim;
+use super::words::{word_around, word_around_ascii};
 use crate::config::{Config, LogFormat};
 use crate::glob::Glob;
 use crate::metrics::TraceContext;
@@ -206,7 +207,7 @@ impl Classifier {
             Piece::Record { orphan: true, .. } => {
                 Verdict::Ignored("continuation lines whose first line was read before (counted with it)")
             }
-            Piece::Record { bytes, .. } => self.record(bytes, format, quick),
+            Piece::Record { bytes, marked, .. } => self.record(bytes, format, quick, *marked),
             Piece::TooLong(_) => Verdict::Malformed("line too long"),
             Piece::Quiet { .. } => Verdict::Ignored(NO_LOCK_WORD),
         }
@@ -215,10 +216,11 @@ impl Classifier {
     /// Classify one record read as `format`: a line (without its newline), or lines joined
     /// by newlines whose first line starts the record.
     pub fn classify(&self, record: &[u8], format: LogFormat) -> Verdict {
-        self.record(record, format, false)
+        self.record(record, format, false, false)
     }
 
-    fn record(&self, record: &[u8], format: LogFormat, quick: bool) -> Verdict {
+    /// `marked`: the skim found a lock word in `record`, so it is not looked for again.
+    fn record(&self, record: &[u8], format: LogFormat, quick: bool, marked: bool) -> Verdict {
         let text = match readable(record) {
             Ok(text) => text,
             Err(malformed) => return malformed,
@@ -228,7 +230,7 @@ impl Classifier {
         } else {
             self.rule_set.matches(record).iter().next()
         };
-        if rule.is_none() && !self.skim.is_match(record) {
+        if rule.is_none() && !marked && !self.skim.is_match(record) {
             return match format {
                 LogFormat::Json if !fields::looks_like_json(first_and_rest(record, text).0) => {
                     Verdict::Malformed("not a JSON object")
@@ -381,14 +383,14 @@ impl Classifier {
         }
         // The words (between separators) that hold a `:`, in order, found from the colons.
         let text = t.text.as_str();
+        let ascii = text.is_ascii();
         let mut from = 0;
         while let Some(colon) = memchr::memchr(b':', &text.as_bytes()[from..]).map(|i| from + i) {
-            let start = text[..colon]
-                .char_indices()
-                .rev()
-                .find(|(_, c)| is_separator(*c))
-                .map_or(0, |(i, c)| i + c.len_utf8());
-            let end = text[colon..].find(is_separator).map_or(text.len(), |i| colon + i);
+            let (start, end) = if ascii {
+                word_around_ascii(text.as_bytes(), colon)
+            } else {
+                word_around(text, colon)
+            };
             let w = text[start..end].trim_matches(|c: char| matches!(c, ':' | '.' | ',' | ';' | '\'' | '"'));
             if w.len() > 2
                 && w.contains(':')
@@ -444,10 +446,6 @@ fn first_and_rest<'a>(record: &[u8], text: &'a str) -> (&'a str, &'a str) {
         Some(nl) => (text[..nl].strip_suffix('\r').unwrap_or(&text[..nl]), &text[nl + 1..]),
         None => (text, ""),
     }
-}
-
-fn is_separator(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | '=' | '"' | '`')
 }
 
 /// A record's text as the built-in rules read it: the message, then the error and the

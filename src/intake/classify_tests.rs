@@ -159,7 +159,7 @@ fn the_key_named_is_the_first_word_with_a_colon_that_a_pattern_matches() {
     let c = classifier();
     // What `named_key` reads, written the plain way: every word, in order.
     let by_words = |text: &str| {
-        text.split(is_separator).find_map(|w| {
+        text.split(crate::intake::words::is_separator).find_map(|w| {
             let w = w.trim_matches(|c: char| matches!(c, ':' | '.' | ',' | ';' | '\'' | '"'));
             (w.len() > 2 && w.contains(':'))
                 .then(|| c.namespace_of_key(w).map(|i| (i, w.to_string())))
@@ -190,5 +190,23 @@ fn the_key_named_is_the_first_word_with_a_colon_that_a_pattern_matches() {
         let t = Text::of(&f, "");
         let got = c.named_key(&f, &t).map(|(i, w)| (i, w.to_string()));
         assert_eq!(got, by_words(&t.text), "{text:?}");
+    }
+}
+
+#[test]
+fn a_word_around_a_colon_is_the_same_read_by_bytes_in_ascii() {
+    let mut rng = crate::intake::test_rng::Xorshift(0x00c0_1071_eb07_e5a1);
+    let alphabet = b"ab:: \t\n\x0b\x0c\r\x1c()[]{}<>=\"`'.,;_x";
+    for _ in 0..20_000 {
+        let t: String = (0..rng.below(30))
+            .map(|_| char::from(alphabet[rng.below(alphabet.len())]))
+            .collect();
+        for (at, _) in t.match_indices(':') {
+            assert_eq!(
+                crate::intake::words::word_around_ascii(t.as_bytes(), at),
+                crate::intake::words::word_around(&t, at),
+                "{t:?} at {at}"
+            );
+        }
     }
 }

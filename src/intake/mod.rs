@@ -14,6 +14,7 @@ pub(crate) mod batch;
 pub mod classify;
 pub(crate) mod count;
 pub(crate) mod decode;
+pub(crate) mod factors;
 pub(crate) mod fields;
 pub(crate) mod keyed;
 pub mod lines;
@@ -36,6 +37,7 @@ pub(crate) mod tail;
 #[cfg(test)]
 pub(crate) mod test_rng;
 pub(crate) mod wire;
+pub(crate) mod words;
 
 pub use classify::{Classifier, ClassifierError, Given, Verdict};
 pub use count::{Counters, Tally};

@@ -11,9 +11,13 @@
 
 use std::collections::HashMap;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use aho_corasick::automaton::Automaton;
+use aho_corasick::dfa::DFA;
+use aho_corasick::{Anchored, MatchKind, PatternID, StartKind};
 use foldhash::fast::FixedState;
 
+use super::classify::LOCK_WORDS;
+use super::factors::factors;
 use super::literals::{Literals, LiteralsError};
 use super::ops;
 use crate::vocab::{Op, Outcome};
@@ -214,7 +218,12 @@ pub enum PhrasebookError {
 
 /// The nouns, outcome phrases and operation words, built once.
 pub(crate) struct Phrasebook {
-    automaton: AhoCorasick,
+    /// Every pattern, overlapping (`MatchKind::Standard`), walked by `find`, in `codes`.
+    automaton: DFA,
+    /// Per byte, its code in `automaton`: the patterns' bytes numbered from 1 in order,
+    /// every other byte 0. Patterns of few and contiguous bytes make few byte classes and
+    /// a table half the size, which stays in the L1 cache.
+    codes: [u8; 256],
     /// The outcome phrases alone, for `may_say`.
     outcomes: Literals,
     /// Per pattern of `automaton`.
@@ -250,20 +259,20 @@ impl Phrasebook {
                 entry(&mut meaning, w).op = Some(*op);
             }
         }
-        // DFAs: a few hundred states, walked over every record with a lock word.
-        let automaton = AhoCorasickBuilder::new()
+        // A DFA of a few hundred states, walked over every record that may say an outcome.
+        // No prefilter: the patterns start with most letters, so it would skip little.
+        let codes = codes(meaning.iter().map(|m| m.phrase));
+        let automaton = DFA::builder()
             .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(meaning.iter().map(|m| m.phrase))?;
-        // `may_say` needs only the phrases that hold no other: where one holds another,
-        // the other is found too.
-        let outcomes: Vec<&str> = meaning.iter().filter(|m| m.said.is_some()).map(|m| m.phrase).collect();
-        let outcomes: Vec<&str> = outcomes
-            .iter()
-            .filter(|p| !outcomes.iter().any(|q| q != *p && p.contains(q)))
-            .copied()
-            .collect();
-        let outcomes = Literals::new(&outcomes)?;
+            .start_kind(StartKind::Unanchored)
+            .prefilter(false)
+            .build(
+                meaning
+                    .iter()
+                    .map(|m| m.phrase.bytes().map(|b| codes[usize::from(b)]).collect::<Vec<u8>>()),
+            )?;
+        let outcomes = meaning.iter().filter(|m| m.said.is_some()).map(|m| m.phrase);
+        let outcomes = Literals::new(&factors(outcomes, &common_words()))?;
         let signals = meaning
             .iter()
             .filter(|m| m.said.is_some())
@@ -271,6 +280,7 @@ impl Phrasebook {
             .collect();
         Ok(Phrasebook {
             automaton,
+            codes,
             outcomes,
             meaning,
             signals,
@@ -286,7 +296,9 @@ impl Phrasebook {
     }
 
     /// Whether `text` may hold an outcome phrase: `false` only when no text read from it
-    /// without unescaping (a line's message and error, as substrings of it) can.
+    /// without unescaping (a line's message and error, as substrings of it) can. A search
+    /// for each phrase's rarest factor (`factors`): `true` also for some texts that hold
+    /// none, which the rules then read whole.
     pub(crate) fn may_say(&self, text: &str) -> bool {
         self.outcomes.is_match_mapped(text.as_bytes(), normal_byte)
     }
@@ -303,20 +315,19 @@ impl Phrasebook {
         // The operation word found earliest, and its end: of two at one offset (a whole
         // run, `tryLock`, and its first part) the longer is read first.
         let mut op: Option<(usize, usize, Op)> = None;
-        for m in self.automaton.find_overlapping_iter(lowered) {
-            let meaning = self.meaning[m.pattern().as_usize()];
+        self.walk(b, |start, end, meaning| {
             if let Some(o) = meaning.op
-                && op.is_none_or(|(at, end, _)| (m.start(), end) < (at, m.end()))
-                && ops::is_read_as_word(text.as_bytes(), m.start(), m.end())
+                && op.is_none_or(|(at, e, _)| (start, e) < (at, end))
+                && ops::is_read_as_word(text.as_bytes(), start, end)
             {
-                op = Some((m.start(), m.end(), o));
+                op = Some((start, end, o));
             }
             if !(meaning.noun || meaning.said.is_some())
-                || !is_boundary(b, m.start())
-                || !is_boundary(b, m.end())
-                || is_zero_count(&b[m.end()..])
+                || !is_boundary(b, start)
+                || !is_boundary(b, end)
+                || is_zero_count(&b[end..])
             {
-                continue;
+                return;
             }
             found.noun |= meaning.noun;
             if let Some(s) = meaning.said
@@ -324,10 +335,71 @@ impl Phrasebook {
             {
                 found.said = Some((s, meaning.phrase));
             }
-        }
+        });
         found.op = op.map(|(at, _, o)| (at, o));
         found
     }
+
+    /// Every pattern in `b`, overlapping, with its start, end and meaning: by end, and at
+    /// one end in the automaton's order, as `find_overlapping_iter` reports them. The
+    /// automaton walked a byte at a time in one loop, without the iterator's stops.
+    fn walk(&self, b: &[u8], mut each: impl FnMut(usize, usize, Meaning)) {
+        let dfa = &self.automaton;
+        let Ok(mut sid) = dfa.start_state(Anchored::No) else {
+            return;
+        };
+        // The states where a pattern ends, noted in a tight loop (the state stays in a
+        // register) and read after it, a batch at a time.
+        let mut hits = [(0usize, sid); 16];
+        let mut at = 0;
+        while at < b.len() {
+            let mut n = 0;
+            while at < b.len() && n < hits.len() {
+                sid = dfa.next_state(Anchored::No, sid, self.codes[usize::from(b[at])]);
+                at += 1;
+                if dfa.is_special(sid) {
+                    hits[n] = (at, sid);
+                    n += 1;
+                }
+            }
+            for &(end, s) in &hits[..n] {
+                if !dfa.is_match(s) {
+                    continue;
+                }
+                for k in 0..dfa.match_len(s) {
+                    let p: PatternID = dfa.match_pattern(s, k);
+                    each(end - dfa.pattern_len(p), end, self.meaning[p.as_usize()]);
+                }
+            }
+        }
+    }
+}
+
+/// Words records often hold beside a lock word and no outcome (`lock acquired`): the lock
+/// words, the short nouns, the operations; not the names of exceptions.
+fn common_words() -> Vec<&'static str> {
+    (LOCK_WORDS.iter())
+        .chain(NOUNS.iter().filter(|n| n.len() <= 7 && !n.contains(' ')))
+        .chain(ops::OP_WORDS.iter().flat_map(|(_, words)| words.iter()))
+        .copied()
+        .collect()
+}
+
+/// `codes` for `patterns`: each byte they hold numbered from 1 in order, every other 0.
+fn codes<'p>(patterns: impl Iterator<Item = &'p str>) -> [u8; 256] {
+    let mut used = [false; 256];
+    for p in patterns {
+        for b in p.bytes() {
+            used[usize::from(b)] = true;
+        }
+    }
+    let mut codes = [0u8; 256];
+    let mut next = 0u8;
+    for (code, _) in codes.iter_mut().zip(used).filter(|(_, u)| *u) {
+        next = next.saturating_add(1);
+        *code = next;
+    }
+    codes
 }
 
 /// The meaning of `phrase` in `meaning`, added (meaning nothing yet) where it is not there.

@@ -12,6 +12,10 @@ use crate::config::Multiline;
 use crate::intake::lines::Splitter;
 use crate::intake::skim::{Marks, Skim, quiet_lines};
 
+#[path = "assembler.rs"]
+mod assembler;
+use assembler::{Assembler, PY_TRACEBACK, closed};
+
 /// A record is cut after this many lines; the lines after it start records of their own.
 pub const MAX_RECORD_LINES: u32 = 1000;
 /// A record is cut before it grows past this many bytes.
@@ -28,6 +32,8 @@ pub enum Piece<'a> {
         /// It begins with a continuation line: the rest of a record whose start was read
         /// before (cut at a bound, or flushed when the writer paused mid-record).
         orphan: bool,
+        /// The skim found a lock word in it (`feed_skimming`): `false` says nothing.
+        marked: bool,
     },
     /// A line over the line bound, skipped: its length in bytes. A record boundary.
     TooLong(usize),
@@ -114,6 +120,7 @@ impl RecordSplitter {
                 pos = to;
                 continue;
             }
+            asm.word = marks.as_ref().and_then(Marks::word);
             if nl - pos > max_line {
                 asm.flush(data, &mut on);
                 on(Piece::TooLong(nl - pos));
@@ -230,202 +237,6 @@ fn strip_cr(data: &[u8], start: usize, end: usize) -> usize {
         end - 1
     } else {
         end
-    }
-}
-
-/// What a record being built has shown so far, which decides what may continue it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Context {
-    /// A start line, perhaps with indented lines.
-    Plain,
-    /// Java, Kotlin or Node frames (`at …`) seen.
-    Stack,
-    /// Inside a Python traceback's frames; the next unindented line is the exception.
-    PyFrames,
-    /// After a Python exception line: chained tracebacks may follow.
-    PyDone,
-    /// After "During handling of the above exception…" or "The above exception was…".
-    PyChain,
-    /// A Go panic or goroutine dump.
-    Go,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Rec {
-    start: usize,
-    /// End of its last line (before the newline).
-    end: usize,
-    lines: u32,
-    /// Lines that are not blank.
-    content: u32,
-    context: Context,
-}
-
-impl Rec {
-    fn new(start: usize, end: usize, line: &[u8]) -> Self {
-        let context = match line.first() {
-            Some(b'p' | b'f') if line.starts_with(b"panic: ") || line.starts_with(b"fatal error: ") => Context::Go,
-            Some(b'T') if line.starts_with(PY_TRACEBACK) => Context::PyFrames,
-            _ => Context::Plain,
-        };
-        Rec {
-            start,
-            end,
-            lines: 1,
-            content: u32::from(!line.trim_ascii().is_empty()),
-            context,
-        }
-    }
-
-    fn extend(&mut self, end: usize, blank: bool) {
-        self.end = end;
-        self.lines += 1;
-        self.content += u32::from(!blank);
-    }
-}
-
-const PY_TRACEBACK: &[u8] = b"Traceback (most recent call last):";
-
-/// The records of one chunk being put together. `held` is a single-line record kept back
-/// one line longer: a Java or Node exception line that follows it with frames after it
-/// belongs to it (logback writes the message, then the exception, then `at` frames).
-struct Assembler {
-    auto: bool,
-    held: Option<Rec>,
-    cur: Option<Rec>,
-}
-
-impl Assembler {
-    fn new(multiline: Multiline) -> Self {
-        Assembler {
-            auto: multiline == Multiline::Auto,
-            held: None,
-            cur: None,
-        }
-    }
-
-    fn push(&mut self, data: &[u8], start: usize, end: usize, on: &mut impl FnMut(Piece<'_>)) {
-        let line = &data[start..end];
-        if !self.auto {
-            on(record(data, Rec::new(start, end, line), false));
-            return;
-        }
-        let Some(mut cur) = self.cur else {
-            self.cur = Some(Rec::new(start, end, line));
-            return;
-        };
-        let within = cur.lines < MAX_RECORD_LINES && end - cur.start <= MAX_RECORD_BYTES;
-        let blank = line.trim_ascii().is_empty();
-        let closed = closed(data, &cur);
-        if within && blank && !closed {
-            // Blank lines belong to the record before them (Spring Boot's line before a
-            // stack trace, chained Python tracebacks, a Go panic's goroutines).
-            cur.extend(end, true);
-            self.cur = Some(cur);
-            return;
-        }
-        let continued = if cur.content == 0 || closed {
-            None
-        } else {
-            continues(cur.context, line)
-        };
-        match continued.filter(|_| within) {
-            Some(mut context) => {
-                if let Some(held) = self.held.take() {
-                    let head = &data[cur.start..cur.end];
-                    let first = &head[..memchr::memchr(b'\n', head).unwrap_or(head.len())];
-                    let joins = if cur.content != 1 || !announces_error(&data[held.start..held.end]) {
-                        None
-                    } else if is_frame(line) && is_exception_header(first) {
-                        Some(context)
-                    } else if line.starts_with(b"\t") && is_go_line(first) {
-                        // zap's and Go's stack traces: `pkg.Func(…)` then `\t/path/file.go:N`.
-                        Some(Context::Go)
-                    } else {
-                        None
-                    };
-                    match joins {
-                        Some(c) => {
-                            cur.start = held.start;
-                            cur.lines += held.lines;
-                            cur.content += held.content;
-                            context = c;
-                        }
-                        None => on(record(data, held, self.auto)),
-                    }
-                }
-                cur.extend(end, false);
-                cur.context = context;
-                self.cur = Some(cur);
-            }
-            None => {
-                if let Some(held) = self.held.take() {
-                    on(record(data, held, self.auto));
-                }
-                if cur.content == 1 && !closed {
-                    self.held = Some(cur);
-                } else {
-                    on(record(data, cur, self.auto));
-                }
-                self.cur = Some(Rec::new(start, end, line));
-            }
-        }
-    }
-
-    fn flush(&mut self, data: &[u8], on: &mut impl FnMut(Piece<'_>)) {
-        for r in [self.held.take(), self.cur.take()].into_iter().flatten() {
-            on(record(data, r, self.auto));
-        }
-    }
-
-    fn pending_start(&self) -> Option<usize> {
-        self.held.or(self.cur).map(|r| r.start)
-    }
-}
-
-/// Whether `r` is complete by its format: one line holding a JSON object (`{` … `}`), as
-/// JSON loggers write a record. Nothing continues it, not even a blank line, and no exception
-/// line joins it: the next line begins a record. O(1): the line is not parsed.
-fn closed(data: &[u8], r: &Rec) -> bool {
-    r.lines == 1
-        && data.get(r.start) == Some(&b'{')
-        && data.get(r.start..r.end).and_then(|l| l.trim_ascii_end().last()) == Some(&b'}')
-}
-
-fn record(data: &[u8], r: Rec, auto: bool) -> Piece<'_> {
-    let bytes = &data[r.start..r.end];
-    Piece::Record {
-        bytes,
-        lines: r.lines,
-        orphan: auto && matches!(bytes.first(), Some(b' ' | b'\t' | b'}' | b']' | b')')),
-    }
-}
-
-/// Whether `line` (not blank) continues a record in `context`, and the context after it.
-fn continues(context: Context, line: &[u8]) -> Option<Context> {
-    use Context::*;
-    // Dispatched on the first byte: most lines start a record and cost one comparison.
-    match line.first()? {
-        b' ' | b'\t' => Some(match context {
-            Plain if is_frame(line) => Stack,
-            c => c,
-        }),
-        b'}' | b']' | b')' => Some(context),
-        b'T' if line.starts_with(PY_TRACEBACK) => Some(PyFrames),
-        b'[' | b'#' | b'"' if is_php_trace_line(line) => Some(Stack),
-        _ if context == Plain && line.first() != Some(&b'C') => None,
-        _ => match context {
-            Plain | Stack if line.starts_with(b"Caused by: ") => Some(Stack),
-            PyFrames => Some(PyDone),
-            PyDone
-                if line.starts_with(b"During handling of the above exception")
-                    || line.starts_with(b"The above exception was the direct cause") =>
-            {
-                Some(PyChain)
-            }
-            Go if is_go_line(line) => Some(Go),
-            _ => None,
-        },
     }
 }
 

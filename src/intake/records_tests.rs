@@ -5,9 +5,9 @@ use super::*;
 fn records(data: &str, end: End) -> (Vec<(String, u32, bool)>, usize) {
     let mut out = Vec::new();
     let used = RecordSplitter::new(Multiline::Auto).feed(data.as_bytes(), 80, end, |p| match p {
-        Piece::Record { bytes, lines, orphan } => {
-            out.push((String::from_utf8_lossy(bytes).into_owned(), lines, orphan))
-        }
+        Piece::Record {
+            bytes, lines, orphan, ..
+        } => out.push((String::from_utf8_lossy(bytes).into_owned(), lines, orphan)),
         Piece::TooLong(n) => out.push((format!("<{n}>"), 1, false)),
         Piece::Quiet { lines } => out.push((format!("<quiet {lines}>"), lines, false)),
     });

@@ -148,6 +148,12 @@ pub(crate) struct Marks<'a> {
 }
 
 impl Marks<'_> {
+    /// Where the next word found starts, if one has been looked for: at or after the last
+    /// position asked, or the data's length when there is none.
+    pub(crate) fn word(&self) -> Option<usize> {
+        self.word.map(|(w, _)| w)
+    }
+
     /// Where the first mark at or after `pos` is (a line start, as every `pos` asked), or
     /// the data's length.
     pub(crate) fn next(&mut self, pos: usize) -> usize {

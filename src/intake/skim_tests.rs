@@ -158,6 +158,36 @@ fn a_generated_mix_of_every_shape_counts_the_same_skimmed() {
 }
 
 #[test]
+fn a_record_comes_out_marked_only_when_it_holds_a_lock_word() {
+    let c = classifier();
+    let skim = c.skim(LogFormat::Auto).unwrap();
+    let data = mixed(6000);
+    for chunk in [data.len(), 4093, 997] {
+        let (mut marked, mut unmarked_with_word) = (0, 0);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut pieces = data.chunks(chunk).peekable();
+        while let Some(p) = pieces.next() {
+            buf.extend_from_slice(p);
+            let end = if pieces.peek().is_some() { End::More } else { End::Eof };
+            let used = RecordSplitter::new(Multiline::Auto).feed_skimming(&buf, MAX_LINE, end, Some(skim), |p| {
+                if let crate::intake::records::Piece::Record { bytes, marked: m, .. } = p {
+                    let word = skim.is_match(bytes);
+                    assert!(!m || word, "{:?}", String::from_utf8_lossy(bytes));
+                    marked += usize::from(m);
+                    unmarked_with_word += usize::from(!m && word);
+                }
+            });
+            buf.drain(..used);
+        }
+        // Most records with a word are known by their mark.
+        assert!(
+            marked > 4 * unmarked_with_word,
+            "{marked} marked, {unmarked_with_word} not"
+        );
+    }
+}
+
+#[test]
 fn no_skim_for_rules_or_json() {
     let dir = fixtures();
     let text = std::fs::read_to_string(dir.join("lockwatch.toml")).unwrap();

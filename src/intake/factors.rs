@@ -1,0 +1,61 @@
+//! The factors `Phrasebook::may_say` searches for: of each outcome phrase, a few bytes that
+//! records seldom hold unless they hold the phrase. Every text that holds a phrase holds
+//! its factor, so the search lets through every record that may say an outcome, and few
+//! others; the rules then read those whole.
+
+/// Bytes that `factors` choose by: Teddy's fingerprint is a literal's first four bytes.
+const FACTOR: usize = 4;
+
+/// For a search that finds every text holding one of `phrases` (and a few more): of each
+/// phrase, the `2 * FACTOR` bytes (or fewer, to its end) from where its first `FACTOR`
+/// overlap fewest of the `common` words in it (every record `may_say` reads holds a lock
+/// word, many an operation), start none, and are made of the letters least used in
+/// English (`commonness`); the whole phrase where those words cover it; without repeats.
+/// `lock lost` and `timed out` would make every record a candidate for Teddy to check,
+/// `lost` and `imed out` few; the longer factor lets few through.
+pub(super) fn factors(phrases: impl Iterator<Item = &'static str>, common: &[&str]) -> Vec<&'static str> {
+    let phrases: Vec<&'static str> = phrases.collect();
+    let mut factors: Vec<&'static str> = Vec::new();
+    // Only the phrases that hold no other: where one holds another, the other is found.
+    for &p in phrases
+        .iter()
+        .filter(|p| !phrases.iter().any(|q| q != *p && p.contains(q)))
+    {
+        let n = FACTOR.min(p.len());
+        // Per byte of `p`: whether a common word holds it, and whether one starts there.
+        let (mut in_common, mut starts) = (vec![false; p.len()], vec![false; p.len()]);
+        for c in common {
+            for (at, _) in p.match_indices(c) {
+                in_common[at..at + c.len()].fill(true);
+                starts[at] = true;
+            }
+        }
+        let cost = |i: usize| {
+            let overlaps = in_common[i..i + n].iter().filter(|c| **c).count() as u32;
+            let letters: u32 = p.as_bytes()[i..i + n].iter().map(|b| commonness(*b)).sum();
+            overlaps * 1000 + u32::from(starts[i]) * 500 + letters
+        };
+        let rarest = (0..=p.len() - n)
+            .filter(|&i| p.is_char_boundary(i) && p.is_char_boundary(i + n))
+            .min_by_key(|&i| cost(i))
+            // Where common words cover the whole phrase, none of it is rare: the phrase,
+            // whose candidates are checked and seldom let through.
+            .filter(|&i| in_common[i..i + n].contains(&false))
+            .and_then(|i| p.get(i..(i + 2 * FACTOR).min(p.len())))
+            .unwrap_or(p);
+        if !factors.contains(&rarest) {
+            factors.push(rarest);
+        }
+    }
+    factors
+}
+
+/// The letters by how often English writes them, the space first.
+const BY_USE: &[u8] = b" etaoinshrdlcumwfgypbvkjxqz";
+
+/// How often `b` is written in English text: the letters by rank, 27 for the space down
+/// to 1 for `z`; any other byte (`'`, `:`) as a letter in the middle.
+fn commonness(b: u8) -> u32 {
+    let rank = BY_USE.iter().position(|l| *l == b).unwrap_or(BY_USE.len() / 2);
+    (BY_USE.len() - rank) as u32
+}
