@@ -20,7 +20,13 @@ pub(crate) fn word_around(text: &str, at: usize) -> (usize, usize) {
 
 /// `word_around` for an ASCII text, a byte at a time: its separators are ASCII's.
 pub(crate) fn word_around_ascii(text: &[u8], at: usize) -> (usize, usize) {
-    let sep = |b: &u8| is_separator(char::from(*b));
+    // `is_separator` for an ASCII byte: `char::is_whitespace` is `\t` to `\r` and the space.
+    let sep = |b: &u8| {
+        matches!(
+            b,
+            b'\t'..=b'\r' | b' ' | b'(' | b')' | b'[' | b']' | b'{' | b'}' | b'<' | b'>' | b'=' | b'"' | b'`'
+        )
+    };
     let start = text[..at].iter().rposition(sep).map_or(0, |i| i + 1);
     let end = text[at..].iter().position(sep).map_or(text.len(), |i| at + i);
     (start, end)
