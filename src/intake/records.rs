@@ -110,14 +110,18 @@ impl RecordSplitter {
         let mut marks = skim.map(|s| s.marks(data));
         let last = marks.as_ref().and_then(|_| last_line_start(data, pos));
         let mut prev = None;
+        // A line start that `quiet` found to start a record alone, not asked again.
+        let mut alone_at = None;
         while let Some(nl) = memchr::memchr(b'\n', &data[pos..]).map(|i| pos + i) {
             if let (Some(m), Some(last)) = (marks.as_mut(), last)
-                && let Some((to, lines)) = self.quiet(data, prev, pos, nl, last, m, max_line)
+                && let Some((to, lines, alone)) =
+                    self.quiet(data, prev, pos, nl, last, m, max_line, alone_at == Some(pos))
             {
                 asm.flush(data, &mut on);
                 on(Piece::Quiet { lines });
                 prev = Some(line_before(data, to));
                 pos = to;
+                alone_at = alone.then_some(to);
                 continue;
             }
             asm.word = marks.as_ref().and_then(Marks::word);
@@ -155,7 +159,8 @@ impl RecordSplitter {
     /// From the line `data[pos..nl]`, when it starts a record whatever came before it
     /// (`prev`, the line before it, if in `data`): the quiet records up to the last such
     /// line before the next mark (or before `last`, the last complete line) — where to go
-    /// on, and their lines. `None` when there are none.
+    /// on, their lines, and whether where to go on is known to start a record alone.
+    /// `None` when there are none. `alone`: the line at `pos` is known to start one.
     #[allow(clippy::too_many_arguments)]
     fn quiet(
         &self,
@@ -166,9 +171,10 @@ impl RecordSplitter {
         last: usize,
         marks: &mut Marks<'_>,
         max_line: usize,
-    ) -> Option<(usize, u32)> {
+        alone: bool,
+    ) -> Option<(usize, u32, bool)> {
         let line = |(a, b): (usize, usize)| &data[a..b];
-        if !self.starts_alone(prev.map(line), line((pos, strip_cr(data, pos, nl)))) {
+        if !alone && !self.starts_alone(prev.map(line), line((pos, strip_cr(data, pos, nl)))) {
             return None;
         }
         let mark = marks.next(pos);
@@ -190,8 +196,9 @@ impl RecordSplitter {
         if to <= pos {
             return None;
         }
-        let (lines, to) = quiet_lines(data, pos, to, max_line);
-        (lines > 0).then_some((to, lines))
+        // `to` starts a record alone (asked above), unless a long line stops the count first.
+        let (lines, end) = quiet_lines(data, pos, to, max_line);
+        (lines > 0).then_some((end, lines, end == to))
     }
 
     /// Whether `line` starts a record whatever came before it, and no record before it can
