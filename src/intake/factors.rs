@@ -9,7 +9,7 @@ const FACTOR: usize = 4;
 /// For a search that finds every text holding one of `phrases` (and a few more): of each
 /// phrase, the `2 * FACTOR` bytes (or fewer, to its end) from where its first `FACTOR`
 /// overlap fewest of the `common` words in it (every record `may_say` reads holds a lock
-/// word, many an operation), start none, and are made of the letters least used in
+/// word, many an operation), start as few of them as can, and are made of the letters least used in
 /// English (`commonness`); the whole phrase where those words cover it; without repeats.
 /// `lock lost` and `timed out` would make every record a candidate for Teddy to check,
 /// `lost` and `imed out` few; the longer factor lets few through.

@@ -33,8 +33,8 @@ impl Literals {
         if let Some(l) = literals.iter().find(|l| l.as_ref().len() > LONGEST) {
             return Err(LiteralsError::TooLong(String::from_utf8_lossy(l.as_ref()).into_owned()));
         }
-        // Teddy is not chosen by default over 64 literals; the callers' are fewer (59
-        // outcome phrases), but a set that grows past them stays on Teddy.
+        // Teddy is not chosen by default over 64 literals; the callers' are fewer (the
+        // outcome phrases' factors), but a set that grows past them stays on Teddy.
         let packed = packed::Config::new()
             .match_kind(packed::MatchKind::LeftmostFirst)
             .heuristic_pattern_limits(false)

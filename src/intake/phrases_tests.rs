@@ -168,3 +168,36 @@ fn each_phrase_holds_a_factor_away_from_the_words_records_are_full_of() {
         assert!(!book.may_say(t), "{t:?}");
     }
 }
+
+#[test]
+fn the_walk_reports_what_an_overlapping_search_of_the_phrases_reports() {
+    let book = Phrasebook::new().unwrap();
+    let phrases: Vec<&str> = book.meaning.iter().map(|m| m.phrase).collect();
+    let automaton = aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::Standard)
+        .build(&phrases)
+        .unwrap();
+    let mut rng = crate::intake::test_rng::Xorshift(0x0000_da7a_b1e5_0dd5);
+    let filler = [" ", "x", ":", "'", "_", "^", "`", "z", "0", "é", "\u{0}", "\u{ff}"];
+    let mut long = 0;
+    for _ in 0..3000 {
+        let mut t = String::new();
+        let len = [10, 90, 400][rng.below(3)];
+        while t.len() < len {
+            match rng.below(3) {
+                // Phrases back to back and overlapping, many more than a batch of hits.
+                0 | 1 => t.push_str(phrases[rng.below(phrases.len())]),
+                _ => t.push_str(filler[rng.below(filler.len())]),
+            }
+        }
+        let mut walked = Vec::new();
+        book.walk(t.as_bytes(), |start, end, m| walked.push((start, end, m.phrase)));
+        let searched: Vec<(usize, usize, &str)> = automaton
+            .find_overlapping_iter(&t)
+            .map(|m| (m.start(), m.end(), phrases[m.pattern().as_usize()]))
+            .collect();
+        assert_eq!(walked, searched, "{t:?}");
+        long += usize::from(searched.len() > 16);
+    }
+    assert!(long > 100, "{long}");
+}

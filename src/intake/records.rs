@@ -32,7 +32,9 @@ pub enum Piece<'a> {
         /// It begins with a continuation line: the rest of a record whose start was read
         /// before (cut at a bound, or flushed when the writer paused mid-record).
         orphan: bool,
-        /// The skim found a lock word in it (`feed_skimming`): `false` says nothing.
+        /// The skim found a lock word in it (`feed_skimming`), so the classifier does not
+        /// look for one again: `false` says nothing. A caller that builds a record itself
+        /// leaves it `false`.
         marked: bool,
     },
     /// A line over the line bound, skipped: its length in bytes. A record boundary.

@@ -37,6 +37,10 @@ pub enum SkimError {
     /// A byte without bit 5 (`_`, `@`, `[`): no folded byte can match it.
     #[error("lock word {0:?} holds a byte the case fold cannot match")]
     Unfoldable(String),
+    /// `-` or `*`, which `\r` and `\n` fold onto: a word could then run past its line,
+    /// which a record marked by it (`Piece::Record::marked`) would not hold.
+    #[error("lock word {0:?} holds a byte a line end folds onto")]
+    LineEnd(String),
     #[error(transparent)]
     Literals(#[from] LiteralsError),
 }
@@ -47,6 +51,12 @@ impl Skim {
         let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
         if let Some(w) = lower.iter().find(|w| w.bytes().any(|b| b | 0x20 != b)) {
             return Err(SkimError::Unfoldable(w.clone()));
+        }
+        if let Some(w) = lower
+            .iter()
+            .find(|w| w.bytes().any(|b| b == (b'\r' | 0x20) || b == (b'\n' | 0x20)))
+        {
+            return Err(SkimError::LineEnd(w.clone()));
         }
         Ok(Skim {
             words: Literals::new(&lower)?,

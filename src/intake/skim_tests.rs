@@ -219,6 +219,13 @@ fn a_word_across_the_fold_windows_edge_is_found_where_it_starts() {
     assert_eq!(super::Folded::new().first_word(&skim, b"no words here", 0), (13, false));
     assert!(super::Skim::new(&["x".repeat(super::OVERLAP + 1).as_str()]).is_err());
     assert!(super::Skim::new(&["lock_key"]).is_err());
+    // `\r` and `\n` fold onto `-` and `*`: a word holding them could run past its line.
+    for w in ["lock-", "*lock"] {
+        assert!(
+            matches!(super::Skim::new(&[w]), Err(super::SkimError::LineEnd(_))),
+            "{w}"
+        );
+    }
 }
 
 #[test]
