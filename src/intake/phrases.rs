@@ -224,7 +224,7 @@ pub(crate) struct Phrasebook {
     /// every other byte 0. Patterns of few and contiguous bytes make few byte classes and
     /// a table half the size, which stays in the L1 cache.
     codes: [u8; 256],
-    /// The outcome phrases alone, for `may_say`.
+    /// The outcome phrases' factors (`factors`), for `may_say`.
     outcomes: Literals,
     /// Per pattern of `automaton`.
     meaning: Vec<Meaning>,

@@ -126,6 +126,7 @@ impl RecordSplitter {
                 alone_at = alone.then_some(to);
                 continue;
             }
+            // The last word `quiet` found: this line's, or one before it, which marks nothing.
             asm.word = marks.as_ref().and_then(Marks::word);
             if nl - pos > max_line {
                 asm.flush(data, &mut on);
