@@ -166,9 +166,12 @@ async fn the_issue_table_at_the_default_settings() {
         ct.written
     );
     // logrotate's window is a copy of half a second of lines and a truncation: a few lines
-    // a truncation, more on a loaded machine (logrotate descheduled between the two).
+    // a truncation, many more on a loaded machine (logrotate descheduled between the two;
+    // a CI run under every other test lost 10.2 %). The loss is logrotate's, not lockwatch's
+    // (the assertion above holds that); this bound only keeps the row about records the
+    // files hold, most of them.
     assert!(
-        ct.written - ct.held < ct.written / 10,
+        ct.written - ct.held < ct.written / 4,
         "copytruncate lost {} of {}",
         ct.written - ct.held,
         ct.written
