@@ -33,6 +33,7 @@ pub mod records;
 pub(crate) mod reopen;
 pub mod skim;
 pub(crate) mod stdin;
+pub(crate) mod table;
 pub(crate) mod tail;
 #[cfg(test)]
 pub(crate) mod test_rng;

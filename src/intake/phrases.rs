@@ -11,15 +11,13 @@
 
 use std::collections::HashMap;
 
-use aho_corasick::automaton::Automaton;
-use aho_corasick::dfa::DFA;
-use aho_corasick::{Anchored, MatchKind, PatternID, StartKind};
 use foldhash::fast::FixedState;
 
 use super::classify::LOCK_WORDS;
 use super::factors::factors;
 use super::literals::{Literals, LiteralsError};
 use super::ops;
+use super::table::{Table, TableError};
 use crate::vocab::{Op, Outcome};
 
 /// What an outcome phrase says. Strongest first: the strongest found wins.
@@ -211,19 +209,17 @@ struct Meaning {
 #[derive(Debug, thiserror::Error)]
 pub enum PhrasebookError {
     #[error(transparent)]
-    Automaton(#[from] aho_corasick::BuildError),
+    Automaton(#[from] TableError),
     #[error(transparent)]
     Literals(#[from] LiteralsError),
 }
 
 /// The nouns, outcome phrases and operation words, built once.
 pub(crate) struct Phrasebook {
-    /// Every pattern, overlapping (`MatchKind::Standard`), walked by `find`, in `codes`.
-    automaton: DFA,
-    /// Per byte, its code in `automaton`: the patterns' bytes numbered from 1 in order,
-    /// every other byte 0. Patterns of few and contiguous bytes make few byte classes and
-    /// a table half the size, which stays in the L1 cache.
-    codes: [u8; 256],
+    /// Every pattern, overlapping, walked by `find` in `codes`: per byte, the patterns'
+    /// bytes numbered from 1 in order, every other byte 0. Patterns of few and contiguous
+    /// bytes make a table of few columns.
+    automaton: Table,
     /// The outcome phrases' factors (`factors`), for `may_say`.
     outcomes: Literals,
     /// Per pattern of `automaton`.
@@ -259,18 +255,13 @@ impl Phrasebook {
                 entry(&mut meaning, w).op = Some(*op);
             }
         }
-        // A DFA of a few hundred states, walked over every record that may say an outcome.
-        // No prefilter: the patterns start with most letters, so it would skip little.
+        // A table of about a thousand states, walked over every record that may say an
+        // outcome.
         let codes = codes(meaning.iter().map(|m| m.phrase));
-        let automaton = DFA::builder()
-            .match_kind(MatchKind::Standard)
-            .start_kind(StartKind::Unanchored)
-            .prefilter(false)
-            .build(
-                meaning
-                    .iter()
-                    .map(|m| m.phrase.bytes().map(|b| codes[usize::from(b)]).collect::<Vec<u8>>()),
-            )?;
+        let coded: Vec<Vec<u8>> = (meaning.iter())
+            .map(|m| m.phrase.bytes().map(|b| codes[usize::from(b)]).collect())
+            .collect();
+        let automaton = Table::new(codes, &coded)?;
         let outcomes = meaning.iter().filter(|m| m.said.is_some()).map(|m| m.phrase);
         let outcomes = Literals::new(&factors(outcomes, &common_words()))?;
         let signals = meaning
@@ -280,7 +271,6 @@ impl Phrasebook {
             .collect();
         Ok(Phrasebook {
             automaton,
-            codes,
             outcomes,
             meaning,
             signals,
@@ -341,37 +331,10 @@ impl Phrasebook {
     }
 
     /// Every pattern in `b`, overlapping, with its start, end and meaning: by end, and at
-    /// one end in the automaton's order, as `find_overlapping_iter` reports them. The
-    /// automaton walked a byte at a time in one loop, without the iterator's stops.
+    /// one end in the automaton's order, as `find_overlapping_iter` reports them.
     fn walk(&self, b: &[u8], mut each: impl FnMut(usize, usize, Meaning)) {
-        let dfa = &self.automaton;
-        let Ok(mut sid) = dfa.start_state(Anchored::No) else {
-            return;
-        };
-        // The states where a pattern ends, noted in a tight loop (the state stays in a
-        // register) and read after it, a batch at a time.
-        let mut hits = [(0usize, sid); 16];
-        let mut at = 0;
-        while at < b.len() {
-            let mut n = 0;
-            while at < b.len() && n < hits.len() {
-                sid = dfa.next_state(Anchored::No, sid, self.codes[usize::from(b[at])]);
-                at += 1;
-                if dfa.is_special(sid) {
-                    hits[n] = (at, sid);
-                    n += 1;
-                }
-            }
-            for &(end, s) in &hits[..n] {
-                if !dfa.is_match(s) {
-                    continue;
-                }
-                for k in 0..dfa.match_len(s) {
-                    let p: PatternID = dfa.match_pattern(s, k);
-                    each(end - dfa.pattern_len(p), end, self.meaning[p.as_usize()]);
-                }
-            }
-        }
+        self.automaton
+            .walk(b, |start, end, p| each(start, end, self.meaning[p]));
     }
 }
 

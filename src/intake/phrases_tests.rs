@@ -150,6 +150,15 @@ fn each_phrase_holds_a_factor_away_from_the_words_records_are_full_of() {
     }
     let one = |p: &'static str| factors(std::iter::once(p), &common)[0];
     assert!(found.len() < phrases.len(), "{found:?}");
+    // A factor whose phrases all hold another is dropped: none holds another, and `lock
+    // was lost`, `lost lock` and `lost the lock` are found by `lost` alone.
+    for f in &found {
+        assert!(!found.iter().any(|g| g != f && f.contains(g)), "{f:?} in {found:?}");
+    }
+    assert!(found.contains(&"lost"), "{found:?}");
+    for p in ["lock was lost", "lost lock", "lost the lock"] {
+        assert!(!found.contains(&one(p)), "{p:?}: {found:?}");
+    }
     // Past the lock word and the operation; a factor starts no common word.
     assert_eq!(one("lock lost"), "lost");
     assert_eq!(one("it's locked"), "it's loc");
