@@ -242,27 +242,19 @@ fn utf8_len(first: u8) -> usize {
 
 fn logfmt(line: &str) -> Option<Fields<'_>> {
     let pairs = logfmt_pairs(line)?;
-    Some(by_names(LogFormat::Logfmt, |n| {
-        pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone())
-    }))
-}
-
-/// A line's fields read as `format`, each by `value(name)`: a list's first name that has a
-/// value, and every error name's, joined.
-fn by_names<'a>(format: LogFormat, value: impl Fn(&str) -> Option<Cow<'a, str>>) -> Fields<'a> {
-    let get = |names: &[&str]| names.iter().find_map(|n| value(n));
-    Fields {
-        format: Some(format),
-        message: get(MESSAGE).unwrap_or_default(),
-        error: joined(ERROR.iter().filter_map(|n| value(n))),
-        key: get(KEY),
-        namespace: get(NAMESPACE),
-        trace_id: get(TRACE_ID),
-        span_id: get(SPAN_ID),
-        pid: get(PID_FIELDS),
-        host: get(HOST_FIELDS),
-        instance: get(INSTANCE_FIELDS),
+    // Per name of the lists (by its number), the first pair that is it: one pass over the
+    // pairs, each name looked up once.
+    let mut first = [None::<usize>; json::NAMES];
+    for (j, (k, _)) in pairs.iter().enumerate() {
+        for &(i, inner) in json::uses(k).into_iter().flatten() {
+            if inner.is_none() && first[i].is_none() {
+                first[i] = Some(j);
+            }
+        }
     }
+    Some(json::by_number(LogFormat::Logfmt, |i| {
+        first[i].map(|j| pairs[j].1.clone())
+    }))
 }
 
 #[path = "fields_json.rs"]

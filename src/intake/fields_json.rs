@@ -33,7 +33,7 @@ pub(super) const LISTS: [&[&str]; 9] = [
 ];
 
 /// How many names the lists hold together.
-const NAMES: usize = {
+pub(super) const NAMES: usize = {
     let (mut n, mut i) = (0, 0);
     while i < LISTS.len() {
         n += LISTS[i].len();
@@ -47,7 +47,7 @@ const NAMES: usize = {
 type Uses = Vec<(usize, Option<&'static str>)>;
 
 /// Every name the lists read, flat or as a dotted name's outer object, and its uses.
-fn uses(key: &str) -> Option<&'static Uses> {
+pub(super) fn uses(key: &str) -> Option<&'static Uses> {
     static USES: LazyLock<HashMap<&'static str, Uses, FixedState>> = LazyLock::new(|| {
         let mut uses: HashMap<&'static str, Uses, FixedState> = HashMap::default();
         for (i, name) in LISTS.iter().flat_map(|l| l.iter()).enumerate() {
@@ -93,16 +93,22 @@ pub(super) fn fields(line: &str) -> Option<Fields<'_>> {
             _ => None,
         }
     };
+    Some(by_number(LogFormat::Json, value))
+}
+
+/// A record's fields read as `format`, each name by its number in the lists
+/// (`value(number)`): a list's first name that has a value, and every error name's, joined.
+pub(super) fn by_number<'a>(format: LogFormat, value: impl Fn(usize) -> Option<Cow<'a, str>>) -> Fields<'a> {
     // The names of list `l`, by their numbers.
     let names = |l: usize| {
         let start: usize = LISTS[..l].iter().map(|l| l.len()).sum();
         start..start + LISTS[l].len()
     };
-    let get = |l: usize| names(l).find_map(value);
-    Some(Fields {
-        format: Some(LogFormat::Json),
+    let get = |l: usize| names(l).find_map(&value);
+    Fields {
+        format: Some(format),
         message: get(0).unwrap_or_default(),
-        error: super::joined(names(1).filter_map(value)),
+        error: super::joined(names(1).filter_map(&value)),
         key: get(2),
         namespace: get(3),
         trace_id: get(4),
@@ -110,7 +116,7 @@ pub(super) fn fields(line: &str) -> Option<Fields<'_>> {
         pid: get(6),
         host: get(7),
         instance: get(8),
-    })
+    }
 }
 
 /// A kept member's value: a string as written (borrowed without escapes), else parsed.

@@ -1,9 +1,11 @@
-//! `fields` reads every name of its lists in one pass over the object; here it is held to
-//! the reading it replaced, a lookup per name, on generated objects.
+//! `fields` reads every name of its lists in one pass over the object, and `logfmt` in one
+//! pass over its pairs; here they are held to the reading they replaced, a lookup per
+//! name, on generated objects and lines.
 #![allow(clippy::unwrap_used)]
 
 use std::borrow::Cow;
 
+use super::super::{ERROR, HOST_FIELDS, INSTANCE_FIELDS, KEY, MESSAGE, NAMESPACE, PID_FIELDS, SPAN_ID, TRACE_ID};
 use super::*;
 
 /// The old reading: each name looked up, flat first, then nested under its first dot.
@@ -21,7 +23,55 @@ fn by_lookups(line: &str) -> Option<Fields<'_>> {
             other => Some(Cow::Owned(other.to_string())),
         }
     };
-    Some(super::super::by_names(LogFormat::Json, value))
+    Some(by_names(LogFormat::Json, value))
+}
+
+/// The old reading of the lists: each list's first name that has a value, and every error
+/// name's, joined; every name looked up by `value(name)`.
+fn by_names<'a>(format: LogFormat, value: impl Fn(&str) -> Option<Cow<'a, str>>) -> Fields<'a> {
+    let get = |names: &[&str]| names.iter().find_map(|n| value(n));
+    Fields {
+        format: Some(format),
+        message: get(MESSAGE).unwrap_or_default(),
+        error: super::super::joined(ERROR.iter().filter_map(|n| value(n))),
+        key: get(KEY),
+        namespace: get(NAMESPACE),
+        trace_id: get(TRACE_ID),
+        span_id: get(SPAN_ID),
+        pid: get(PID_FIELDS),
+        host: get(HOST_FIELDS),
+        instance: get(INSTANCE_FIELDS),
+    }
+}
+
+#[test]
+fn a_logfmt_line_reads_what_a_lookup_per_name_read() {
+    let names: Vec<&str> = LISTS.iter().flat_map(|l| l.iter().copied()).collect();
+    let others = ["dd", "trace", "level", "time", "x", "msg2", "lock"];
+    let values = ["a", "\"b \\\"q\\\" é\"", "\"\"", "7", "x=y", "\"two words\""];
+    let mut rng = crate::intake::test_rng::Xorshift(0x10cf_a7ed_0b1e_c75d);
+    let mut next = |n: usize| rng.below(n);
+    let mut read = 0;
+    for _ in 0..4000 {
+        let pairs: Vec<String> = (0..1 + next(9))
+            .map(|_| {
+                let k = match next(3) {
+                    0 => others[next(others.len())],
+                    _ => names[next(names.len())],
+                };
+                format!("{k}={}", values[next(values.len())])
+            })
+            .collect();
+        let line = pairs.join(" ");
+        let old = super::super::logfmt_pairs(&line).map(|p| {
+            by_names(LogFormat::Logfmt, |n| {
+                p.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone())
+            })
+        });
+        assert_eq!(super::super::logfmt(&line), old, "{line}");
+        read += usize::from(old.is_some_and(|f| f.error.is_some() && f.key.is_some()));
+    }
+    assert!(read > 500, "lines with an error and a key: {read}");
 }
 
 #[test]
