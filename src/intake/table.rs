@@ -94,28 +94,93 @@ impl Table {
     }
 
     /// Every pattern in `b`, overlapping, as `(start, end, pattern)`: by end, and at one
-    /// end in the automaton's order, as `find_overlapping_iter` reports them. Sixteen bytes
-    /// are walked at a time in a tight loop that notes the matching states it passes (at
-    /// most sixteen), read after it.
+    /// end in the automaton's order, as `find_overlapping_iter` reports them.
+    ///
+    /// Each next state waits on the last one's load, so `b` is walked as two halves side by
+    /// side: the second starts after a byte no pattern holds, past the middle, where the
+    /// automaton is back at its start whatever came before, so each half finds exactly its
+    /// own matches. The ends each half passes are noted (at most `HELD`) and reported after
+    /// both; a half with more is walked again alone.
     pub(crate) fn walk(&self, b: &[u8], mut each: impl FnMut(usize, usize, usize)) {
-        // The start state is the first non-matching row.
-        let mut s = self.matching;
-        let mut hits = [(0usize, 0usize); 16];
-        for (k, chunk) in b.chunks(hits.len()).enumerate() {
-            let mut n = 0;
-            for (i, &byte) in chunk.iter().enumerate() {
-                s = usize::from(self.next[s + usize::from(self.column[usize::from(byte)])]);
-                if s < self.matching {
-                    hits[n] = (k * 16 + i + 1, s);
-                    n += 1;
-                }
+        let mid = b.len() / 2;
+        let split = (b[mid..].iter().position(|&x| self.column[usize::from(x)] == 0)).map_or(b.len(), |i| mid + i + 1);
+        let (first, second) = b.split_at(split);
+        let mut halves = [Ends::new(self.matching, 0), Ends::new(self.matching, split)];
+        for (&x, &y) in first.iter().zip(second) {
+            let [a, b] = &mut halves;
+            a.step(self, x);
+            b.step(self, y);
+        }
+        let common = first.len().min(second.len());
+        for &x in &first[common..] {
+            halves[0].step(self, x);
+        }
+        for &y in &second[common..] {
+            halves[1].step(self, y);
+        }
+        if halves.iter().any(|h| h.n > HELD) {
+            return self.walk_alone(b, each);
+        }
+        for h in &halves {
+            self.report(&h.held[..h.n], &mut each);
+        }
+    }
+
+    /// `walk`, one state after the other, the ends reported every sixteen bytes.
+    fn walk_alone(&self, b: &[u8], mut each: impl FnMut(usize, usize, usize)) {
+        let mut h = Ends::new(self.matching, 0);
+        for chunk in b.chunks(HELD) {
+            h.n = 0;
+            for &x in chunk {
+                h.step(self, x);
             }
-            for &(end, s) in &hits[..n] {
-                let (from, to) = self.ends_at[s >> self.shift];
-                for &(len, p) in &self.ends[from as usize..to as usize] {
-                    each(end - usize::from(len), end, usize::from(p));
-                }
+            self.report(&h.held[..h.n], &mut each);
+        }
+    }
+
+    /// The patterns that end at each of `ends` (`(end, state)`), in order.
+    fn report(&self, ends: &[(usize, usize)], each: &mut impl FnMut(usize, usize, usize)) {
+        for &(end, s) in ends {
+            let (from, to) = self.ends_at[s >> self.shift];
+            for &(len, p) in &self.ends[from as usize..to as usize] {
+                each(end - usize::from(len), end, usize::from(p));
             }
+        }
+    }
+}
+
+/// Ends noted at most per half (and per chunk of a walk alone).
+const HELD: usize = 16;
+
+/// A walk in progress: its state, where its next byte is in the text, and the matching
+/// states it passed (`n` counts past `HELD`; only the first `HELD` are kept).
+struct Ends {
+    state: usize,
+    at: usize,
+    held: [(usize, usize); HELD],
+    n: usize,
+}
+
+impl Ends {
+    fn new(start: usize, at: usize) -> Self {
+        Ends {
+            state: start,
+            at,
+            held: [(0, 0); HELD],
+            n: 0,
+        }
+    }
+
+    /// Walk one byte, noting the state where it ends a pattern.
+    #[inline(always)]
+    fn step(&mut self, t: &Table, byte: u8) {
+        self.state = usize::from(t.next[self.state + usize::from(t.column[usize::from(byte)])]);
+        self.at += 1;
+        if self.state < t.matching {
+            if let Some(h) = self.held.get_mut(self.n) {
+                *h = (self.at, self.state);
+            }
+            self.n += 1;
         }
     }
 }
