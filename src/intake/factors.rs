@@ -1,7 +1,7 @@
 //! The factors `Phrasebook::may_say` searches for: of each outcome phrase, a few bytes that
-//! records seldom hold unless they hold the phrase. Every text that holds a phrase holds
-//! its factor, so the search lets through every record that may say an outcome, and few
-//! others; the rules then read those whole.
+//! records seldom hold unless they hold the phrase, then only those some phrase needs.
+//! Every text that holds a phrase holds a factor, so the search lets through every record
+//! that may say an outcome, and few others; the rules then read those whole.
 
 /// Bytes that `factors` choose by: Teddy's fingerprint is a literal's first four bytes.
 const FACTOR: usize = 4;
@@ -11,6 +11,7 @@ const FACTOR: usize = 4;
 /// overlap fewest of the `common` words in it (every record `may_say` reads holds a lock
 /// word, many an operation), start as few of them as can, and are made of the letters least used in
 /// English (`commonness`); the whole phrase where those words cover it; without repeats.
+/// A factor whose every phrase holds another factor is then dropped.
 /// `lock lost` and `timed out` would make every record a candidate for Teddy to check,
 /// `lost` and `imed out` few; the longer factor lets few through.
 pub(super) fn factors(phrases: impl Iterator<Item = &'static str>, common: &[&str]) -> Vec<&'static str> {

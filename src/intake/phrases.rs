@@ -216,9 +216,9 @@ pub enum PhrasebookError {
 
 /// The nouns, outcome phrases and operation words, built once.
 pub(crate) struct Phrasebook {
-    /// Every pattern, overlapping, walked by `find` in `codes`: per byte, the patterns'
-    /// bytes numbered from 1 in order, every other byte 0. Patterns of few and contiguous
-    /// bytes make a table of few columns.
+    /// Every pattern, overlapping, walked by `find` in the codes `codes` gives: per byte,
+    /// the patterns' bytes numbered from 1 in order, every other byte 0. Patterns of few
+    /// and contiguous bytes make a table of few columns.
     automaton: Table,
     /// The outcome phrases' factors (`factors`), for `may_say`.
     outcomes: Literals,

@@ -17,6 +17,12 @@ pub enum TableError {
     Start(#[from] aho_corasick::MatchError),
     #[error("the phrasebook's automaton has {0} states; its table holds at most 65,536 cells")]
     TooLarge(usize),
+    /// An empty pattern, one holding code 0 (which must reset the walk, so a half can
+    /// start after it), or more patterns or longer ones than a `u16` numbers.
+    #[error(
+        "pattern {0} cannot be walked: empty, longer than 65,535 codes, one of more than 65,536, or holding code 0"
+    )]
+    Pattern(usize),
 }
 
 /// Every pattern of a set, found overlapping, a byte code at a time.
@@ -40,6 +46,12 @@ pub(crate) struct Table {
 impl Table {
     /// The table of `patterns`, written in `column`'s codes (every byte a column).
     pub(crate) fn new(column: [u8; 256], patterns: &[Vec<u8>]) -> Result<Self, TableError> {
+        let unfit = |(i, p): &(usize, &Vec<u8>)| {
+            p.is_empty() || p.len() > usize::from(u16::MAX) || *i > usize::from(u16::MAX) || p.contains(&0)
+        };
+        if let Some((i, _)) = patterns.iter().enumerate().find(unfit) {
+            return Err(TableError::Pattern(i));
+        }
         let nfa = NFA::builder().match_kind(MatchKind::Standard).build(patterns)?;
         let columns = usize::from(column.iter().copied().max().unwrap_or(0)) + 1;
         let stride = columns.next_power_of_two();
@@ -100,7 +112,7 @@ impl Table {
     /// side: the second starts after a byte no pattern holds, past the middle, where the
     /// automaton is back at its start whatever came before, so each half finds exactly its
     /// own matches. The ends each half passes are noted (at most `HELD`) and reported after
-    /// both; a half with more is walked again alone.
+    /// both; when a half passes more, the whole text is walked again, alone.
     pub(crate) fn walk(&self, b: &[u8], mut each: impl FnMut(usize, usize, usize)) {
         let mid = b.len() / 2;
         let split = (b[mid..].iter().position(|&x| self.column[usize::from(x)] == 0)).map_or(b.len(), |i| mid + i + 1);
@@ -231,6 +243,31 @@ mod tests {
             long_runs += usize::from(walked.len() > 16);
         }
         assert!(long_runs > 50, "texts with more ends than a chunk's bytes: {long_runs}");
+    }
+
+    #[test]
+    fn a_half_with_more_ends_than_it_notes_is_walked_again_whole() {
+        let (table, coded) = coded(&["ab", "b", "bab"]);
+        let search = aho_corasick::AhoCorasick::new(&coded).unwrap();
+        for (left, right) in [(20, 20), (2, 20), (20, 2), (8, 8), (9, 0)] {
+            let text = format!("{}x{}", "ab".repeat(left), "ab".repeat(right));
+            let mut walked = Vec::new();
+            table.walk(text.as_bytes(), |start, end, p| walked.push((start, end, p)));
+            let codes: Vec<u8> = text.bytes().map(|b| table.column[usize::from(b)]).collect();
+            let searched: Vec<(usize, usize, usize)> = (search.find_overlapping_iter(&codes))
+                .map(|m| (m.start(), m.end(), m.pattern().as_usize()))
+                .collect();
+            assert_eq!(walked, searched, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_pattern_the_walk_cannot_take_is_refused() {
+        let column = [1u8; 256];
+        for patterns in [vec![vec![], vec![1, 1]], vec![vec![1, 0, 1]]] {
+            assert!(matches!(Table::new(column, &patterns), Err(TableError::Pattern(_))));
+        }
+        assert!(Table::new(column, &[vec![1, 1]]).is_ok());
     }
 
     #[test]
