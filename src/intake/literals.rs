@@ -1,8 +1,7 @@
 //! A set of literals searched for by SIMD (Teddy) where the CPU has it, else by an
-//! Aho-Corasick automaton: the skim's lock words over folded text, and `may_say`'s outcome
-//! phrases over normalised text. `is_match_mapped` searches a text through a byte map (a
-//! fold, a normalisation) a few hundred bytes at a time on the stack, without a copy of
-//! the whole text.
+//! Aho-Corasick automaton: `may_say`'s outcome phrases over normalised text.
+//! `is_match_mapped` searches a text through a byte map (the normalisation) a few hundred
+//! bytes at a time on the stack, without a copy of the whole text.
 
 use aho_corasick::{AhoCorasick, MatchKind, packed};
 
@@ -10,7 +9,7 @@ use aho_corasick::{AhoCorasick, MatchKind, packed};
 const STEP: usize = 256;
 /// Bytes mapped past a step's end, so a literal that starts in it is found whole: the
 /// longest literal `Literals::new` takes.
-pub(crate) const LONGEST: usize = 64;
+const LONGEST: usize = 64;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Literals {

@@ -7,60 +7,83 @@
 //! (regexes on whole records) nor `format = "json"` (every record's shape is checked): the
 //! classifier gives no skim then.
 //!
-//! The words are searched case-blind over a copy of the chunk with bit 5 of every byte
-//! set (`A` reads `a`), 16 KiB at a time, for their lowercase spellings alone: a handful of
-//! literals a SIMD (Teddy) search finds at memory speed, where their case variants would be
-//! hundreds.
-//! Only two bytes fold onto a word's byte that is not their own letter in another case —
-//! NUL onto the space — and a NUL is a mark anyway.
+//! The words are searched case-blind in the chunk as read, by their first three bytes in
+//! every ASCII case: a SIMD (Teddy) search whose buckets take a prefix's case variants
+//! together (a letter's two cases differ in bit 5 alone, so their low nibbles are one),
+//! as exact as a search for the lowercase prefix over folded text, with no fold. A hit is
+//! checked against the whole words that start so. Three bytes rather than four: Teddy
+//! shuffles once per byte of its fingerprint, and a fourth cost more than the few hits a
+//! three-byte prefix adds. A pass of its own over the bytes up to the next word notes
+//! whether any is a NUL or over 0x7F; only then are NUL and invalid UTF-8 looked for.
 
+use aho_corasick::{AhoCorasick, MatchKind, packed};
 use memchr::memchr;
 
-use super::literals::{LONGEST, Literals, LiteralsError};
-
-/// Bytes folded and searched at a time, in a buffer allocated at a chunk's first fold.
-const WINDOW: usize = 16 * 1024;
-/// Bytes folded past a window's end, so that a word starting in it is found whole: the
-/// longest word `Literals` takes.
-const OVERLAP: usize = LONGEST;
+/// Bytes of a word searched for by Teddy; the rest are checked at each hit.
+const PREFIX: usize = 3;
 
 /// What marks a line as worth reading: the classifier's lock words.
 #[derive(Debug, Clone)]
 pub struct Skim {
-    /// The words, lowercase.
-    words: Literals,
+    /// The words, lowercase, in the order given.
+    words: Vec<Box<[u8]>>,
+    search: Search,
+}
+
+/// How the words' prefixes are found.
+#[derive(Debug, Clone)]
+enum Search {
+    /// Teddy, where the CPU has it (SSSE3 or AVX2): every case variant of each prefix.
+    Teddy(packed::Searcher),
+    /// Else an automaton for the whole words, ASCII case ignored.
+    Automaton(AhoCorasick),
 }
 
 /// A word `Skim::new` cannot search for.
 #[derive(Debug, thiserror::Error)]
 pub enum SkimError {
-    /// A byte without bit 5 (`_`, `@`, `[`): no folded byte can match it.
-    #[error("lock word {0:?} holds a byte the case fold cannot match")]
-    Unfoldable(String),
-    /// `-` or `*`, which `\r` and `\n` fold onto: a word could then run past its line,
-    /// which a record marked by it (`Piece::Record::marked`) would not hold.
-    #[error("lock word {0:?} holds a byte a line end folds onto")]
+    /// Shorter than the prefix the search takes.
+    #[error("lock word {0:?} is shorter than {PREFIX} bytes")]
+    TooShort(String),
+    /// A word holding `\r` or `\n` could run past its line, which a record marked by it
+    /// (`Piece::Record::marked`) would not hold.
+    #[error("lock word {0:?} holds a line end")]
     LineEnd(String),
     #[error(transparent)]
-    Literals(#[from] LiteralsError),
+    Build(#[from] aho_corasick::BuildError),
 }
 
 impl Skim {
-    /// A skim by `words` (letters and spaces), ASCII case ignored.
+    /// A skim by `words`, ASCII case ignored.
     pub(crate) fn new(words: &[&str]) -> Result<Self, SkimError> {
-        let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
-        if let Some(w) = lower.iter().find(|w| w.bytes().any(|b| b | 0x20 != b)) {
-            return Err(SkimError::Unfoldable(w.clone()));
-        }
-        if let Some(w) = lower
+        Self::build(words, true)
+    }
+
+    /// A skim by `words`, by Teddy where `teddy` is asked for and the CPU has it.
+    fn build(words: &[&str], teddy: bool) -> Result<Self, SkimError> {
+        let lower: Vec<Box<[u8]>> = words
             .iter()
-            .find(|w| w.bytes().any(|b| b == (b'\r' | 0x20) || b == (b'\n' | 0x20)))
-        {
-            return Err(SkimError::LineEnd(w.clone()));
+            .map(|w| w.to_ascii_lowercase().into_bytes().into())
+            .collect();
+        for w in words {
+            if w.len() < PREFIX {
+                return Err(SkimError::TooShort(w.to_string()));
+            }
+            if w.contains(['\r', '\n']) {
+                return Err(SkimError::LineEnd(w.to_string()));
+            }
         }
-        Ok(Skim {
-            words: Literals::new(&lower)?,
-        })
+        let packed = teddy.then(|| teddy_for(&lower)).flatten();
+        let search = match packed {
+            Some(p) => Search::Teddy(p),
+            None => Search::Automaton(
+                AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .build(&lower)?,
+            ),
+        };
+        Ok(Skim { words: lower, search })
     }
 
     /// The marks of `data`, searched as asked.
@@ -68,90 +91,106 @@ impl Skim {
         Marks {
             skim: self,
             data,
-            folded: Folded::new(),
             word: None,
             nul: None,
             utf8: None,
         }
     }
 
-    /// Whether `text`, which holds no NUL, holds a word. Without a NUL the fold is exact:
-    /// a folded byte equals a word's (a lowercase letter or the space) only where the byte
-    /// is that letter in either case, or the space.
+    /// Whether `text` holds a word.
     pub(crate) fn is_match(&self, text: &[u8]) -> bool {
-        self.words.is_match_mapped(text, |b| b | 0x20)
+        self.find(text, 0) < text.len()
     }
 
-    /// Where the first word in `folded` starts.
-    fn find(&self, folded: &[u8]) -> Option<usize> {
-        self.words.find(folded)
-    }
-}
-
-/// `data` folded (every byte's bit 5 set) a window at a time, the last window kept. The
-/// same loop notes whether a window holds a NUL or a byte over 0x7F, so the searches for
-/// those run only where one of them may be.
-struct Folded {
-    /// Empty until the first fold, then `WINDOW + OVERLAP` bytes.
-    buf: Vec<u8>,
-    /// Where the window kept starts in `data`, its length, and whether it is odd (holds a
-    /// NUL or a non-ASCII byte); `None` before the first.
-    at: Option<(usize, usize, bool)>,
-}
-
-impl Folded {
-    fn new() -> Self {
-        Folded {
-            buf: Vec::new(),
-            at: None,
+    /// Where the first word at or after `from` in `data` starts, or `data.len()`.
+    fn find(&self, data: &[u8], mut from: usize) -> usize {
+        match &self.search {
+            Search::Teddy(t) => {
+                while let Some(m) = data.get(from..).and_then(|rest| t.find(rest)) {
+                    let at = from + m.start();
+                    if self
+                        .words
+                        .iter()
+                        .any(|w| data.get(at..at + w.len()).is_some_and(|s| s.eq_ignore_ascii_case(w)))
+                    {
+                        return at;
+                    }
+                    from = at + 1;
+                }
+                data.len()
+            }
+            Search::Automaton(a) => data
+                .get(from..)
+                .and_then(|rest| a.find(rest))
+                .map_or(data.len(), |m| from + m.start()),
         }
     }
+}
 
-    /// Where the first word at or after `from` in `data` starts, or `data.len()`, and
-    /// whether a window from `from`'s to the word's is odd. A word found starting past its
-    /// window is looked for again in the next, which holds it whole.
-    fn first_word(&mut self, skim: &Skim, data: &[u8], from: usize) -> (usize, bool) {
-        let (mut from, mut odd) = (from, false);
-        while from < data.len() {
-            let (at, n, o) = match self.at {
-                Some((at, n, o)) if (at..at + WINDOW).contains(&from) => (at, n, o),
-                _ => self.fold(data, from),
-            };
-            odd |= o;
-            match skim.find(&self.buf[from - at..n]) {
-                Some(i) if from - at + i < WINDOW || at + n == data.len() => return (from + i, odd),
-                _ => from = at + WINDOW,
+/// Teddy for every ASCII case variant of the words' prefixes, `None` where the CPU lacks it.
+/// Each prefix's lowercase spelling comes first, so that each starts a bucket of its own
+/// (Teddy gives a new low-nibble prefix the bucket its pattern number picks), and its
+/// variants join it.
+fn teddy_for(words: &[Box<[u8]>]) -> Option<packed::Searcher> {
+    let mut prefixes: Vec<Vec<u8>> = Vec::new();
+    for w in words {
+        if !prefixes.iter().any(|p| p[..] == w[..PREFIX]) {
+            prefixes.push(w[..PREFIX].to_vec());
+        }
+    }
+    let mut patterns = prefixes.clone();
+    for p in &prefixes {
+        for v in case_variants(p) {
+            if !patterns.contains(&v) {
+                patterns.push(v);
             }
         }
-        (data.len(), odd)
     }
+    packed::Config::new()
+        .match_kind(packed::MatchKind::LeftmostFirst)
+        .heuristic_pattern_limits(false)
+        .only_teddy_fat(Some(false))
+        .builder()
+        .extend(&patterns)
+        .build()
+}
 
-    /// Fold the window of `data` that starts at `at`: its start, length and oddness.
-    fn fold(&mut self, data: &[u8], at: usize) -> (usize, usize, bool) {
-        let end = (at + WINDOW + OVERLAP).min(data.len());
-        if self.buf.is_empty() {
-            self.buf.resize(WINDOW + OVERLAP, 0);
+/// `bytes` in every ASCII case.
+fn case_variants(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![Vec::with_capacity(bytes.len())];
+    for &b in bytes {
+        let (lower, upper) = (b.to_ascii_lowercase(), b.to_ascii_uppercase());
+        let mut more = Vec::new();
+        for v in &mut out {
+            if lower != upper {
+                let mut u = v.clone();
+                u.push(upper);
+                more.push(u);
+            }
+            v.push(lower);
         }
-        let (mut low, mut high) = (u8::MAX, 0u8);
-        for (f, &b) in self.buf.iter_mut().zip(&data[at..end]) {
-            *f = b | 0x20;
-            low = low.min(b);
-            high = high.max(b);
-        }
-        let window = (at, end - at, low == 0 || high > 0x7f);
-        self.at = Some(window);
-        window
+        out.extend(more);
     }
+    out
+}
+
+/// Whether `bytes` holds a NUL or a byte over 0x7F (a loop the compiler makes SIMD).
+fn odd(bytes: &[u8]) -> bool {
+    let (mut low, mut high) = (u8::MAX, 0u8);
+    for &b in bytes {
+        low = low.min(b);
+        high = high.max(b);
+    }
+    low == 0 || high > 0x7f
 }
 
 /// The next mark of each kind at or after the last position asked, each searched again
-/// only once it is passed: every byte is searched once per kind, and for a NUL or invalid
-/// UTF-8 only once a window before the next word is odd.
+/// only once it is passed: every byte is searched once for a word, and for a NUL or
+/// invalid UTF-8 only once the bytes before the next word are odd.
 pub(crate) struct Marks<'a> {
     skim: &'a Skim,
     data: &'a [u8],
-    folded: Folded,
-    /// The next word, and whether a window up to it is odd.
+    /// The next word, and whether the bytes up to it from where it was looked for are odd.
     word: Option<(usize, bool)>,
     nul: Option<usize>,
     utf8: Option<usize>,
@@ -168,14 +207,18 @@ impl Marks<'_> {
     /// the data's length.
     pub(crate) fn next(&mut self, pos: usize) -> usize {
         let (data, len) = (self.data, self.data.len());
+        let pos = pos.min(len);
         let (word, odd) = match self.word {
             Some((w, odd)) if w >= pos => (w, odd),
-            _ => *self.word.insert(self.folded.first_word(self.skim, data, pos)),
+            _ => {
+                let w = self.skim.find(data, pos);
+                *self.word.insert((w, odd(&data[pos..w])))
+            }
         };
         if !odd {
             return word; // no NUL and no byte over 0x7F before it
         }
-        let rest = &data[pos.min(len)..];
+        let rest = &data[pos..];
         if self.nul.is_none_or(|n| n < pos) {
             self.nul = Some(memchr(0, rest).map_or(len, |i| pos + i));
         }

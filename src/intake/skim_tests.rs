@@ -201,37 +201,41 @@ fn no_skim_for_rules_or_json() {
 }
 
 #[test]
-fn a_word_across_the_fold_windows_edge_is_found_where_it_starts() {
-    let skim = super::Skim::new(&["lock", "illegalmonitorstate"]).unwrap();
-    for at in super::WINDOW - 20..super::WINDOW + 4 {
-        // A long word straddling the window's end, and a short one whole in its overlap.
-        let mut data = vec![b'x'; at];
-        data.extend_from_slice(b" IllegalMonitorState then LOCK\n");
-        let mut folded = super::Folded::new();
-        assert_eq!(folded.first_word(&skim, &data, 0).0, at + 1, "at {at}");
-        assert_eq!(folded.first_word(&skim, &data, at + 2).0, at + 26, "at {at}");
-        assert_eq!(
-            super::Folded::new().first_word(&skim, &data, at + 2).0,
-            at + 26,
-            "at {at}"
-        );
+fn a_word_is_found_where_it_starts_past_prefixes_that_start_none() {
+    for teddy in [true, false] {
+        let skim = super::Skim::build(&["lock", "illegalmonitorstate", "not owned"], teddy).unwrap();
+        for at in [0, 1, 15, 16, 17, 31, 32, 33, 100, 16 * 1024 - 3] {
+            // Prefixes that start no word (`ILLegal…` cut, `not ` then another word, `loc`
+            // at the end of a run), then the words in mixed case.
+            let mut data = vec![b'x'; at];
+            data.extend_from_slice(b"ILLEGALMONITORSTAT NOT OWNER lOc IllegalMonitorState then NoT OwNeD, LOCK\n");
+            let first = at + 33;
+            assert_eq!(skim.find(&data, 0), first, "teddy {teddy}, at {at}");
+            assert_eq!(skim.find(&data, first + 1), at + 58, "teddy {teddy}, at {at}");
+            assert_eq!(skim.find(&data, at + 59), at + 69, "teddy {teddy}, at {at}");
+            assert_eq!(skim.find(&data, at + 70), data.len(), "teddy {teddy}, at {at}");
+            // Cut at the data's end, a word is none.
+            assert_eq!(skim.find(&data[..at + 72], at + 59), at + 72, "teddy {teddy}, at {at}");
+        }
+        assert_eq!(skim.find(b"no words here", 0), 13);
+        assert_eq!(skim.find(b"lock", 5), 4, "from past the end");
     }
-    assert_eq!(super::Folded::new().first_word(&skim, b"no words here", 0), (13, false));
-    assert!(super::Skim::new(&["x".repeat(super::OVERLAP + 1).as_str()]).is_err());
-    assert!(super::Skim::new(&["lock_key"]).is_err());
-    // `\r` and `\n` fold onto `-` and `*`: a word holding them could run past its line.
-    for w in ["lock-", "*lock"] {
+    assert!(matches!(super::Skim::new(&["lo"]), Err(super::SkimError::TooShort(_))));
+    for w in ["lock\n", "\rlock"] {
         assert!(
             matches!(super::Skim::new(&[w]), Err(super::SkimError::LineEnd(_))),
-            "{w}"
+            "{w:?}"
         );
     }
+    // A word with bytes that are no letter is searched for as it is.
+    let skim = super::Skim::new(&["lock_key"]).unwrap();
+    assert!(skim.is_match(b"a LOCK_KEY here") && !skim.is_match(b"a LOCK KEY here") && !skim.is_match(b"lock\x7fkey"));
 }
 
 #[test]
 fn a_nul_or_bad_utf8_is_a_mark_in_any_window_before_the_next_word() {
     let skim = super::Skim::new(&["lock"]).unwrap();
-    let w = super::WINDOW;
+    let w = 16 * 1024;
     for odd in [&b"\0"[..], b"\xff", b"\xc3"] {
         for at in [0, 5, w - 1, w, w + 1, 2 * w + 3, 3 * w - 2] {
             let mut data = vec![b'x'; 4 * w];
@@ -253,23 +257,24 @@ fn a_nul_or_bad_utf8_is_a_mark_in_any_window_before_the_next_word() {
 }
 
 #[test]
-fn is_match_agrees_with_a_case_blind_regex_on_any_text_without_nul() {
+fn find_agrees_with_a_case_blind_regex_on_any_text() {
     let words = ["lock", "not owned", "illegalmonitorstate", "fenc"];
-    let skim = super::Skim::new(&words).unwrap();
+    let (skim, automaton) = (
+        super::Skim::new(&words).unwrap(),
+        super::Skim::build(&words, false).unwrap(),
+    );
     let re = regex::bytes::Regex::new(&format!("(?i-u){}", words.join("|"))).unwrap();
-    // Bytes that fold onto a letter or near one (`@`, `[`, `` ` ``, `{`), controls,
+    // Bytes one bit from a letter (`@`, `[`, `` ` ``, `{`), NUL and other controls,
     // bytes over 0x7F, and the words' own letters in both cases.
-    let alphabet = b"lLoOcCkKnNtT wWeEdDfF@[`{\x01\x0c\x2c\x8c\xcc\xec";
+    let alphabet = b"lLoOcCkKnNtT wWeEdDfF@[`{\0\x01\x0c\x2c\x8c\xcc\xec";
     let mut rng = crate::intake::test_rng::Xorshift(0x9e37_79b9_7f4a_7c15);
     for len in [0, 3, 4, 9, 60, 255, 256, 257, 320, 321, 700] {
         for _ in 0..300 {
             let text: Vec<u8> = (0..len).map(|_| alphabet[rng.below(alphabet.len())]).collect();
-            assert_eq!(
-                skim.is_match(&text),
-                re.is_match(&text),
-                "{:?}",
-                String::from_utf8_lossy(&text)
-            );
+            let want = re.find(&text).map_or(text.len(), |m| m.start());
+            for s in [&skim, &automaton] {
+                assert_eq!(s.find(&text, 0), want, "{:?}", String::from_utf8_lossy(&text));
+            }
         }
     }
     for at in [0, 250, 253, 255, 256, 300, 316, 317, 600] {
@@ -282,7 +287,7 @@ fn is_match_agrees_with_a_case_blind_regex_on_any_text_without_nul() {
 #[test]
 fn marks_found_after_a_clean_call_and_past_a_kept_word() {
     let skim = super::Skim::new(&["lock"]).unwrap();
-    let w = super::WINDOW;
+    let w = 16 * 1024;
     // A word, then (in a later window) a NUL, then a word: asked from each line start.
     let mut data = vec![b'x'; 3 * w];
     data[10..14].copy_from_slice(b"LOCK");
@@ -309,14 +314,14 @@ fn marks_found_after_a_clean_call_and_past_a_kept_word() {
 }
 
 #[test]
-fn is_match_finds_the_real_words_and_the_longest_a_skim_takes_at_every_step_edge() {
-    let longest = "q".repeat(super::OVERLAP);
+fn is_match_finds_the_real_words_and_a_long_one_wherever_they_start() {
+    let longest = "q".repeat(200);
     let mut words: Vec<&str> = crate::intake::classify::LOCK_WORDS.to_vec();
     words.push(&longest);
     let skim = super::Skim::new(&words).unwrap();
     for word in &words {
         for at in 240..=300 {
-            let mut text = vec![b'x'; 420];
+            let mut text = vec![b'x'; 520];
             text[at..at + word.len()].copy_from_slice(word.to_ascii_uppercase().as_bytes());
             assert!(skim.is_match(&text), "{word} at {at}");
             text[at] = b'-';
