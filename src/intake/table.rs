@@ -117,37 +117,59 @@ impl Table {
         let mid = b.len() / 2;
         let split = (b[mid..].iter().position(|&x| self.column[usize::from(x)] == 0)).map_or(b.len(), |i| mid + i + 1);
         let (first, second) = b.split_at(split);
-        let mut halves = [Ends::new(self.matching, 0), Ends::new(self.matching, split)];
-        for (&x, &y) in first.iter().zip(second) {
-            let [a, b] = &mut halves;
-            a.step(self, x);
-            b.step(self, y);
+        // The states are locals, so that they stay in registers: the ends go to memory.
+        let (mut x, mut y) = (Ends::new(), Ends::new());
+        let (mut s, mut t) = (self.matching, self.matching);
+        for (i, (&u, &v)) in first.iter().zip(second).enumerate() {
+            s = self.step(s, u);
+            t = self.step(t, v);
+            if s < self.matching {
+                x.note(i + 1, s);
+            }
+            if t < self.matching {
+                y.note(split + i + 1, t);
+            }
         }
         let common = first.len().min(second.len());
-        for &x in &first[common..] {
-            halves[0].step(self, x);
+        for (i, &u) in first.iter().enumerate().skip(common) {
+            s = self.step(s, u);
+            if s < self.matching {
+                x.note(i + 1, s);
+            }
         }
-        for &y in &second[common..] {
-            halves[1].step(self, y);
+        for (i, &v) in second.iter().enumerate().skip(common) {
+            t = self.step(t, v);
+            if t < self.matching {
+                y.note(split + i + 1, t);
+            }
         }
-        if halves.iter().any(|h| h.n > HELD) {
+        if x.n > HELD || y.n > HELD {
             return self.walk_alone(b, each);
         }
-        for h in &halves {
-            self.report(&h.held[..h.n], &mut each);
+        for e in [&x, &y] {
+            self.report(&e.held[..e.n], &mut each);
         }
     }
 
     /// `walk`, one state after the other, the ends reported every sixteen bytes.
     fn walk_alone(&self, b: &[u8], mut each: impl FnMut(usize, usize, usize)) {
-        let mut h = Ends::new(self.matching, 0);
-        for chunk in b.chunks(HELD) {
-            h.n = 0;
-            for &x in chunk {
-                h.step(self, x);
+        let mut s = self.matching;
+        for (c, chunk) in b.chunks(HELD).enumerate() {
+            let mut e = Ends::new();
+            for (i, &u) in chunk.iter().enumerate() {
+                s = self.step(s, u);
+                if s < self.matching {
+                    e.note(c * HELD + i + 1, s);
+                }
             }
-            self.report(&h.held[..h.n], &mut each);
+            self.report(&e.held[..e.n], &mut each);
         }
+    }
+
+    /// The state after `state` reads `byte`.
+    #[inline(always)]
+    fn step(&self, state: usize, byte: u8) -> usize {
+        usize::from(self.next[state + usize::from(self.column[usize::from(byte)])])
     }
 
     /// The patterns that end at each of `ends` (`(end, state)`), in order.
@@ -164,36 +186,28 @@ impl Table {
 /// Ends noted at most per half (and per chunk of a walk alone).
 const HELD: usize = 16;
 
-/// A walk in progress: its state, where its next byte is in the text, and the matching
-/// states it passed (`n` counts past `HELD`; only the first `HELD` are kept).
+/// The matching states a walk passed, with where each ends (`n` counts past `HELD`; only
+/// the first `HELD` are kept).
 struct Ends {
-    state: usize,
-    at: usize,
     held: [(usize, usize); HELD],
     n: usize,
 }
 
 impl Ends {
-    fn new(start: usize, at: usize) -> Self {
+    fn new() -> Self {
         Ends {
-            state: start,
-            at,
             held: [(0, 0); HELD],
             n: 0,
         }
     }
 
-    /// Walk one byte, noting the state where it ends a pattern.
+    /// Note that `state`, a matching one, was reached with the byte that ends at `end`.
     #[inline(always)]
-    fn step(&mut self, t: &Table, byte: u8) {
-        self.state = usize::from(t.next[self.state + usize::from(t.column[usize::from(byte)])]);
-        self.at += 1;
-        if self.state < t.matching {
-            if let Some(h) = self.held.get_mut(self.n) {
-                *h = (self.at, self.state);
-            }
-            self.n += 1;
+    fn note(&mut self, end: usize, state: usize) {
+        if let Some(h) = self.held.get_mut(self.n) {
+            *h = (end, state);
         }
+        self.n += 1;
     }
 }
 
