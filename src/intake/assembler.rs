@@ -75,7 +75,7 @@ pub(super) struct Assembler {
     pub(super) cur: Option<Rec>,
     /// Where a lock word the skim found starts, if one is known: the record whose line
     /// holds it comes out marked. A word lies within the line it starts in: no word holds
-    /// a byte that folds from `\r` or `\n`.
+    /// a line end (`Skim::new` refuses one).
     pub(super) word: Option<usize>,
 }
 
