@@ -10,7 +10,8 @@
 //! The words are searched case-blind in the chunk as read, by their first three bytes in
 //! every ASCII case: a SIMD (Teddy) search whose buckets take a prefix's case variants
 //! together (a letter's two cases differ in bit 5 alone, so their low nibbles are one),
-//! as exact as a search for the lowercase prefix over folded text, with no fold. A hit is
+//! so a hit is the prefix in some ASCII case and nothing else (the fold this replaced let
+//! a NUL read as a space), with no fold. A hit is
 //! checked against the whole words that start so. Three bytes rather than four: Teddy
 //! shuffles once per byte of its fingerprint, and a fourth cost more than the few hits a
 //! three-byte prefix adds. A pass of its own over the bytes up to the next word notes
@@ -185,7 +186,8 @@ fn odd(bytes: &[u8]) -> bool {
 }
 
 /// The next mark of each kind at or after the last position asked, each searched again
-/// only once it is passed: every byte is searched once for a word, and for a NUL or
+/// only once it is passed: every byte is searched about once for a word (a hit that
+/// starts none is searched on from its next byte), and for a NUL or
 /// invalid UTF-8 only once the bytes before the next word are odd.
 pub(crate) struct Marks<'a> {
     skim: &'a Skim,

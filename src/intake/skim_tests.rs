@@ -227,13 +227,20 @@ fn a_word_is_found_where_it_starts_past_prefixes_that_start_none() {
             "{w:?}"
         );
     }
+    // Words that share their prefix are each checked at a hit, in their order.
+    for teddy in [true, false] {
+        let skim = super::Skim::build(&["locksmith", "lockout"], teddy).unwrap();
+        assert_eq!(skim.find(b"a LOCKSMIT, a LockOut", 0), 14, "teddy {teddy}");
+        assert_eq!(skim.find(b"a locksmith", 0), 2, "teddy {teddy}");
+        assert_eq!(skim.find(b"a lockou", 0), 8, "teddy {teddy}");
+    }
     // A word with bytes that are no letter is searched for as it is.
     let skim = super::Skim::new(&["lock_key"]).unwrap();
     assert!(skim.is_match(b"a LOCK_KEY here") && !skim.is_match(b"a LOCK KEY here") && !skim.is_match(b"lock\x7fkey"));
 }
 
 #[test]
-fn a_nul_or_bad_utf8_is_a_mark_in_any_window_before_the_next_word() {
+fn a_nul_or_bad_utf8_is_a_mark_anywhere_before_the_next_word() {
     let skim = super::Skim::new(&["lock"]).unwrap();
     let w = 16 * 1024;
     for odd in [&b"\0"[..], b"\xff", b"\xc3"] {
@@ -245,12 +252,12 @@ fn a_nul_or_bad_utf8_is_a_mark_in_any_window_before_the_next_word() {
             let mut marks = skim.marks(&data);
             assert_eq!(marks.next(0), at, "{odd:?} at {at}");
             assert_eq!(marks.next(at + 1), word, "{odd:?} at {at}");
-            // Asked again from a later line start, the window kept is searched again.
+            // Asked first from a line start after the data's start, the same mark.
             let mut marks = skim.marks(&data);
             assert_eq!(marks.next(at / 2), at, "{odd:?} at {at}, from {}", at / 2);
         }
     }
-    // Valid UTF-8 beyond ASCII is no mark; the window it is in is still looked through.
+    // Valid UTF-8 beyond ASCII is no mark; the bytes after it are still looked through.
     let mut data = "é".repeat(w).into_bytes();
     data.extend_from_slice(b"\nLOCK\n");
     assert_eq!(skim.marks(&data).next(0), 2 * w + 1);
@@ -288,7 +295,7 @@ fn find_agrees_with_a_case_blind_regex_on_any_text() {
 fn marks_found_after_a_clean_call_and_past_a_kept_word() {
     let skim = super::Skim::new(&["lock"]).unwrap();
     let w = 16 * 1024;
-    // A word, then (in a later window) a NUL, then a word: asked from each line start.
+    // A word, then (far after it) a NUL, then a word: asked from each line start.
     let mut data = vec![b'x'; 3 * w];
     data[10..14].copy_from_slice(b"LOCK");
     data[20] = b'\n';
@@ -299,7 +306,7 @@ fn marks_found_after_a_clean_call_and_past_a_kept_word() {
     assert_eq!(marks.next(0), 10, "the word, the NUL after it no mark yet");
     assert_eq!(marks.next(21), 2 * w + 7, "the NUL, found on a later call");
     assert_eq!(marks.next(2 * w + 8), 2 * w + 20);
-    // A kept word whose windows were clean, asked again from a later line start.
+    // A kept word whose bytes before it were clean, asked again from a later line start.
     let mut data = vec![b'y'; 2 * w];
     data[5] = b'\n';
     data[w + 3..w + 7].copy_from_slice(b"Lock");
