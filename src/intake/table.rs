@@ -121,27 +121,15 @@ impl Table {
         let (mut x, mut y) = (Ends::new(), Ends::new());
         let (mut s, mut t) = (self.matching, self.matching);
         for (i, (&u, &v)) in first.iter().zip(second).enumerate() {
-            s = self.step(s, u);
-            t = self.step(t, v);
-            if s < self.matching {
-                x.note(i + 1, s);
-            }
-            if t < self.matching {
-                y.note(split + i + 1, t);
-            }
+            s = self.step(s, u, i + 1, &mut x);
+            t = self.step(t, v, split + i + 1, &mut y);
         }
         let common = first.len().min(second.len());
         for (i, &u) in first.iter().enumerate().skip(common) {
-            s = self.step(s, u);
-            if s < self.matching {
-                x.note(i + 1, s);
-            }
+            s = self.step(s, u, i + 1, &mut x);
         }
         for (i, &v) in second.iter().enumerate().skip(common) {
-            t = self.step(t, v);
-            if t < self.matching {
-                y.note(split + i + 1, t);
-            }
+            t = self.step(t, v, split + i + 1, &mut y);
         }
         if x.n > HELD || y.n > HELD {
             return self.walk_alone(b, each);
@@ -157,19 +145,21 @@ impl Table {
         for (c, chunk) in b.chunks(HELD).enumerate() {
             let mut e = Ends::new();
             for (i, &u) in chunk.iter().enumerate() {
-                s = self.step(s, u);
-                if s < self.matching {
-                    e.note(c * HELD + i + 1, s);
-                }
+                s = self.step(s, u, c * HELD + i + 1, &mut e);
             }
             self.report(&e.held[..e.n], &mut each);
         }
     }
 
-    /// The state after `state` reads `byte`.
+    /// The state after `state` reads `byte`, which ends at `end`: noted in `ends` when it
+    /// ends a pattern.
     #[inline(always)]
-    fn step(&self, state: usize, byte: u8) -> usize {
-        usize::from(self.next[state + usize::from(self.column[usize::from(byte)])])
+    fn step(&self, state: usize, byte: u8, end: usize, ends: &mut Ends) -> usize {
+        let next = usize::from(self.next[state + usize::from(self.column[usize::from(byte)])]);
+        if next < self.matching {
+            ends.note(end, next);
+        }
+        next
     }
 
     /// The patterns that end at each of `ends` (`(end, state)`), in order.
